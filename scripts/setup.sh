@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Installs what raas needs beyond npm, then the npm packages and the build. Idempotent.
+# As root: Debian packages (bubblewrap, tmux, git, python3) and the unprivileged sandbox user.
+# Without root: installs nothing system-wide and prints what is missing.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+SANDBOX_USER="${RAAS_SANDBOX_USER:-raas-sandbox}"
+declare -A PKG_OF=([bwrap]=bubblewrap [tmux]=tmux [git]=git)
+missing=()
+for bin in bwrap tmux git; do command -v "$bin" >/dev/null 2>&1 || missing+=("${PKG_OF[$bin]}"); done
+[ -x /usr/bin/python3 ] || missing+=(python3)
+
+if [ "$(id -u)" = 0 ]; then
+  if [ ${#missing[@]} -gt 0 ]; then
+    echo "setup: installing ${missing[*]}"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq
+    apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  fi
+  if ! id -u "$SANDBOX_USER" >/dev/null 2>&1; then
+    echo "setup: creating sandbox user $SANDBOX_USER"
+    useradd --system --no-create-home --home-dir /nonexistent --shell /usr/sbin/nologin "$SANDBOX_USER"
+  fi
+  mkdir -p /var/tmp/raas && chmod 755 /var/tmp/raas
+else
+  [ ${#missing[@]} -gt 0 ] && echo "setup: not root, could not install: ${missing[*]} (sudo apt-get install ${missing[*]})"
+  echo "setup: not root; sandboxes run as $(id -un) through unprivileged user namespaces"
+fi
+
+if [ ! -d node_modules ] || [ package-lock.json -nt node_modules/.package-lock.json ]; then
+  npm ci --no-audit --no-fund
+fi
+npm run build --silent
+echo "setup: ok"

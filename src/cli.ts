@@ -1,0 +1,26 @@
+#!/usr/bin/env node
+import { Command } from 'commander';
+import { registerServe } from './server/cli.js';
+import { registerSimLlm } from './sim/cli.js';
+import { registerTrain } from './dapo/cli.js';
+import { registerPlace } from './placement/cli.js';
+import { registerSidecar } from './sidecar/cli.js';
+import { registerAuditDrift } from './tokens/audit-cli.js';
+import { RAAS_VERSION } from './version.js';
+
+const program = new Command('raas')
+  .description('rollout-as-a-service for RL of multi-turn LLM agents')
+  .version(RAAS_VERSION)
+  .showHelpAfterError();
+
+registerServe(program);
+registerTrain(program);
+registerPlace(program);
+registerSidecar(program);
+registerSimLlm(program);
+registerAuditDrift(program);
+
+program.parseAsync(process.argv).catch((err: unknown) => {
+  process.stderr.write(`raas: ${err instanceof Error ? err.message : String(err)}\n`);
+  process.exit(1);
+});

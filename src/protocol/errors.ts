@@ -1,0 +1,94 @@
+/**
+ * The one registry of API error codes. Every error the HTTP API or the sidecar answers with is a
+ * RaasError carrying one of these codes; docs/api.md lists them and a test keeps both in sync.
+ */
+export const ERROR_CODES = {
+  bad_request: { status: 400, doc: 'The body or a query failed validation; the message names the field.' },
+  unknown_data_source: { status: 400, doc: 'instance.data_source (or task) names no registered handler.' },
+  invalid_instance: { status: 400, doc: "The instance failed its handler's schema; the message names the field." },
+  unauthorized: { status: 401, doc: 'Missing or wrong bearer token.' },
+  job_not_found: { status: 404, doc: 'No job with that id: never seen, expired, or in flight at a crash. Resubmit it with the same id.' },
+  route_not_found: { status: 404, doc: 'No such route.' },
+  method_not_allowed: { status: 405, doc: 'The route exists with another method.' },
+  body_too_large: { status: 413, doc: 'The body exceeds the configured limit (default 8 MiB).' },
+  unsupported_media_type: { status: 415, doc: 'Send application/json.' },
+  job_conflict: { status: 409, doc: 'A job with this id exists with a different instance.' },
+  server_stopped: { status: 503, doc: 'Intake is closed (POST /stop); POST /start opens it.' },
+  no_llm_backends: { status: 503, doc: 'No LLM backend is registered; POST /add_llm_server first.' },
+  queue_full: { status: 503, doc: 'max_queued_jobs reached; retry after the Retry-After header.' },
+  backend_unavailable: { status: 502, doc: 'An LLM backend failed past its retry budget.' },
+  context_length_exceeded: { status: 400, doc: "The prompt plus max_tokens exceeds the backend's context." },
+  config_invalid: { status: 400, doc: 'A configuration file or flag is invalid; the message names the key.' },
+  sandbox_unavailable: { status: 500, doc: 'The sandbox runtime cannot start (missing bwrap, or the sandbox user); the message names the fix.' },
+  sandbox_error: { status: 500, doc: 'A sandbox or its tool server failed.' },
+  tool_error: { status: 400, doc: 'A tool request was malformed or refused.' },
+  cancelled: { status: 499, doc: 'The operation was cancelled.' },
+  timeout: { status: 504, doc: 'The operation ran past its time limit.' },
+  internal: { status: 500, doc: 'An unexpected server error; the message says what failed.' },
+  // sidecar-only codes
+  parse_error: { status: 400, doc: 'Sidecar: the line is not JSON.' },
+  unknown_op: { status: 400, doc: 'Sidecar: op is not one of the documented ops.' },
+  not_ready: { status: 409, doc: 'Sidecar: the coordinator is not started or already closed.' },
+} as const;
+
+export type ErrorCode = keyof typeof ERROR_CODES;
+
+/** An error with a stable code and an HTTP status; `retryable: false` marks what retrying cannot fix. */
+export class RaasError extends Error {
+  readonly code: ErrorCode;
+  readonly status: number;
+  readonly retryable: boolean;
+  constructor(code: ErrorCode, message: string, opts: { cause?: unknown; retryable?: boolean; status?: number } = {}) {
+    super(message, opts.cause === undefined ? undefined : { cause: opts.cause });
+    this.name = 'RaasError';
+    this.code = code;
+    this.status = opts.status ?? ERROR_CODES[code].status;
+    this.retryable = opts.retryable ?? (this.status >= 500 && this.status !== 501);
+  }
+  /** The JSON body every API error answers with (`detail` keeps FastAPI-style clients working). */
+  toJSON(): { error: { code: ErrorCode; message: string }; detail: string } {
+    return { error: { code: this.code, message: this.message }, detail: this.message };
+  }
+}
+
+/** Raised when an operation is cancelled (a job cancel, a shutdown). */
+export class CancelledError extends RaasError {
+  constructor(message = 'cancelled', cause?: unknown) {
+    super('cancelled', message, { cause, retryable: false });
+    this.name = 'CancelledError';
+  }
+}
+
+/** Raised when an operation runs past its time limit. */
+export class TimeoutError extends RaasError {
+  constructor(message = 'timed out', cause?: unknown) {
+    super('timeout', message, { cause, retryable: false });
+    this.name = 'TimeoutError';
+  }
+}
+
+/** The prompt does not fit the backend's context window (vLLM/SGLang answer 400). */
+export class ContextLengthError extends RaasError {
+  constructor(message: string) {
+    super('context_length_exceeded', message, { retryable: false });
+    this.name = 'ContextLengthError';
+  }
+}
+
+/** Classifies an abort reason or error: 'cancelled', 'timeout', or undefined for any other error. */
+export function cancellationKind(err: unknown): 'cancelled' | 'timeout' | undefined {
+  if (err instanceof TimeoutError) return 'timeout';
+  if (err instanceof CancelledError) return 'cancelled';
+  if (err instanceof Error && err.name === 'TimeoutError') return 'timeout';
+  if (err instanceof Error && err.name === 'AbortError') {
+    return err.cause === undefined ? 'cancelled' : cancellationKind(err.cause) ?? 'cancelled';
+  }
+  return undefined;
+}
+
+/** Formats a zod-style issue path as `a.b[2].c` for messages that name the field. */
+export function fieldPath(path: ReadonlyArray<PropertyKey>): string {
+  let out = '';
+  for (const p of path) out += typeof p === 'number' ? `[${p}]` : out ? `.${String(p)}` : String(p);
+  return out || '(body)';
+}

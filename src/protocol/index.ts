@@ -1,0 +1,9 @@
+export { ERROR_CODES, RaasError, CancelledError, TimeoutError, ContextLengthError, cancellationKind, fieldPath } from './errors.js';
+export type { ErrorCode } from './errors.js';
+export {
+  TokenId, SamplingParams, Instance, JobId, ProcessRequest, ToolCall, Message, Span, Tokens, FINISH_REASONS, FinishReason,
+  CriticalError, Timing, TurnRecord, Result, CancelRequest, CancelResponse, JOB_STATES, JobState, TERMINAL_STATES, JobResponse,
+} from './process.js';
+export { LlmApi, AddLlmServerRequest, RemoveLlmServerRequest, BackendInfo, LlmServersResponse } from './llm.js';
+export { StatusResponse, OkResponse } from './status.js';
+export { Rollout, Group, BatchStats, Batch, UpdateWeightsRequest } from './batch.js';

@@ -1,0 +1,160 @@
+import { z } from 'zod';
+
+/** A token id: a non-negative integer. */
+export const TokenId = z.number().int().nonnegative();
+
+/**
+ * Sampling parameters of one job. Known fields are typed; unknown ones pass through to the handler
+ * and the backend client (ProRL clients send fields we do not interpret).
+ */
+export const SamplingParams = z.looseObject({
+  temperature: z.number().min(0).max(100).optional(),
+  top_p: z.number().gt(0).max(1).optional(),
+  top_k: z.number().int().min(-1).optional(),
+  seed: z.number().int().optional(),
+  /** Caps one LLM call. ProRL's `max_output_tokens` is an alias. */
+  max_tokens_per_turn: z.number().int().positive().optional(),
+  max_output_tokens: z.number().int().positive().optional(),
+  /** Caps the model-generated tokens of the whole trajectory. */
+  max_response_tokens: z.number().int().positive().optional(),
+  /** Context window; else the backend's /v1/models answer. */
+  max_model_len: z.number().int().positive().optional(),
+  max_iterations: z.number().int().positive().optional(),
+  enable_thinking: z.boolean().optional(),
+  stop_token_ids: z.array(TokenId).optional(),
+  token_level_generation: z.boolean().optional(),
+  return_message_ids: z.boolean().optional(),
+  /** Ask for `messages` in DAPO batches (coordinator side). */
+  return_messages: z.boolean().optional(),
+});
+export type SamplingParams = z.infer<typeof SamplingParams>;
+
+/** A task instance. `data_source` picks the handler (`task` is an alias); other fields are the handler's. */
+export const Instance = z
+  .looseObject({
+    data_source: z.string().min(1).max(256).optional(),
+    task: z.string().min(1).max(256).optional(),
+    instance_id: z.union([z.string().max(1024), z.number()]).optional(),
+    trajectory_id: z.union([z.string().max(1024), z.number()]).optional(),
+  })
+  .refine((i) => i.data_source !== undefined || i.task !== undefined, {
+    message: 'instance.data_source is required (or its alias instance.task): name a handler such as "math", "code", "swe" or "chat"',
+    path: ['data_source'],
+  });
+export type Instance = z.infer<typeof Instance>;
+
+/** Job ids: printable, no path separators, bounded. */
+export const JobId = z
+  .string()
+  .min(1)
+  .max(256)
+  .regex(/^[A-Za-z0-9._:@+=-]+$/, 'job_id may contain only letters, digits and . _ : @ + = -');
+
+/** POST /process body (ProRL's `{instance, sampling_params, job_id?}` plus ours). */
+export const ProcessRequest = z.strictObject({
+  instance: Instance,
+  sampling_params: SamplingParams.default({}),
+  job_id: JobId.optional(),
+  timeout_s: z.number().positive().max(7 * 24 * 3600).optional(),
+  group_id: z.string().min(1).max(256).optional(),
+  policy_version: z.number().int().nonnegative().optional(),
+});
+export type ProcessRequest = z.infer<typeof ProcessRequest>;
+
+/** One tool call as ProRL reports it. */
+export const ToolCall = z.object({ name: z.string(), arguments: z.record(z.string(), z.unknown()), id: z.string().optional() });
+export type ToolCall = z.infer<typeof ToolCall>;
+
+/** One message of a trajectory. */
+export const Message = z.object({
+  role: z.enum(['system', 'user', 'assistant', 'tool']),
+  content: z.string(),
+  tool_calls: z.array(ToolCall).optional(),
+  token_ids: z.array(TokenId).optional(),
+  input_ids: z.array(TokenId).optional(),
+  logprobs: z.array(z.number()).optional(),
+  tool_call_id: z.string().optional(),
+});
+export type Message = z.infer<typeof Message>;
+
+/** Maps a message after the prompt onto `response_ids[start, end)`. */
+export const Span = z.object({ message_index: z.number().int().nonnegative(), start: z.number().int().nonnegative(), end: z.number().int().nonnegative() });
+export type Span = z.infer<typeof Span>;
+
+/** The training view: `prompt_ids ++ response_ids` is the whole sequence. */
+export const Tokens = z.object({
+  prompt_ids: z.array(TokenId),
+  response_ids: z.array(TokenId),
+  /** 1 on model-generated ids, 0 on observation ids. */
+  response_mask: z.array(z.union([z.literal(0), z.literal(1)])),
+  /** Aligned with response_ids; 0 where the mask is 0. */
+  logprobs: z.array(z.number()),
+  spans: z.array(Span).optional(),
+});
+export type Tokens = z.infer<typeof Tokens>;
+
+export const FINISH_REASONS = ['finish', 'max_iterations', 'max_response_tokens', 'max_model_len', 'error', 'timeout', 'cancelled'] as const;
+export const FinishReason = z.enum(FINISH_REASONS);
+export type FinishReason = z.infer<typeof FinishReason>;
+
+export const CriticalError = z.enum(['init', 'run', 'eval', 'timeout', 'cancelled']).nullable();
+export type CriticalError = z.infer<typeof CriticalError>;
+
+export const Timing = z.object({
+  queued_s: z.number(),
+  init_s: z.number(),
+  run_s: z.number(),
+  eval_s: z.number(),
+  counted_s: z.number(),
+  timeout_triggered: z.boolean(),
+});
+export type Timing = z.infer<typeof Timing>;
+
+/** A turn's record: which backend answered and with which weights. */
+export const TurnRecord = z.object({ backend: z.string(), weight_version: z.string() });
+
+/**
+ * The result of one job: ProRL's keys (read by its clients) plus ours. Always answered with 200
+ * once the job ended; failure is data (`critical_error`).
+ */
+export const Result = z.looseObject({
+  // ProRL's keys
+  instance_id: z.union([z.string(), z.number()]).nullable(),
+  trajectory_id: z.union([z.string(), z.number()]).nullable(),
+  git_patch: z.string().nullable(),
+  success: z.boolean(),
+  finish: z.boolean(),
+  messages: z.array(Message),
+  tools: z.array(z.unknown()),
+  end_properly: z.boolean(),
+  resolved: z.boolean(),
+  critical_error: CriticalError,
+  filter: z.boolean(),
+  error: z.string().nullable(),
+  // ours
+  job_id: z.string(),
+  data_source: z.string(),
+  reward: z.number(),
+  finish_reason: FinishReason,
+  backend: z.string().nullable(),
+  policy_version: z.number().int().nullable(),
+  weight_versions: z.array(z.string()),
+  num_turns: z.number().int().nonnegative(),
+  timing: Timing,
+  tokens: Tokens,
+});
+export type Result = z.infer<typeof Result>;
+
+/** POST /cancel body. */
+export const CancelRequest = z.strictObject({ job_id: JobId });
+export const CancelResponse = z.object({ status: z.string(), job_id: z.string(), cancelled: z.boolean(), state: z.string() });
+export type CancelResponse = z.infer<typeof CancelResponse>;
+
+export const JOB_STATES = ['queued_init', 'init', 'queued_run', 'run', 'queued_eval', 'eval', 'done', 'failed', 'cancelled', 'timed_out'] as const;
+export const JobState = z.enum(JOB_STATES);
+export type JobState = z.infer<typeof JobState>;
+export const TERMINAL_STATES: ReadonlySet<JobState> = new Set(['done', 'failed', 'cancelled', 'timed_out']);
+
+/** GET /jobs/:id answer. */
+export const JobResponse = z.object({ job_id: z.string(), state: JobState, result: Result.optional() });
+export type JobResponse = z.infer<typeof JobResponse>;

@@ -1,0 +1,47 @@
+import type { Message, Tokens, FinishReason, SamplingParams } from '../../protocol/process.js';
+import type { ChatMessage, Tokenizer, ToolDefinition } from '../../tokens/tokenizer.js';
+import type { LlmSession } from '../llm/types.js';
+
+/** A parsed tool call from the model's text (`<tool_call>{json}</tool_call>`). */
+export interface ParsedToolCall {
+  name: string;
+  arguments: Record<string, unknown>;
+}
+
+/** What a tool returns to the agent: the observation text, and whether the trajectory ends. */
+export interface ToolOutcome {
+  observation: string;
+  /** True for `finish`: the loop stops with finish_reason "finish" after this call. */
+  finish?: boolean;
+}
+
+/** Runs one tool call; the agent turns thrown errors into error observations. */
+export type ToolExecutor = (call: ParsedToolCall, signal: AbortSignal) => Promise<ToolOutcome>;
+
+export interface AgentOptions {
+  llm: LlmSession;
+  tokenizer: Tokenizer;
+  /** First prompt: system (tool definitions are added by the template) and user messages. */
+  messages: ChatMessage[];
+  tools: ToolDefinition[];
+  execute: ToolExecutor;
+  samplingParams: SamplingParams;
+  signal: AbortSignal;
+  /** Defaults when sampling_params is silent. */
+  defaults?: { max_iterations?: number; max_tokens_per_turn?: number; max_response_tokens?: number };
+}
+
+/** What the agent loop produces: ProRL's messages, the token view, and why it stopped. */
+export interface AgentTrajectory {
+  messages: Message[];
+  tokens: Tokens;
+  finish_reason: FinishReason;
+  num_turns: number;
+  /** Arguments of the `finish` call, if any (the final answer). */
+  final?: Record<string, unknown>;
+  /** Last assistant text (for handlers whose answer is in the text, like \boxed{}). */
+  last_text: string;
+}
+
+/** The agent loop: `runAgent(opts)`; on abort it resolves with the trajectory so far (finish_reason cancelled/timeout). */
+export type RunAgent = (opts: AgentOptions) => Promise<AgentTrajectory>;

@@ -1,0 +1,88 @@
+import type { StandardSchemaV1 } from '@standard-schema/spec';
+import type { Message, Result, SamplingParams, Tokens, FinishReason } from '../../protocol/process.js';
+import type { Sandbox, SandboxSpec } from '../sandbox/types.js';
+import type { LlmSession } from '../llm/types.js';
+import type { Tokenizer } from '../../tokens/tokenizer.js';
+
+/** Minimal structured logger (fastify's pino logger satisfies it). */
+export interface Logger {
+  debug(obj: unknown, msg?: string): void;
+  info(obj: unknown, msg?: string): void;
+  warn(obj: unknown, msg?: string): void;
+  error(obj: unknown, msg?: string): void;
+}
+
+/** The job as a handler sees it. */
+export interface JobInfo<I> {
+  id: string;
+  instance: I;
+  samplingParams: SamplingParams;
+  groupId: string | undefined;
+  policyVersion: number | undefined;
+  /** Stable per-job seed: hash of (sampling_params.seed or 0, job id). */
+  seed: number;
+}
+
+/** Opens sandboxes; the pipeline closes every sandbox a stage opened when that stage ends. */
+export interface SandboxOpener {
+  open(spec: SandboxSpec, signal?: AbortSignal): Promise<Sandbox>;
+}
+
+export interface StageContext<I> {
+  job: JobInfo<I>;
+  /** Aborts on cancel or timeout; pass it to every async call. */
+  signal: AbortSignal;
+  /** The handler's section of the server config (`handlers.<name>`), or {}. */
+  config: Record<string, unknown>;
+  log: Logger;
+  sandboxes: SandboxOpener;
+  tokenizer: Tokenizer;
+}
+
+export interface InitResult {
+  /** The sandbox RUN uses; the pipeline closes it right after RUN, before EVAL. */
+  runtime?: Sandbox;
+  metadata?: Record<string, unknown>;
+}
+
+export interface RunContext<I> extends StageContext<I> {
+  runtime: Sandbox | undefined;
+  init: InitResult;
+  /** Bound to the job's backend and seed. */
+  llm: LlmSession;
+}
+
+export interface RunResult {
+  messages: Message[];
+  tokens: Tokens;
+  finish_reason: FinishReason;
+  /** The final answer, `git_patch`, files: whatever EVAL needs. */
+  artifacts: Record<string, unknown>;
+  num_turns?: number;
+  tools?: unknown[];
+}
+
+export interface EvalResult {
+  reward: number;
+  resolved: boolean;
+  details?: Record<string, unknown>;
+}
+
+export interface EvalContext<I> extends StageContext<I> {
+  run: RunResult;
+}
+
+/** The handler contract (DESIGN.md "Handlers"). A handler module's default export is one or an array. */
+export interface AgentHandler<I = Record<string, unknown>> {
+  name: string;
+  aliases?: string[];
+  /** Validates the instance at /process, before any sandbox starts (zod 4 schemas are Standard Schemas). */
+  instance: StandardSchemaV1<unknown, I>;
+  init(ctx: StageContext<I>): Promise<InitResult>;
+  run(ctx: RunContext<I>): Promise<RunResult>;
+  eval(ctx: EvalContext<I>): Promise<EvalResult>;
+  initException?(ctx: StageContext<I>, err: unknown): Partial<Result>;
+  runException?(ctx: RunContext<I>, err: unknown): Partial<Result>;
+  evalException?(ctx: EvalContext<I>, err: unknown): Partial<Result>;
+  finalResult?(ctx: EvalContext<I>): Partial<Result>;
+}

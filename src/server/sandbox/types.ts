@@ -1,0 +1,96 @@
+/**
+ * The sandbox contract. Sandboxes and tools know nothing of jobs or tasks: handlers open a sandbox
+ * through `ctx.sandboxes.open(spec)` and talk to its tool server through this interface.
+ */
+
+/** What a handler asks for when it opens a sandbox. */
+export interface SandboxSpec {
+  /** Image name from the image cache (a prepared directory tree for bwrap, a .sif for apptainer). */
+  image?: string;
+  /** Files written into the workspace before the tool server starts (path relative to the workspace → content). */
+  files?: Record<string, string>;
+  /** Network access; none unless a task asks. */
+  network?: boolean;
+  /** Extra environment for bash and python (the host's environment is never passed). */
+  env?: Record<string, string>;
+  /** Which tools the tool server starts (default all: bash, python, editor). */
+  tools?: Array<'bash' | 'python' | 'editor'>;
+  /** Resource limits for the bash and python children. */
+  limits?: SandboxLimits;
+}
+
+export interface SandboxLimits {
+  memory_mb?: number;
+  cpu_s?: number;
+  processes?: number;
+  file_size_mb?: number;
+  tmp_size_mb?: number;
+}
+
+export interface BashOptions {
+  /** Hard timeout; sends Ctrl-C and answers `timed_out` with the output so far. */
+  timeout_s?: number;
+  /** Answer (without interrupting) once output has not changed for this long. */
+  no_change_timeout_s?: number;
+  /** Send `command` as keystrokes to the running program instead of as a new command. */
+  is_input?: boolean;
+  signal?: AbortSignal;
+}
+
+export interface BashResult {
+  output: string;
+  /** null while the command is still running (no-change timeout) or after a timeout. */
+  exit_code: number | null;
+  timed_out: boolean;
+  /** True when the command is still running (no-change timeout answered). */
+  running?: boolean;
+  truncated: boolean;
+}
+
+export interface PythonOptions {
+  timeout_s?: number;
+  signal?: AbortSignal;
+}
+
+export interface PythonResult {
+  stdout: string;
+  stderr: string;
+  /** repr of the last expression, like IPython. */
+  result?: string;
+  error?: { type: string; message: string; traceback: string };
+  timed_out: boolean;
+}
+
+export type EditOp =
+  | { command: 'view'; path: string; view_range?: [number, number] }
+  | { command: 'create'; path: string; file_text: string }
+  | { command: 'str_replace'; path: string; old_str: string; new_str?: string }
+  | { command: 'insert'; path: string; insert_line: number; new_str: string }
+  | { command: 'undo_edit'; path: string };
+
+export interface EditResult {
+  ok: boolean;
+  /** The observation text (file view, snippet after an edit, or the error message). */
+  output: string;
+}
+
+/** An open sandbox with its tool server. Every call takes an AbortSignal; close() is safe twice. */
+export interface Sandbox {
+  readonly id: string;
+  /** Host path of the writable workspace (mounted at /workspace inside). */
+  readonly workspace: string;
+  /** Unique loopback address when the runtime shares the host network (else undefined). */
+  readonly address?: string;
+  bash(command: string, opts?: BashOptions): Promise<BashResult>;
+  python(code: string, opts?: PythonOptions): Promise<PythonResult>;
+  edit(op: EditOp, opts?: { signal?: AbortSignal }): Promise<EditResult>;
+  close(): Promise<void>;
+}
+
+/** Opens sandboxes of one runtime (bwrap, apptainer, process). */
+export interface SandboxRuntime {
+  readonly kind: 'bwrap' | 'apptainer' | 'process';
+  open(spec: SandboxSpec, signal?: AbortSignal): Promise<Sandbox>;
+  /** Closes every sandbox this runtime opened. */
+  close(): Promise<void>;
+}

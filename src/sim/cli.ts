@@ -1,0 +1,4 @@
+import type { Command } from 'commander';
+
+/** Registers this area's subcommand(s) on the raas CLI. (Filled in by its issue.) */
+export function registerSimLlm(_program: Command): void {}
