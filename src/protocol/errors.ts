@@ -30,6 +30,7 @@ export const ERROR_CODES = {
   parse_error: { status: 400, doc: 'Sidecar: the line is not JSON.' },
   unknown_op: { status: 400, doc: 'Sidecar: op is not one of the documented ops.' },
   not_ready: { status: 409, doc: 'Sidecar: the coordinator is not started or already closed.' },
+  line_too_long: { status: 413, doc: 'Sidecar: the request line exceeds max_line_bytes (default 64 MiB, `raas sidecar --max-line-bytes`); it was discarded.' },
 } as const;
 
 export type ErrorCode = keyof typeof ERROR_CODES;

@@ -1,0 +1,265 @@
+import { CancelledError } from '../protocol/errors.js';
+import {
+  SIDECAR_EVENTS, SIDECAR_OPS, SIDECAR_PROTOCOL_VERSION, SidecarEnvelope, SidecarRequest, type SidecarId,
+} from '../protocol/sidecar.js';
+import { systemClock, type Clock } from '../util/clock.js';
+import { RAAS_VERSION } from '../version.js';
+import { errorBody, zodMessage, type ErrorBody } from './errors.js';
+import type { SidecarBackend, SidecarCoordinator, SidecarLog } from './types.js';
+
+/** Options of a protocol session. */
+export interface SessionOptions {
+  backend: SidecarBackend;
+  /** Writes one protocol object as one stdout line. */
+  send(message: object): void;
+  log: SidecarLog;
+  clock?: Clock;
+  /** How often a waiting `next_batch` reports `step_progress`; 0 turns the events off. */
+  progressIntervalMs?: number;
+  maxLineBytes: number;
+}
+
+type Req = SidecarRequest;
+
+/**
+ * One sidecar conversation: parses request lines, runs ops, answers each id exactly once.
+ * `hello`, `status` and `shutdown` answer at once; the ops that drive the coordinator run one at a
+ * time in arrival order, so a trainer may pipeline requests without racing the coordinator.
+ */
+export class SidecarSession {
+  private coordinator?: Promise<SidecarCoordinator>;
+  private chain: Promise<void> = Promise.resolve();
+  private readonly inflight = new Set<AbortController>();
+  private closing?: Promise<void>;
+  private readonly clock: Clock;
+  private readonly pending = new Set<Promise<void>>();
+  /** Resolves once `shutdown` or end() closed everything and every answer was sent. */
+  readonly ended: Promise<void>;
+  private markEnded!: () => void;
+
+  constructor(private readonly opts: SessionOptions) {
+    this.clock = opts.clock ?? systemClock;
+    this.ended = new Promise((resolve) => (this.markEnded = resolve));
+  }
+
+  /** Handles one request line; never throws (a bad line gets an error answer). */
+  handleLine(line: string): void {
+    if (line.trim() === '') return;
+    let raw: unknown;
+    try {
+      raw = JSON.parse(line);
+    } catch (err) {
+      return this.fail(null, { code: 'parse_error', message: `the line is not JSON (${(err as Error).message}); send one JSON object per line` });
+    }
+    const env = SidecarEnvelope.safeParse(raw);
+    if (!env.success) {
+      const id = readableId(raw);
+      return this.fail(id, { code: 'bad_request', message: `${zodMessage(env.error)}; a request is {"id": <string|int>, "op": <op>, ...}` });
+    }
+    const { id, op } = env.data;
+    if (!(SIDECAR_OPS as readonly string[]).includes(op)) {
+      return this.fail(id, { code: 'unknown_op', message: `unknown op "${op}"; ops are ${SIDECAR_OPS.join(', ')}` });
+    }
+    const req = SidecarRequest.safeParse(raw);
+    if (!req.success) return this.fail(id, { code: 'bad_request', message: `${op}: ${zodMessage(req.error)}` });
+    if (this.closing && req.data.op !== 'shutdown') {
+      return this.fail(id, { code: 'not_ready', message: 'the sidecar is shutting down; start a new one' });
+    }
+    this.dispatch(req.data);
+  }
+
+  /** Sends a `warning` event (no id). */
+  emitWarning(message: string, data?: Record<string, unknown>): void {
+    this.opts.send({ event: 'warning', data: { ...data, message } });
+  }
+
+  /** Answers a discarded over-long line. */
+  handleTooLong(bytes: number): void {
+    this.fail(null, {
+      code: 'line_too_long',
+      message: `a request line of ${bytes} bytes exceeds max_line_bytes (${this.opts.maxLineBytes}); raise it with --max-line-bytes`,
+    });
+  }
+
+  /** Cancels in-flight ops, waits for them, closes the coordinator. Safe to call twice. */
+  close(reason = 'the sidecar is shutting down'): Promise<void> {
+    this.closing ??= this.doClose(reason);
+    return this.closing;
+  }
+
+  /** EOF on stdin (or a signal): close, wait until every answer is sent, then `ended` resolves. */
+  async end(reason: string): Promise<void> {
+    try {
+      await this.close(reason);
+    } catch (err) {
+      this.opts.log.error(`close failed: ${err instanceof Error ? err.message : String(err)}`);
+    }
+    await this.drain();
+    this.markEnded();
+  }
+
+  private async doClose(reason: string): Promise<void> {
+    for (const ac of this.inflight) ac.abort(new CancelledError(`cancelled: ${reason}`));
+    await this.chain;
+    await this.closeCoordinator();
+  }
+
+  /** Waits until every started op has sent its answer. */
+  private async drain(): Promise<void> {
+    while (this.pending.size > 0) await Promise.all(this.pending);
+  }
+
+  private dispatch(req: Req): void {
+    switch (req.op) {
+      case 'hello':
+        return this.answer(req.id, () => this.hello());
+      case 'status':
+        return this.answer(req.id, () => this.status());
+      case 'shutdown': {
+        const sent = this.settle(req.id, this.close('shutdown requested').then(() => ({ closed: true })));
+        void sent.then(() => this.drain()).then(() => this.markEnded());
+        return;
+      }
+      case 'next_batch':
+        return this.serial(req.id, async (signal) => {
+          const c = await this.started(signal);
+          return this.withProgress(req.id, c, () => c.nextBatch({ signal, timeout_s: req.timeout_s }));
+        });
+      case 'update_weights': {
+        const { id: _id, op: _op, ...body } = req;
+        return this.serial(req.id, async (signal) => (await this.started(signal)).updateWeights(body));
+      }
+      case 'checkpoint':
+        return this.serial(req.id, async (signal) => ({ state: await (await this.started(signal)).checkpoint() }));
+      case 'resume':
+        return this.serial(req.id, async (signal) => {
+          await this.closeCoordinator();
+          this.coordinator = this.opts.backend.resume(req.state, signal);
+          const c = await this.started(signal);
+          return { resumed: true, status: await c.status() };
+        });
+      case 'eval':
+        return this.serial(req.id, (signal) =>
+          this.opts.backend.eval({ dataset: req.dataset, n: req.n, output: req.output, signal }),
+        );
+    }
+  }
+
+  private hello(): object {
+    const info = this.opts.backend.info();
+    return {
+      protocol_version: SIDECAR_PROTOCOL_VERSION,
+      raas_version: RAAS_VERSION,
+      ops: [...SIDECAR_OPS],
+      events: [...SIDECAR_EVENTS],
+      capabilities: ['pipelining', 'step_progress', 'resume', 'eval'],
+      batch_size: info.batch_size,
+      group_size: info.group_size,
+      ...(info.name === undefined ? {} : { name: info.name }),
+      limits: { max_line_bytes: this.opts.maxLineBytes },
+    };
+  }
+
+  private async status(): Promise<object> {
+    if (!this.coordinator) return { state: this.closing ? 'closed' : 'idle' };
+    const c = await this.coordinator;
+    return { state: this.closing ? 'closing' : 'running', coordinator: await c.status() };
+  }
+
+  /** The coordinator, started on first use (a failed start is retried by the next op). */
+  private started(signal: AbortSignal): Promise<SidecarCoordinator> {
+    signal.throwIfAborted();
+    if (!this.coordinator) {
+      const p = this.opts.backend.start(signal);
+      p.catch(() => {
+        if (this.coordinator === p) this.coordinator = undefined;
+      });
+      this.coordinator = p;
+    }
+    return this.coordinator;
+  }
+
+  private async closeCoordinator(): Promise<void> {
+    const p = this.coordinator;
+    this.coordinator = undefined;
+    if (!p) return;
+    const c = await p.catch(() => undefined);
+    await c?.close();
+  }
+
+  /** Emits `step_progress` every progressIntervalMs while `work` runs. */
+  private async withProgress<T>(id: SidecarId, c: SidecarCoordinator, work: () => Promise<T>): Promise<T> {
+    const every = this.opts.progressIntervalMs ?? 2000;
+    if (every <= 0) return work();
+    const t0 = this.clock.now();
+    let handle: unknown;
+    let done = false;
+    const tick = (): void => {
+      handle = this.clock.setTimeout(async () => {
+        let status: unknown;
+        try {
+          status = await c.status();
+        } catch {
+          status = undefined;
+        }
+        if (done) return;
+        const elapsed_s = Math.round((this.clock.now() - t0) / 10) / 100;
+        this.opts.send({ event: 'step_progress', data: { request_id: id, elapsed_s, status } });
+        tick();
+      }, every);
+    };
+    tick();
+    try {
+      return await work();
+    } finally {
+      done = true;
+      this.clock.clearTimeout(handle);
+    }
+  }
+
+  /** Runs an op that drives the coordinator after the ones before it. */
+  private serial(id: SidecarId, fn: (signal: AbortSignal) => Promise<unknown>): void {
+    const ac = new AbortController();
+    this.inflight.add(ac);
+    const run = this.chain.then(() => {
+      ac.signal.throwIfAborted();
+      return fn(ac.signal);
+    });
+    this.chain = run.then(() => undefined, () => undefined);
+    void this.settle(id, run).finally(() => this.inflight.delete(ac));
+  }
+
+  private answer(id: SidecarId, fn: () => unknown): void {
+    void this.settle(id, Promise.resolve().then(fn));
+  }
+
+  private settle(id: SidecarId, work: Promise<unknown>): Promise<void> {
+    const p = this.send(id, work).finally(() => this.pending.delete(p));
+    this.pending.add(p);
+    return p;
+  }
+
+  private async send(id: SidecarId, work: Promise<unknown>): Promise<void> {
+    try {
+      const result = await work;
+      this.opts.send({ id, ok: true, result: result ?? null });
+    } catch (err) {
+      const body = errorBody(err);
+      if (body.code === 'internal') this.opts.log.error(`op ${String(id)} failed: ${err instanceof Error ? err.stack : String(err)}`);
+      this.fail(id, body);
+    }
+  }
+
+  private fail(id: SidecarId | null, error: ErrorBody): void {
+    this.opts.send({ id, ok: false, error });
+  }
+}
+
+/** The id of a request that failed validation, when it is still usable for the answer. */
+function readableId(raw: unknown): SidecarId | null {
+  if (typeof raw !== 'object' || raw === null || !('id' in raw)) return null;
+  const id = (raw as { id: unknown }).id;
+  if (typeof id === 'string' && id.length > 0 && id.length <= 256) return id;
+  if (typeof id === 'number' && Number.isInteger(id)) return id;
+  return null;
+}
