@@ -1,0 +1,246 @@
+import type { Tokenizer } from '../tokens/tokenizer.js';
+import type { SimPolicy } from './policy.js';
+import type { SimConfig } from './options.js';
+import { rng, seedOf } from '../util/hash.js';
+import { sleep, systemClock, type Clock } from '../util/clock.js';
+import { Filler, sampleLogprob } from './filler.js';
+import { PrefixCache, hashIds } from './prefix-cache.js';
+
+/** One generation request, normalised from either wire format. */
+export interface SimRequest {
+  api: 'vllm' | 'sglang';
+  request_id: string;
+  prompt_ids: number[];
+  max_tokens: number;
+  /** Absent: a fresh random seed, as vLLM does. */
+  seed?: number;
+  temperature?: number;
+  stop_token_ids: number[];
+}
+
+/** What the engine generated for one request. */
+export interface SimOutput {
+  ids: number[];
+  logprobs: number[];
+  finish: 'stop' | 'length' | 'abort';
+  /** The stop id that ended generation (eos included), else null. */
+  matched: number | null;
+  /** The weight version when the request started. */
+  weight_version: string;
+  cached_tokens: number;
+  abort_message?: string;
+}
+
+/** A request-log entry: what the backend sent back, for fidelity tests. */
+export interface SimLogEntry extends SimOutput {
+  api: 'vllm' | 'sglang';
+  request_id: string;
+  seed: number | undefined;
+  prompt_ids: number[];
+}
+
+interface InFlight {
+  abort(message: string): void;
+}
+
+/**
+ * The simulated inference engine behind both wire formats: plans a response (a scripted policy's
+ * turn or seeded filler), cuts it at stop ids and max_tokens, and plays it out under the latency
+ * model, so a weight update or an /abort_request can cut it short like a real server.
+ */
+export class SimEngine {
+  weightVersion: string;
+  updates = 0;
+  running = 0;
+  waiting = 0;
+  readonly counters = { prefix_cache_queries: 0, prefix_cache_hits: 0, prompt_tokens: 0, generation_tokens: 0, requests: 0, aborted: 0 };
+  readonly log: SimLogEntry[] = [];
+  readonly cache: PrefixCache;
+  private readonly inFlight = new Map<string, InFlight>();
+  private readonly queue: Array<() => void> = [];
+  private readonly filler: Filler;
+  private unseeded = 0;
+
+  constructor(
+    readonly cfg: SimConfig,
+    readonly tokenizer: Tokenizer,
+    private readonly policies: SimPolicy[],
+    private readonly clock: Clock = systemClock,
+  ) {
+    this.weightVersion = cfg.weight_version;
+    this.cache = new PrefixCache(cfg.prefix_cache_blocks);
+    this.filler = new Filler(tokenizer, cfg.filler);
+  }
+
+  /** Generates one response; `signal` (client gone) aborts it like /abort_request. */
+  async generate(req: SimRequest, signal?: AbortSignal): Promise<SimOutput> {
+    const weight_version = this.weightVersion;
+    const seed = this.seedFor(req);
+    const plan = this.plan(req, seed);
+    const { ids, matched, finish } = this.cut(plan, req);
+    const rand = rng(seedOf('logprobs', seed, ids.length));
+    const logprobs = ids.map(() => sampleLogprob(rand));
+    this.counters.requests++;
+
+    let abortMessage: string | undefined;
+    const ctrl = new AbortController();
+    const entry: InFlight = {
+      abort: (m) => {
+        abortMessage ??= m;
+        ctrl.abort();
+      },
+    };
+    const onClientGone = (): void => entry.abort('client disconnected');
+    signal?.addEventListener('abort', onClientGone, { once: true });
+    this.inFlight.set(req.request_id, entry);
+    let produced = ids.length;
+    let cached = 0;
+    try {
+      await this.acquire(ctrl.signal);
+      try {
+        cached = this.cache.lookup(req.prompt_ids);
+        this.counters.prefix_cache_queries += req.prompt_ids.length;
+        this.counters.prefix_cache_hits += cached;
+        this.counters.prompt_tokens += req.prompt_ids.length;
+        const lat = this.cfg.latency;
+        const prefillMs = lat.overhead_ms + (req.prompt_ids.length - cached) * lat.prefill_ms_per_token;
+        if (prefillMs > 0) await sleep(prefillMs, ctrl.signal, this.clock);
+        this.cache.insert(req.prompt_ids);
+        produced = await this.decode(ids.length, ctrl.signal);
+      } finally {
+        this.release();
+      }
+    } catch (err) {
+      if (!ctrl.signal.aborted) throw err;
+      produced = 0; // aborted while waiting or in prefill
+    } finally {
+      signal?.removeEventListener('abort', onClientGone);
+      this.inFlight.delete(req.request_id);
+    }
+    const aborted = ctrl.signal.aborted && produced < ids.length;
+    const out: SimOutput = aborted
+      ? { ids: ids.slice(0, produced), logprobs: logprobs.slice(0, produced), finish: 'abort', matched: null, weight_version, cached_tokens: cached, abort_message: abortMessage }
+      : { ids, logprobs, finish, matched, weight_version, cached_tokens: cached };
+    if (aborted) this.counters.aborted++;
+    this.counters.generation_tokens += out.ids.length;
+    this.cache.insert([...req.prompt_ids, ...out.ids]);
+    if (this.cfg.request_log > 0) {
+      if (this.log.length >= this.cfg.request_log) this.log.shift();
+      this.log.push({ ...out, api: req.api, request_id: req.request_id, seed: req.seed, prompt_ids: req.prompt_ids });
+    }
+    return out;
+  }
+
+  /** Aborts one in-flight request by id; true when it was running. */
+  abort(requestId: string, message = 'Abort request'): boolean {
+    const e = this.inFlight.get(requestId);
+    e?.abort(message);
+    return e !== undefined;
+  }
+
+  /** Aborts every in-flight request; returns how many. */
+  abortAll(message = 'Abort all requests'): number {
+    const n = this.inFlight.size;
+    for (const e of this.inFlight.values()) e.abort(message);
+    return n;
+  }
+
+  /** A weight update: new version, one more update (policies get better), in-flight requests aborted if configured. */
+  updateWeights(version: string | undefined): { aborted: number } {
+    const aborted = this.cfg.abort_on_weight_update ? this.abortAll('Abort: weights are being updated') : 0;
+    this.updates++;
+    this.weightVersion = version ?? String(this.updates);
+    return { aborted };
+  }
+
+  get inFlightCount(): number {
+    return this.inFlight.size;
+  }
+
+  private seedFor(req: SimRequest): number {
+    // Greedy decoding ignores the seed; an absent seed is fresh per request (vLLM's behaviour).
+    const s = req.temperature === 0 ? 'greedy' : req.seed ?? `unseeded-${this.unseeded++}-${Math.random()}`;
+    return seedOf(this.cfg.seed, s, hashIds(req.prompt_ids));
+  }
+
+  /** The whole response the "model" would produce: a policy's scripted turn or filler, ending in eos. */
+  private plan(req: SimRequest, seed: number): number[] {
+    if (this.policies.length > 0) {
+      const ctx = {
+        promptText: this.tokenizer.decode(req.prompt_ids),
+        promptIds: req.prompt_ids,
+        rng: rng(seedOf('policy', seed)),
+        weightVersion: this.weightVersion,
+        updates: this.updates,
+        boostPerUpdate: this.cfg.boost_per_update,
+      };
+      for (const p of this.policies) {
+        const turn = p.respond(ctx);
+        if (turn) return [...this.tokenizer.encode(turn.text), this.tokenizer.eosId];
+      }
+    }
+    return this.filler.ids(rng(seedOf('filler', seed)));
+  }
+
+  /** Cuts the plan after the first stop id (eos always stops), or at max_tokens. */
+  private cut(plan: number[], req: SimRequest): { ids: number[]; matched: number | null; finish: 'stop' | 'length' } {
+    const stops = new Set([this.tokenizer.eosId, ...req.stop_token_ids]);
+    const limit = Math.min(plan.length, req.max_tokens);
+    for (let i = 0; i < limit; i++) {
+      if (stops.has(plan[i]!)) return { ids: plan.slice(0, i + 1), matched: plan[i]!, finish: 'stop' };
+    }
+    return { ids: plan.slice(0, limit), matched: null, finish: 'length' };
+  }
+
+  /** Plays out decoding in chunks (concurrency is re-read per chunk); returns the ids produced before an abort. */
+  private async decode(n: number, signal: AbortSignal): Promise<number> {
+    const lat = this.cfg.latency;
+    if (lat.decode_ms_per_token === 0) return signal.aborted ? 0 : n;
+    const CHUNK = 16;
+    let done = 0;
+    while (done < n) {
+      const k = Math.min(CHUNK, n - done);
+      const perToken = lat.decode_ms_per_token * (1 + lat.concurrency_slowdown * Math.max(0, this.running - 1));
+      const start = this.clock.now();
+      try {
+        await sleep(k * perToken, signal, this.clock);
+      } catch {
+        return done + Math.min(k, Math.floor((this.clock.now() - start) / perToken));
+      }
+      done += k;
+    }
+    return done;
+  }
+
+  private async acquire(signal: AbortSignal): Promise<void> {
+    if (this.running < this.cfg.latency.max_num_seqs) {
+      this.running++;
+      return;
+    }
+    this.waiting++;
+    try {
+      await new Promise<void>((resolve, reject) => {
+        const go = (): void => {
+          signal.removeEventListener('abort', onAbort);
+          resolve();
+        };
+        const onAbort = (): void => {
+          const i = this.queue.indexOf(go);
+          if (i >= 0) this.queue.splice(i, 1);
+          reject(signal.reason);
+        };
+        signal.addEventListener('abort', onAbort, { once: true });
+        this.queue.push(go);
+      });
+    } finally {
+      this.waiting--;
+    }
+  }
+
+  /** Hands the slot straight to the next waiter (running stays), so no newcomer can jump the queue. */
+  private release(): void {
+    const next = this.queue.shift();
+    if (next) next();
+    else this.running--;
+  }
+}
