@@ -1,0 +1,358 @@
+import { randomUUID } from 'node:crypto';
+import { CancelledError, RaasError } from '../protocol/errors.js';
+import type { Result } from '../protocol/process.js';
+import { systemClock, type Clock } from '../util/clock.js';
+import { RolloutClient, type ProcessInput, type RolloutClientOptions } from './client.js';
+import { abortReason } from './transport.js';
+
+/** Options of {@link RolloutFleet}. */
+export interface RolloutFleetOptions {
+  servers: Array<{ url: string; token?: string }>;
+  /** Period of GET /health per server (default 2000 ms). */
+  health_interval_ms?: number;
+  clock?: Clock;
+  /**
+   * Options for each server's client. The fleet's defaults retry less than a lone client
+   * (2 retries, 100 ms → 1 s) because a dead server is better handled by failing over.
+   */
+  client?: Omit<RolloutClientOptions, 'url' | 'token'>;
+}
+
+/** A server as {@link RolloutFleet.servers} reports it. */
+export interface FleetServerInfo {
+  url: string;
+  healthy: boolean;
+  in_flight: number;
+}
+
+/** Counters for logs and tests. */
+export interface FleetStats {
+  submitted: number;
+  /** Jobs moved to another server because theirs stopped answering. */
+  failed_over: number;
+  /** Results fetched through GET /jobs/:id from a server that came back. */
+  recovered: number;
+  /** Terminal results that arrived for a job id already settled, and were ignored. */
+  duplicates: number;
+}
+
+interface ServerState {
+  url: string;
+  client: RolloutClient;
+  healthy: boolean;
+  inFlight: number;
+  checking: boolean;
+}
+
+interface JobRec {
+  id: string;
+  req: ProcessInput;
+  group: GroupRec;
+  server: ServerState | undefined;
+  attempt: AbortController | undefined;
+  /** Servers that held the job before a failover: one of them may still finish it. */
+  former: Set<ServerState>;
+  cancelRequested: boolean;
+  settled: boolean;
+  promise: Promise<Result>;
+  resolve: (r: Result) => void;
+  reject: (e: unknown) => void;
+}
+
+interface GroupRec {
+  jobs: JobRec[];
+}
+
+/**
+ * Many rollout servers behind one submission API. A group goes as a whole to the healthy server
+ * with the fewest in-flight jobs (so group affinity works inside that server); when a server stops
+ * answering, its groups move elsewhere with the same job ids; when it comes back, results it
+ * finished meanwhile are recovered through GET /jobs/:id. The first terminal result of a job id
+ * counts; later ones are ignored.
+ */
+export class RolloutFleet {
+  private readonly list: ServerState[];
+  private readonly jobs = new Map<string, JobRec>();
+  /** Groups waiting for a healthy server, oldest first. */
+  private readonly pending: GroupRec[] = [];
+  private readonly background = new Set<Promise<unknown>>();
+  private readonly clock: Clock;
+  private readonly intervalMs: number;
+  private timer: unknown;
+  private rotate = 0;
+  private closing: Promise<void> | undefined;
+  private readonly counters: FleetStats = { submitted: 0, failed_over: 0, recovered: 0, duplicates: 0 };
+
+  constructor(opts: RolloutFleetOptions) {
+    if (opts.servers.length === 0) throw new RaasError('config_invalid', 'servers: give at least one rollout server {url}');
+    this.clock = opts.clock ?? systemClock;
+    this.intervalMs = opts.health_interval_ms ?? 2000;
+    const clientOpts = { retries: 2, backoff: { base_ms: 100, max_ms: 1000 }, ...opts.client, clock: this.clock };
+    const seen = new Set<string>();
+    this.list = opts.servers.map((s, i) => {
+      const client = new RolloutClient({ ...clientOpts, url: s.url, token: s.token });
+      if (seen.has(client.url)) throw new RaasError('config_invalid', `servers[${i}].url: ${s.url} is listed twice`);
+      seen.add(client.url);
+      return { url: client.url, client, healthy: true, inFlight: 0, checking: false };
+    });
+    this.schedule();
+  }
+
+  /**
+   * Sends a whole group to the server with the fewest in-flight jobs; one promise per job (first
+   * terminal result wins). A job without `job_id` gets a random one. `opts.server` pins the group
+   * to one server while it is healthy (re-attaching to jobs it already runs, e.g. after a resume).
+   * When `opts.signal` aborts, the group's unsettled jobs are cancelled and their promises reject
+   * with the signal's reason.
+   */
+  submitGroup(reqs: ProcessInput[], opts: { signal?: AbortSignal; server?: string } = {}): Array<Promise<Result>> {
+    if (this.closing) return reqs.map(() => Promise.reject(new RaasError('not_ready', 'RolloutFleet is closed')));
+    const group: GroupRec = { jobs: [] };
+    const out: Array<Promise<Result>> = [];
+    for (const r of reqs) {
+      const id = r.job_id ?? randomUUID();
+      const existing = this.jobs.get(id);
+      if (existing) {
+        out.push(existing.promise); // the same job id submitted twice is one job
+        continue;
+      }
+      let resolve!: (r: Result) => void;
+      let reject!: (e: unknown) => void;
+      const promise = new Promise<Result>((res, rej) => ((resolve = res), (reject = rej)));
+      const job: JobRec = {
+        id, req: { ...r, job_id: id }, group, server: undefined, attempt: undefined, former: new Set(),
+        cancelRequested: false, settled: false, promise, resolve, reject,
+      };
+      this.jobs.set(id, job);
+      group.jobs.push(job);
+      out.push(promise);
+      this.counters.submitted++;
+    }
+    if (group.jobs.length === 0) return out;
+    if (opts.signal?.aborted) {
+      for (const job of group.jobs) this.settle(job, { error: abortReason(opts.signal) });
+      return out;
+    }
+    if (opts.signal) this.bindSignal(group, opts.signal);
+    const pinned = opts.server === undefined ? undefined : this.list.find((s) => s.url === opts.server!.replace(/\/+$/, ''));
+    this.place(group, pinned?.healthy ? pinned : undefined);
+    return out;
+  }
+
+  /**
+   * Cancels a job and resolves once the server acknowledged (its promise then settles with the
+   * `critical_error:"cancelled"` result, or the finished result if it ended first). A job waiting
+   * for a healthy server, or whose server is unreachable, is cancelled locally: its promise rejects
+   * with CancelledError. Unknown or settled ids resolve at once.
+   */
+  async cancel(jobId: string): Promise<void> {
+    const job = this.jobs.get(jobId);
+    if (!job || job.settled) return;
+    job.cancelRequested = true;
+    for (const s of job.former) if (s.healthy) this.track(s.client.cancel(jobId, { retries: 0 }).catch(() => {}));
+    const server = job.server;
+    if (!server) return this.settle(job, { error: new CancelledError(`job ${jobId} cancelled before a server held it`) });
+    try {
+      await server.client.cancel(jobId);
+    } catch (err) {
+      if (err instanceof RaasError && err.code === 'job_not_found') return; // ended meanwhile; its result is on the way
+      this.settle(job, { error: new CancelledError(`job ${jobId} cancelled locally: ${server.url} did not acknowledge (${(err as Error).message})`) });
+    }
+  }
+
+  /** Jobs submitted and not settled. */
+  inFlight(): number {
+    return this.jobs.size;
+  }
+
+  /** Each server's health and in-flight jobs. */
+  servers(): FleetServerInfo[] {
+    return this.list.map((s) => ({ url: s.url, healthy: s.healthy, in_flight: s.inFlight }));
+  }
+
+  /** Counters of submissions, failovers, recoveries and ignored duplicates. */
+  stats(): FleetStats {
+    return { ...this.counters };
+  }
+
+  /** The server currently holding a job (for checkpoints: resubmit with `{server}` to re-attach). */
+  serverOf(jobId: string): string | undefined {
+    return this.jobs.get(jobId)?.server?.url;
+  }
+
+  /** The per-server clients, for status and LLM-server routes (placement, weight updates). */
+  clients(): RolloutClient[] {
+    return this.list.map((s) => s.client);
+  }
+
+  /** Checks every server now (the periodic check also runs on its own). */
+  async checkHealth(): Promise<void> {
+    await Promise.all(this.list.map((s) => this.check(s)));
+  }
+
+  /**
+   * Stops health checks, ends the local wait of every unsettled job (rejecting with CancelledError;
+   * jobs keep running on their servers: cancel them first if they must stop), frees sockets. Safe twice.
+   */
+  close(): Promise<void> {
+    this.closing ??= (async () => {
+      if (this.timer !== undefined) this.clock.clearTimeout(this.timer);
+      for (const job of [...this.jobs.values()]) this.settle(job, { error: new CancelledError('RolloutFleet closed') });
+      this.pending.length = 0;
+      await Promise.allSettled([...this.background]);
+      for (const s of this.list) s.client.close();
+    })();
+    return this.closing;
+  }
+
+  private place(group: GroupRec, preferred?: ServerState): void {
+    const jobs = group.jobs.filter((j) => !j.settled);
+    if (jobs.length === 0) return;
+    const server = preferred ?? this.leastLoaded();
+    if (!server) {
+      for (const j of jobs) j.server = undefined;
+      if (!this.pending.includes(group)) this.pending.push(group);
+      return;
+    }
+    for (const j of jobs) this.launch(j, server);
+  }
+
+  /** The healthy server with the fewest in-flight jobs; ties rotate so an idle fleet fills evenly. */
+  private leastLoaded(): ServerState | undefined {
+    let best: ServerState | undefined;
+    const n = this.list.length;
+    for (let k = 0; k < n; k++) {
+      const s = this.list[(this.rotate + k) % n];
+      if (s.healthy && (best === undefined || s.inFlight < best.inFlight)) best = s;
+    }
+    this.rotate = (this.rotate + 1) % n;
+    return best;
+  }
+
+  private launch(job: JobRec, server: ServerState): void {
+    job.server = server;
+    server.inFlight++;
+    const ac = new AbortController();
+    job.attempt = ac;
+    server.client.process(job.req, { signal: ac.signal, cancelOnAbort: false }).then(
+      (result) => this.settle(job, { result }),
+      (err: unknown) => {
+        if (job.settled || job.attempt !== ac) return; // superseded by a failover or a cancel
+        if (err instanceof RaasError && err.retryable) this.markDown(server, err);
+        else this.settle(job, { error: err });
+      },
+    );
+  }
+
+  private settle(job: JobRec, outcome: { result?: Result; error?: unknown }): void {
+    if (job.settled) {
+      this.counters.duplicates++;
+      return;
+    }
+    job.settled = true;
+    if (this.jobs.get(job.id) === job) this.jobs.delete(job.id);
+    if (job.server) job.server.inFlight--;
+    job.server = undefined;
+    const attempt = job.attempt;
+    job.attempt = undefined;
+    attempt?.abort();
+    if (outcome.result) job.resolve(outcome.result);
+    else job.reject(outcome.error);
+  }
+
+  /** A server stopped answering: move every group it holds to another server, same job ids. */
+  private markDown(server: ServerState, _why: unknown): void {
+    if (!server.healthy) return;
+    server.healthy = false;
+    const groups = new Set<GroupRec>();
+    for (const job of this.jobs.values()) if (job.server === server) groups.add(job.group);
+    for (const group of groups) {
+      for (const job of group.jobs) {
+        if (job.settled || job.server !== server) continue;
+        if (job.cancelRequested) {
+          this.settle(job, { error: new CancelledError(`job ${job.id} cancelled; ${server.url} stopped answering before confirming`) });
+          continue;
+        }
+        server.inFlight--;
+        job.server = undefined;
+        job.former.add(server);
+        job.attempt?.abort();
+        job.attempt = undefined;
+        this.counters.failed_over++;
+      }
+      this.place(group);
+    }
+  }
+
+  /** A server answers again: recover what it finished meanwhile, then place waiting groups. */
+  private markUp(server: ServerState): void {
+    server.healthy = true;
+    for (const job of this.jobs.values()) if (job.former.has(server)) this.track(this.recover(job, server));
+    const waiting = this.pending.splice(0);
+    for (const g of waiting) this.place(g);
+  }
+
+  private async recover(job: JobRec, server: ServerState): Promise<void> {
+    let res;
+    try {
+      res = await server.client.job(job.id, { retries: 1 });
+    } catch {
+      return; // it went away again; the copy elsewhere continues
+    }
+    if (job.settled) return;
+    if (res?.result) {
+      const copy = job.server;
+      this.counters.recovered++;
+      this.settle(job, { result: res.result });
+      // The copy we started elsewhere is now a duplicate: stop it so it does not burn rollout time.
+      if (copy && copy !== server) this.track(copy.client.cancel(job.id, { retries: 1 }).catch(() => {}));
+    } else if (res && job.server !== server) {
+      job.former.delete(server);
+      this.track(server.client.cancel(job.id, { retries: 1 }).catch(() => {})); // a stale duplicate of the moved job
+    } else if (!res) {
+      job.former.delete(server); // lost in a crash or expired: the moved copy is the only one
+    }
+  }
+
+  private async check(server: ServerState): Promise<void> {
+    if (server.checking || this.closing) return;
+    server.checking = true;
+    try {
+      const ok = await server.client.health({ timeout_ms: Math.max(200, Math.min(2000, this.intervalMs)) });
+      if (this.closing) return;
+      if (ok && !server.healthy) this.markUp(server);
+      else if (!ok && server.healthy) this.markDown(server, new RaasError('server_unreachable', `${server.url}: health check failed`));
+    } finally {
+      server.checking = false;
+    }
+  }
+
+  private schedule(): void {
+    if (this.closing) return;
+    this.timer = this.clock.setTimeout(() => {
+      this.track(this.checkHealth().finally(() => this.schedule()));
+    }, this.intervalMs);
+    (this.timer as { unref?: () => void } | undefined)?.unref?.();
+  }
+
+  private bindSignal(group: GroupRec, signal: AbortSignal): void {
+    const onAbort = (): void => {
+      const i = this.pending.indexOf(group);
+      if (i >= 0) this.pending.splice(i, 1);
+      for (const job of group.jobs) {
+        if (job.settled) continue;
+        const server = job.server;
+        job.cancelRequested = true;
+        this.settle(job, { error: abortReason(signal) });
+        if (server?.healthy) this.track(server.client.cancel(job.id, { retries: 1 }).catch(() => {}));
+      }
+    };
+    signal.addEventListener('abort', onAbort, { once: true });
+    void Promise.allSettled(group.jobs.map((j) => j.promise)).then(() => signal.removeEventListener('abort', onAbort));
+  }
+
+  private track(p: Promise<unknown>): void {
+    const q = p.catch(() => {}).finally(() => this.background.delete(q));
+    this.background.add(q);
+  }
+}

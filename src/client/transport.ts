@@ -1,0 +1,182 @@
+import http from 'node:http';
+import https from 'node:https';
+import got, { type Got } from 'got';
+import type { z } from 'zod';
+import { ERROR_CODES, RaasError, CancelledError, fieldPath, type ErrorCode } from '../protocol/errors.js';
+import { systemClock, type Clock } from '../util/clock.js';
+import { AttemptError, DEFAULT_BACKOFF, isConnectionError, parseRetryAfter, withRetries, type Backoff } from './retry.js';
+
+/** Agents for http and https; the client creates keep-alive ones unless given its own. */
+export interface Agents {
+  http?: http.Agent;
+  https?: https.Agent;
+}
+
+/** Options shared by the client and its transport. */
+export interface TransportOptions {
+  url: string;
+  token?: string;
+  retries?: number;
+  backoff?: Backoff;
+  agent?: Agents;
+  clock?: Clock;
+  /** Sockets per origin. Each held /process answer occupies one, so this bounds concurrent jobs per server. */
+  max_sockets?: number;
+  /** Timeout of calls other than /process (which is held until the job ends, so it has none). */
+  timeout_ms?: number;
+  random?: () => number;
+}
+
+/** One call's options. */
+export interface CallOptions {
+  signal?: AbortSignal;
+  /** Retries for this call (default: the client's). */
+  retries?: number;
+  /** Overall timeout of one attempt; `null` means none (long polls). */
+  timeout_ms?: number | null;
+}
+
+/** Builds the keep-alive agents a client owns: sized for hundreds of held long polls per server. */
+export function keepAliveAgents(maxSockets: number): Required<Agents> {
+  const opts = { keepAlive: true, maxSockets, maxFreeSockets: Math.min(256, maxSockets), scheduling: 'lifo' as const };
+  return { http: new http.Agent(opts), https: new https.Agent(opts) };
+}
+
+/**
+ * HTTP to one rollout server: got underneath (its own retry off), our retry layer on top, every
+ * answer parsed by a `src/protocol` schema, API errors turned back into RaasError with their code.
+ */
+export class Transport {
+  readonly url: string;
+  private readonly got: Got;
+  private readonly ownAgents: Required<Agents> | undefined;
+  private readonly opts: TransportOptions;
+  private readonly clock: Clock;
+
+  constructor(opts: TransportOptions) {
+    let parsed: URL;
+    try {
+      parsed = new URL(opts.url);
+    } catch {
+      throw new RaasError('config_invalid', `url: "${opts.url}" is not a URL; give the rollout server as http://host:port`);
+    }
+    if (parsed.protocol !== 'http:' && parsed.protocol !== 'https:') {
+      throw new RaasError('config_invalid', `url: "${opts.url}" must start with http:// or https://`);
+    }
+    this.url = opts.url.replace(/\/+$/, '');
+    this.opts = opts;
+    this.clock = opts.clock ?? systemClock;
+    this.ownAgents = opts.agent ? undefined : keepAliveAgents(opts.max_sockets ?? 1024);
+    const agent = opts.agent ?? this.ownAgents!;
+    this.got = got.extend({
+      agent,
+      retry: { limit: 0 },
+      throwHttpErrors: false,
+      responseType: 'text',
+      followRedirect: false,
+      headers: opts.token ? { authorization: `Bearer ${opts.token}` } : {},
+    });
+  }
+
+  /**
+   * Sends one request with retries. Resolves with the parsed 2xx body, or `undefined` for a 404
+   * when `notFoundAsUndefined`; throws RaasError otherwise (`server_unreachable` after connection
+   * failures), or the signal's reason when aborted.
+   */
+  async call<S extends z.ZodType>(
+    method: 'GET' | 'POST',
+    path: string,
+    schema: S,
+    body: unknown,
+    opts: CallOptions & { notFoundAsUndefined?: boolean } = {},
+  ): Promise<z.infer<S> | undefined> {
+    const retries = opts.retries ?? this.opts.retries ?? 4;
+    const timeoutMs = opts.timeout_ms === undefined ? (this.opts.timeout_ms ?? 30_000) : opts.timeout_ms;
+    try {
+      return await withRetries(() => this.attempt(method, path, schema, body, opts, timeoutMs), {
+        retries,
+        backoff: this.opts.backoff ?? DEFAULT_BACKOFF,
+        clock: this.clock,
+        signal: opts.signal,
+        random: this.opts.random,
+      });
+    } catch (err) {
+      if (opts.signal?.aborted) throw abortReason(opts.signal);
+      throw err;
+    }
+  }
+
+  private async attempt<S extends z.ZodType>(
+    method: 'GET' | 'POST',
+    path: string,
+    schema: S,
+    body: unknown,
+    opts: CallOptions & { notFoundAsUndefined?: boolean },
+    timeoutMs: number | null,
+  ): Promise<z.infer<S> | undefined> {
+    let res;
+    try {
+      res = await this.got(this.url + path, {
+        method,
+        signal: opts.signal,
+        ...(timeoutMs === null ? {} : { timeout: { request: timeoutMs } }),
+        ...(method === 'POST' ? { json: body ?? {} } : {}),
+      });
+    } catch (err) {
+      if (opts.signal?.aborted) throw abortReason(opts.signal);
+      const error = new RaasError('server_unreachable', `${method} ${this.url}${path}: ${(err as Error).message}`, { cause: err });
+      throw new AttemptError({ error, retryable: isConnectionError(err) });
+    }
+    const status = res.statusCode;
+    if (status === 404 && opts.notFoundAsUndefined) return undefined;
+    if (status < 200 || status >= 300) {
+      const error = apiError(method, this.url + path, status, res.body);
+      const retryAfterMs = parseRetryAfter(res.headers['retry-after']);
+      throw new AttemptError({ error, retryable: status >= 500, retryAfterMs });
+    }
+    let json: unknown;
+    try {
+      json = res.body === '' ? {} : JSON.parse(res.body);
+    } catch {
+      throw new RaasError('internal', `${method} ${this.url}${path}: answer is not JSON (status ${status}): ${res.body.slice(0, 200)}`);
+    }
+    const parsed = schema.safeParse(json);
+    if (!parsed.success) {
+      const issue = parsed.error.issues[0];
+      throw new RaasError(
+        'internal',
+        `${method} ${this.url}${path}: answer does not match the protocol at ${fieldPath(issue?.path ?? [])}: ${issue?.message}; client and server versions may differ`,
+        { retryable: false },
+      );
+    }
+    return parsed.data;
+  }
+
+  /** Frees the sockets of agents this transport created (never ones the caller passed in). */
+  close(): void {
+    this.ownAgents?.http.destroy();
+    this.ownAgents?.https.destroy();
+  }
+}
+
+/** Turns an error answer (`{error:{code,message}, detail}`, or FastAPI's `{detail}`) into a RaasError. */
+function apiError(method: string, url: string, status: number, text: string): RaasError {
+  let code: ErrorCode | undefined;
+  let message = text.slice(0, 500);
+  try {
+    const body = JSON.parse(text) as { error?: { code?: string; message?: string }; detail?: unknown; message?: string };
+    const c = body.error?.code;
+    if (c !== undefined && Object.hasOwn(ERROR_CODES, c)) code = c as ErrorCode;
+    message = body.error?.message ?? (typeof body.detail === 'string' ? body.detail : undefined) ?? body.message ?? message;
+  } catch {
+    // not JSON: keep the text
+  }
+  code ??= status === 404 ? 'route_not_found' : status === 401 ? 'unauthorized' : status >= 500 ? 'internal' : 'bad_request';
+  return new RaasError(code, `${method} ${url} → ${status} ${code}: ${message}`, { status });
+}
+
+/** The reason to reject with when a caller's signal aborted: its reason if an Error, else CancelledError. */
+export function abortReason(signal: AbortSignal): Error {
+  const r: unknown = signal.reason;
+  return r instanceof Error && r.name !== 'AbortError' ? r : new CancelledError('request aborted by the caller', r);
+}
