@@ -17,6 +17,8 @@ export interface RunSidecarOptions {
   progressIntervalMs?: number;
   /** Aborting it ends the session like EOF (SIGTERM, SIGINT). */
   signal?: AbortSignal;
+  /** Called once when closing starts (shutdown, EOF, signal). */
+  onClosing?: () => void;
 }
 
 /**
@@ -33,6 +35,7 @@ export async function runSidecar(opts: RunSidecarOptions): Promise<void> {
     clock: opts.clock,
     progressIntervalMs: opts.progressIntervalMs,
     maxLineBytes,
+    onClosing: opts.onClosing,
     send: (message) => {
       if (broken) return;
       const line = JSON.stringify(message);

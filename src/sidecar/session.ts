@@ -17,6 +17,8 @@ export interface SessionOptions {
   /** How often a waiting `next_batch` reports `step_progress`; 0 turns the events off. */
   progressIntervalMs?: number;
   maxLineBytes: number;
+  /** Called once when closing starts. */
+  onClosing?: () => void;
 }
 
 type Req = SidecarRequest;
@@ -83,7 +85,10 @@ export class SidecarSession {
 
   /** Cancels in-flight ops, waits for them, closes the coordinator. Safe to call twice. */
   close(reason = 'the sidecar is shutting down'): Promise<void> {
-    this.closing ??= this.doClose(reason);
+    if (!this.closing) {
+      this.opts.onClosing?.();
+      this.closing = this.doClose(reason);
+    }
     return this.closing;
   }
 
@@ -203,7 +208,7 @@ export class SidecarSession {
           status = undefined;
         }
         if (done) return;
-        const elapsed_s = Math.round((this.clock.now() - t0) / 10) / 100;
+        const elapsed_s = Math.round(this.clock.now() - t0) / 1000;
         this.opts.send({ event: 'step_progress', data: { request_id: id, elapsed_s, status } });
         tick();
       }, every);
