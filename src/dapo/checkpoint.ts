@@ -1,0 +1,32 @@
+import { z } from 'zod';
+import { Result } from '../protocol/process.js';
+import { DatasetCursor } from './dataset.js';
+
+/** A group as a checkpoint keeps it: enough to rebuild its requests and re-attach to its jobs by id. */
+export const CheckpointGroup = z.object({
+  index: z.number().int().nonnegative(),
+  state: z.enum(['running', 'buffered']),
+  prompt: z.record(z.string(), z.unknown()),
+  submitted_version: z.number().int().nonnegative(),
+  submitted_step: z.number().int().nonnegative(),
+  /** Server that held the group, so a resume re-attaches there. */
+  server: z.string().optional(),
+  /** Index k holds rollout k's result, or null while it runs. */
+  results: z.array(Result.nullable()),
+  /** In-flight job ids (for operators; the ids are also derivable from name and index). */
+  in_flight: z.array(z.string()),
+});
+export type CheckpointGroup = z.infer<typeof CheckpointGroup>;
+
+/** `Coordinator.checkpoint()`: JSON state to resume a run after a trainer restart. */
+export const CoordinatorState = z.object({
+  format: z.literal('raas.coordinator/1'),
+  name: z.string(),
+  policy_version: z.number().int().nonnegative(),
+  step: z.number().int().nonnegative(),
+  next_group_index: z.number().int().nonnegative(),
+  cursor: DatasetCursor,
+  groups: z.array(CheckpointGroup),
+  saved_at: z.string(),
+});
+export type CoordinatorState = z.infer<typeof CoordinatorState>;

@@ -1,0 +1,285 @@
+import { RolloutFleet } from '../client/fleet.js';
+import type { Batch, UpdateWeightsRequest as UWR } from '../protocol/batch.js';
+import { UpdateWeightsRequest } from '../protocol/batch.js';
+import type { TrainConfig, TrainConfigInput, BackendRef } from '../protocol/config-train.js';
+import { CancelledError, RaasError, TimeoutError, fieldPath } from '../protocol/errors.js';
+import type { Result } from '../protocol/process.js';
+import { systemClock, type Clock } from '../util/clock.js';
+import { CoordinatorState } from './checkpoint.js';
+import { parseTrainConfig } from './config.js';
+import { DapoCore } from './core.js';
+import { loadDataset, type Prompt } from './dataset.js';
+import { startEnvironment, type Environment } from './environment.js';
+import { groupRequests, type GroupRecord } from './group.js';
+import { syntheticResult } from './synthetic.js';
+import { registerBackends } from './backends.js';
+
+/** Options beside the config (tests inject a clock). */
+export interface CoordinatorOptions {
+  clock?: Clock;
+}
+
+interface Waiter {
+  resolve: (b: Batch) => void;
+  reject: (e: unknown) => void;
+}
+
+/** What `status()` reports. */
+export interface CoordinatorStatus {
+  name: string;
+  mode: 'async' | 'sync';
+  policy_version: number;
+  step: number;
+  running_groups: number;
+  running_jobs: number;
+  buffered_groups: number;
+  max_inflight_jobs: number;
+  totals: DapoCore['totals'];
+  servers: Array<{ url: string; healthy: boolean; in_flight: number }>;
+  closed: boolean;
+}
+
+/**
+ * The DAPO coordinator: keeps the rollout servers busy with asynchronous replenishment, hands a step
+ * over as soon as `batch_size` informative groups exist, and carries running groups over within
+ * `max_staleness` (DESIGN.md "DAPO coordinator"). `embedded: true` starts its own rollout server and
+ * simulated backends.
+ */
+export class Coordinator {
+  readonly config: TrainConfig;
+  private readonly clock: Clock;
+  private core: DapoCore | undefined;
+  private fleet: RolloutFleet | undefined;
+  private env: Environment | undefined;
+  private backends: BackendRef[] = [];
+  private readonly waiters: Waiter[] = [];
+  private readonly background = new Set<Promise<unknown>>();
+  private starting: Promise<void> | undefined;
+  private closing: Promise<void> | undefined;
+  private restore: CoordinatorState | undefined;
+
+  constructor(config: TrainConfig | TrainConfigInput, opts: CoordinatorOptions = {}) {
+    this.config = parseTrainConfig(config, 'Coordinator config');
+    this.clock = opts.clock ?? systemClock;
+  }
+
+  /** Starts (embedded servers, fleet, backends registration, dataset) and begins admission. Idempotent. */
+  start(): Promise<void> {
+    this.starting ??= this.doStart();
+    return this.starting;
+  }
+
+  private async doStart(): Promise<void> {
+    const cfg = this.config;
+    const st = this.restore;
+    const dataset = await loadDataset(cfg.dataset, cfg.seed, st?.cursor);
+    this.env = await startEnvironment(cfg);
+    if (this.closing) return;
+    this.backends = this.env.backends;
+    this.fleet = new RolloutFleet({ servers: this.env.servers, clock: this.clock, ...(cfg.health_interval_ms ? { health_interval_ms: cfg.health_interval_ms } : {}) });
+    const capacity = cfg.max_inflight_jobs ?? (await this.fleetCapacity());
+    const core = new DapoCore(cfg, dataset, this.clock, capacity);
+    if (st) this.restoreInto(core, st);
+    this.core = core;
+    await registerBackends(this.fleet.clients(), this.backends, String(core.version));
+    if (st) for (const g of core.groups.values()) if (g.state === 'running') this.submit(g);
+    this.pump();
+  }
+
+  /** Sum of workers.run.size over the fleet (DESIGN.md's default max_inflight_jobs). */
+  private async fleetCapacity(): Promise<number> {
+    const sizes = await Promise.all(this.fleet!.clients().map((c) => c.status().then((s) => s.workers.run.size)));
+    return Math.max(1, sizes.reduce((a, b) => a + b, 0));
+  }
+
+  private restoreInto(core: DapoCore, st: CoordinatorState): void {
+    core.version = st.policy_version;
+    core.step = st.step;
+    core.nextIndex = st.next_group_index;
+    for (const cg of st.groups) {
+      const prompt = cg.prompt as Prompt;
+      const g: GroupRecord = {
+        index: cg.index, id: `${this.config.name}-g${cg.index}`, prompt, requests: groupRequests(this.config, prompt, cg.index, cg.submitted_version),
+        submittedVersion: cg.submitted_version, submittedStep: cg.submitted_step, state: cg.state,
+        results: cg.results.map((r) => r ?? undefined), ended: cg.results.filter((r) => r !== null).length, tokens: 0, server: cg.server,
+      };
+      core.restoreGroup(g);
+    }
+  }
+
+  /** Submits a group's unfinished jobs (all of them when new; the rest after a resume, pinned to their server). */
+  private submit(g: GroupRecord): void {
+    const fleet = this.fleet!;
+    const pending = g.requests.filter((_, k) => g.results[k] === undefined);
+    const promises = fleet.submitGroup(pending, g.server ? { server: g.server } : {});
+    g.server = fleet.serverOf(pending[0]?.job_id ?? '') ?? g.server;
+    pending.forEach((req, i) => {
+      const p = promises[i].then(
+        (r: Result) => this.core?.onResult(req.job_id!, r),
+        (err: unknown) => { if (!this.closing) this.core?.onResult(req.job_id!, syntheticResult(req, err)); },
+      ).finally(() => this.pump());
+      this.track(p);
+    });
+  }
+
+  private track(p: Promise<unknown>): void {
+    const q = p.catch(() => {}).finally(() => this.background.delete(q));
+    this.background.add(q);
+  }
+
+  private sendCancels(ids: string[]): void {
+    for (const id of ids) this.track(this.fleet!.cancel(id));
+  }
+
+  /** Runs after every event: admission, then handover to a waiting consumer. */
+  private pump(): void {
+    const core = this.core;
+    if (!core || this.closing) return;
+    core.demand = this.waiters.length > 0;
+    for (const g of core.admit()) this.submit(g);
+    while (this.waiters.length > 0 && core.ready()) {
+      const { batch, cancels } = core.handover();
+      this.sendCancels(cancels);
+      this.waiters.shift()!.resolve(batch);
+      core.demand = this.waiters.length > 0;
+      for (const g of core.admit()) this.submit(g);
+    }
+    if (this.waiters.length > 0 && core.exhausted()) {
+      const err = new RaasError('dataset_exhausted', `dataset ${this.config.dataset.path}: all ${this.config.dataset.epochs ?? '∞'} epochs served and fewer than batch_size=${this.config.batch_size} accepted groups remain; raise dataset.epochs`, { retryable: false });
+      for (const w of this.waiters.splice(0)) w.reject(err);
+    }
+  }
+
+  /** The next step's batch: resolves as soon as `batch_size` accepted groups are buffered. */
+  async nextBatch(opts: { signal?: AbortSignal; timeout_s?: number } = {}): Promise<Batch> {
+    if (this.closing) throw new RaasError('not_ready', 'Coordinator is closed');
+    await this.start();
+    opts.signal?.throwIfAborted();
+    return new Promise<Batch>((resolve, reject) => {
+      let timer: unknown;
+      const cleanup = (): void => {
+        if (timer !== undefined) this.clock.clearTimeout(timer);
+        opts.signal?.removeEventListener('abort', onAbort);
+      };
+      const w: Waiter = { resolve: (b) => { cleanup(); resolve(b); }, reject: (e) => { cleanup(); reject(e); } };
+      const drop = (err: unknown): void => {
+        const i = this.waiters.indexOf(w);
+        if (i >= 0) this.waiters.splice(i, 1);
+        w.reject(err);
+      };
+      const onAbort = (): void => drop(opts.signal!.reason ?? new CancelledError('nextBatch aborted'));
+      opts.signal?.addEventListener('abort', onAbort, { once: true });
+      if (opts.timeout_s !== undefined) timer = this.clock.setTimeout(() => drop(new TimeoutError(`nextBatch: no batch within timeout_s=${opts.timeout_s}`)), opts.timeout_s * 1000);
+      this.waiters.push(w);
+      this.pump();
+    });
+  }
+
+  /** Yields `config.steps` batches (fewer if the dataset runs out). The consumer calls updateWeights between them. */
+  async *batches(): AsyncIterable<Batch> {
+    while (!this.closing && (this.core?.step ?? this.restore?.step ?? 0) < this.config.steps) {
+      try {
+        yield await this.nextBatch();
+      } catch (err) {
+        if (err instanceof RaasError && (err.code === 'dataset_exhausted' || err.code === 'not_ready')) return;
+        throw err;
+      }
+    }
+  }
+
+  /**
+   * A weight update: policy_version rises by one (or to `version`); backends are cleared and
+   * re-registered on every rollout server through the placement with weight_version =
+   * String(policy_version) unless given. Embedded simulators are told too (standing in for the
+   * trainer's own weight sync), so their success probability rises.
+   */
+  async updateWeights(req: UWR = {}): Promise<{ policy_version: number }> {
+    const parsed = UpdateWeightsRequest.safeParse(req);
+    if (!parsed.success) {
+      const i = parsed.error.issues[0]!;
+      throw new RaasError('bad_request', `updateWeights: ${fieldPath(i.path)}: ${i.message}`, { retryable: false });
+    }
+    const r = parsed.data;
+    await this.start();
+    const core = this.core;
+    if (!core || this.closing) throw new RaasError('not_ready', 'Coordinator is closed');
+    const version = r.version ?? core.version + 1;
+    if (version < core.version) throw new RaasError('bad_request', `updateWeights: version ${version} is below the current policy_version ${core.version}; versions only rise`, { retryable: false });
+    const weightVersion = r.weight_version ?? String(version);
+    if (r.backends) this.backends = r.backends;
+    this.sendCancels(core.setVersion(version));
+    await this.env!.bumpSims(weightVersion);
+    await registerBackends(this.fleet!.clients(), this.backends, weightVersion);
+    this.pump();
+    return { policy_version: version };
+  }
+
+  /** Counters and where things are. */
+  status(): CoordinatorStatus {
+    const core = this.core;
+    return {
+      name: this.config.name, mode: this.config.mode,
+      policy_version: core?.version ?? 0, step: core?.step ?? 0,
+      running_groups: core?.runningGroups ?? 0, running_jobs: core?.runningJobs ?? 0,
+      buffered_groups: core?.bufferedGroups.length ?? 0, max_inflight_jobs: core?.capacity ?? 0,
+      totals: core ? { ...core.totals } : ({} as DapoCore['totals']),
+      servers: this.fleet?.servers() ?? [], closed: this.closing !== undefined,
+    };
+  }
+
+  /** What is running or buffered now (reported apart from waste at the end of a run). */
+  leftovers(): ReturnType<DapoCore['leftovers']> | undefined {
+    return this.core?.leftovers();
+  }
+
+  /** JSON state: dataset cursor, buffered groups, in-flight job ids with their versions. */
+  checkpoint(): CoordinatorState {
+    const core = this.core;
+    if (!core) throw new RaasError('not_ready', 'checkpoint(): call start() first');
+    const groups = [...core.groups.values()]
+      .filter((g) => g.state === 'running' || g.state === 'buffered')
+      .map((g) => ({
+        index: g.index, state: g.state as 'running' | 'buffered', prompt: g.prompt, submitted_version: g.submittedVersion, submitted_step: g.submittedStep,
+        ...(g.server ? { server: g.server } : {}),
+        results: g.results.map((r) => r ?? null),
+        in_flight: g.requests.filter((_, k) => g.results[k] === undefined).map((q) => q.job_id!),
+      }));
+    return { format: 'raas.coordinator/1', name: this.config.name, policy_version: core.version, step: core.step, next_group_index: core.nextIndex, cursor: { ...core.dataset.cursor }, groups, saved_at: new Date().toISOString() };
+  }
+
+  /** A coordinator that continues from `state`: it re-attaches to in-flight jobs by id at start(). */
+  static resume(config: TrainConfig | TrainConfigInput, state: unknown, opts: CoordinatorOptions = {}): Coordinator {
+    const parsed = CoordinatorState.safeParse(state);
+    if (!parsed.success) {
+      const i = parsed.error.issues[0]!;
+      throw new RaasError('config_invalid', `resume state: ${fieldPath(i.path)}: ${i.message}`, { retryable: false });
+    }
+    const c = new Coordinator(config, opts);
+    if (parsed.data.name !== c.config.name) throw new RaasError('config_invalid', `resume state: name "${parsed.data.name}" differs from config name "${c.config.name}"; job ids derive from it`, { retryable: false });
+    c.restore = parsed.data;
+    return c;
+  }
+
+  /**
+   * Cancels in-flight jobs (confirmed; `{cancel: false}` leaves them running for a resume), stops
+   * embedded servers and simulators, rejects waiting nextBatch calls. Safe twice.
+   */
+  close(opts: { cancel?: boolean } = {}): Promise<void> {
+    this.closing ??= (async () => {
+      for (const w of this.waiters.splice(0)) w.reject(new RaasError('not_ready', 'Coordinator closed'));
+      try {
+        await this.starting;
+      } catch {
+        // a failed start still closes what it opened
+      }
+      if (this.core && this.fleet && opts.cancel !== false) {
+        const ids = this.core.cancelAll();
+        await Promise.allSettled(ids.map((id) => this.fleet!.cancel(id)));
+      }
+      await this.fleet?.close();
+      await Promise.allSettled([...this.background]);
+      await this.env?.close();
+    })();
+    return this.closing;
+  }
+}

@@ -1,0 +1,305 @@
+import type { Batch, BatchStats } from '../protocol/batch.js';
+import type { TrainConfig } from '../protocol/config-train.js';
+import type { Result } from '../protocol/process.js';
+import type { Clock } from '../util/clock.js';
+import type { PromptDataset } from './dataset.js';
+import { type GroupRecord, groupId, groupRequests, judgeGroup, resultTokens, toBatchGroup, isErrorResult } from './group.js';
+import { StepWindow } from './window.js';
+
+/** Why the coordinator cancels a running group. */
+export type CancelReason = 'handover' | 'stale' | 'close';
+
+/** Run-level totals (summary.json, benchmarks). */
+export interface CoreTotals {
+  groups_submitted: number;
+  jobs_submitted: number;
+  accepted: number;
+  handed: number;
+  filtered: number;
+  cancelled: number;
+  dropped_stale: number;
+  dropped_error: number;
+  tokens_generated: number;
+  tokens_used: number;
+  tokens_wasted: number;
+  tokens_filtered: number;
+}
+
+/**
+ * The DAPO coordinator's pure logic, without HTTP: admission, acceptance, handover, carry-over with
+ * the staleness bound, and waste accounting, exactly as DESIGN.md defines them. The driver
+ * (Coordinator) submits what `admit()` returns, feeds results to `onResult()`, and sends the cancels
+ * that `handover()`, `setVersion()` and `cancelAll()` return. Time comes from the injected clock.
+ */
+export class DapoCore {
+  version = 0;
+  /** Index of the next batch (= batches handed over so far). */
+  step = 0;
+  nextIndex = 0;
+  readonly groups = new Map<number, GroupRecord>();
+  private readonly byJob = new Map<string, { g: GroupRecord; k: number }>();
+  /** Jobs submitted and not ended, in any group state (they occupy workers). */
+  runningJobs = 0;
+  /** Sync mode submits only while a consumer waits for a batch. */
+  demand = false;
+  window: StepWindow;
+  readonly totals: CoreTotals = {
+    groups_submitted: 0, jobs_submitted: 0, accepted: 0, handed: 0, filtered: 0, cancelled: 0, dropped_stale: 0,
+    dropped_error: 0, tokens_generated: 0, tokens_used: 0, tokens_wasted: 0, tokens_filtered: 0,
+  };
+
+  constructor(
+    readonly cfg: TrainConfig,
+    readonly dataset: PromptDataset,
+    private readonly clock: Clock,
+    /** max_inflight_jobs: admission cap and the utilization denominator. */
+    public capacity: number,
+  ) {
+    this.window = new StepWindow(clock.now());
+  }
+
+  get runningGroups(): number {
+    let c = 0;
+    for (const g of this.groups.values()) if (g.state === 'running') c++;
+    return c;
+  }
+  get bufferedGroups(): GroupRecord[] {
+    return [...this.groups.values()].filter((g) => g.state === 'buffered').sort((a, b) => a.index - b.index);
+  }
+  get cancellingGroups(): number {
+    let c = 0;
+    for (const g of this.groups.values()) if (g.state === 'cancelling') c++;
+    return c;
+  }
+
+  private tick(): void {
+    this.window.integrate(this.clock.now(), this.runningJobs, this.capacity);
+  }
+
+  /** Groups to submit now (already counted as running). */
+  admit(): GroupRecord[] {
+    const out: GroupRecord[] = [];
+    const { n, batch_size: B, max_staleness } = this.cfg;
+    if (this.cfg.mode === 'sync') {
+      if (!this.demand || this.runningGroups > 0 || this.cancellingGroups > 0) return out;
+      const missing = B - this.bufferedGroups.length;
+      for (let i = 0; i < missing; i++) {
+        const g = this.newGroup();
+        if (!g) break;
+        out.push(g);
+      }
+      return out;
+    }
+    const buffered = this.bufferedGroups.length;
+    let running = this.runningGroups;
+    while (buffered + running < (max_staleness + 1) * B && (this.runningJobs + n <= this.capacity || this.runningJobs === 0)) {
+      const g = this.newGroup();
+      if (!g) break;
+      out.push(g);
+      running++;
+    }
+    return out;
+  }
+
+  private newGroup(): GroupRecord | undefined {
+    const prompt = this.dataset.next();
+    if (!prompt) return undefined;
+    const index = this.nextIndex++;
+    const g: GroupRecord = {
+      index, id: groupId(this.cfg.name, index), prompt, requests: groupRequests(this.cfg, prompt, index, this.version),
+      submittedVersion: this.version, submittedStep: this.step, state: 'running', results: new Array(this.cfg.n).fill(undefined), ended: 0, tokens: 0,
+    };
+    this.track(g);
+    this.window.submitted++;
+    this.window.jobsSubmitted += this.cfg.n;
+    this.totals.groups_submitted++;
+    this.totals.jobs_submitted += this.cfg.n;
+    return g;
+  }
+
+  /** Registers a group (new, or restored from a checkpoint) and counts its unfinished jobs as running. */
+  track(g: GroupRecord): void {
+    this.tick();
+    this.groups.set(g.index, g);
+    g.requests.forEach((r, k) => this.byJob.set(r.job_id!, { g, k }));
+    if (g.state === 'running') this.runningJobs += g.results.filter((r) => r === undefined).length;
+  }
+
+  /** Re-adds a group from a checkpoint: a buffered one is judged again (rewards and advantages are deterministic). */
+  restoreGroup(g: GroupRecord): void {
+    for (const r of g.results) if (r) g.tokens += resultTokens(r);
+    if (g.state === 'buffered' && judgeGroup(g, this.cfg) !== 'accepted') g.state = 'dropped';
+    if (g.state === 'dropped') return;
+    this.track(g);
+  }
+
+  /** The group a job belongs to, if the coordinator still tracks it. */
+  groupOfJob(jobId: string): GroupRecord | undefined {
+    return this.byJob.get(jobId)?.g;
+  }
+
+  /** Records a job's terminal result. The first terminal result of a job id counts; duplicates are ignored. */
+  onResult(jobId: string, result: Result): void {
+    const hit = this.byJob.get(jobId);
+    if (!hit || hit.g.results[hit.k] !== undefined) return;
+    const { g, k } = hit;
+    this.tick();
+    g.results[k] = result;
+    g.ended++;
+    this.runningJobs--;
+    const tokens = resultTokens(result);
+    g.tokens += tokens;
+    this.window.tokensGenerated += tokens;
+    this.totals.tokens_generated += tokens;
+    if (isErrorResult(result) && g.state === 'running') this.window.errors++;
+    if (g.state === 'cancelling' || g.state === 'dropped' || g.state === 'cancelled') {
+      // A result for a discarded group is waste and never enters a batch.
+      this.waste(tokens);
+      if (g.state === 'cancelling' && g.ended === this.cfg.n) this.finishGroup(g, 'cancelled');
+      return;
+    }
+    if (g.state !== 'running' || g.ended < this.cfg.n) return;
+    this.window.completed++;
+    for (const r of g.results as Result[]) if (!isErrorResult(r)) { this.window.rewardSum += r.reward; this.window.rewardCount++; }
+    const verdict = judgeGroup(g, this.cfg);
+    if (verdict === 'accepted') {
+      g.state = 'buffered';
+      this.window.accepted++;
+      this.totals.accepted++;
+    } else if (verdict === 'filtered') {
+      this.finishGroup(g, 'filtered');
+      this.window.filtered++;
+      this.totals.filtered++;
+      this.window.tokensFiltered += g.tokens;
+      this.totals.tokens_filtered += g.tokens;
+    } else {
+      this.finishGroup(g, 'dropped');
+      this.window.droppedError++;
+      this.totals.dropped_error++;
+      this.waste(g.tokens);
+    }
+  }
+
+  private waste(tokens: number): void {
+    this.window.tokensWasted += tokens;
+    this.totals.tokens_wasted += tokens;
+  }
+
+  /** Terminal groups leave the tables (their late duplicates are then ignored by id). */
+  private finishGroup(g: GroupRecord, state: 'handed' | 'filtered' | 'dropped' | 'cancelled'): void {
+    g.state = state;
+    if (state === 'cancelled' || g.ended === this.cfg.n) {
+      this.groups.delete(g.index);
+      for (const r of g.requests) this.byJob.delete(r.job_id!);
+    }
+  }
+
+  /** Cancels a running group; returns the ids of its jobs that have not ended (the driver cancels them). */
+  private cancelGroup(g: GroupRecord, reason: CancelReason): string[] {
+    g.state = 'cancelling';
+    this.window.cancelled++;
+    this.totals.cancelled++;
+    if (reason === 'stale') { this.window.droppedStale++; this.totals.dropped_stale++; }
+    this.waste(g.tokens);
+    const pending = g.requests.filter((_, k) => g.results[k] === undefined).map((r) => r.job_id!);
+    this.window.jobsCancelled += pending.length;
+    if (pending.length === 0) this.finishGroup(g, 'cancelled');
+    return pending;
+  }
+
+  private dropStale(g: GroupRecord): void {
+    this.window.droppedStale++;
+    this.totals.dropped_stale++;
+    this.waste(g.tokens);
+    this.finishGroup(g, 'dropped');
+  }
+
+  /** Applies the staleness bound for a handover under version `at`: drops buffered and cancels running groups that would exceed it. */
+  private enforceBound(at: number, cancelRunning: boolean): string[] {
+    const cancels: string[] = [];
+    for (const g of [...this.groups.values()]) {
+      if (at - g.submittedVersion <= this.cfg.max_staleness) continue;
+      if (g.state === 'buffered') this.dropStale(g);
+      else if (g.state === 'running' && cancelRunning) cancels.push(...this.cancelGroup(g, 'stale'));
+    }
+    return cancels;
+  }
+
+  /**
+   * True when a handover can happen now. The bound needs no check here: setVersion() enforces it
+   * whenever the version rises, and a group submitted since has staleness 0.
+   */
+  ready(): boolean {
+    return this.bufferedGroups.length >= this.cfg.batch_size && (this.cfg.mode === 'async' || this.runningGroups === 0);
+  }
+
+  /**
+   * Hands over the `batch_size` groups submitted earliest; the rest stay buffered. Then, without
+   * carry-over every running group is cancelled; with carry-over only those whose staleness at the
+   * next handover (one update later) would exceed max_staleness, and buffered groups past that bound
+   * are dropped. Call only when ready().
+   */
+  handover(): { batch: Batch; cancels: string[] } {
+    this.tick();
+    const v = this.version;
+    const chosen = this.bufferedGroups.slice(0, this.cfg.batch_size);
+    const groups = chosen.map((g) => toBatchGroup(g, v, this.cfg.return_messages || this.cfg.sampling_params.return_messages === true));
+    const staleness = groups.flatMap((g) => g.rollouts.map((r) => r.staleness));
+    const rewards = groups.flatMap((g) => g.rollouts.map((r) => r.reward));
+    let tokensUsed = 0;
+    let carried = 0;
+    for (const g of chosen) {
+      tokensUsed += g.tokens;
+      if (g.submittedStep < this.step) carried++;
+      this.finishGroup(g, 'handed');
+    }
+    this.totals.handed += chosen.length;
+    this.totals.tokens_used += tokensUsed;
+    const cancels: string[] = [];
+    if (this.cfg.mode === 'async') {
+      if (!this.cfg.carry_over) {
+        for (const g of [...this.groups.values()]) if (g.state === 'running') cancels.push(...this.cancelGroup(g, 'handover'));
+      }
+      cancels.push(...this.enforceBound(v + 1, true));
+    }
+    const now = this.clock.now();
+    const stats: BatchStats = this.window.finish(now, this.capacity, {
+      carried_over: carried, tokens_used: tokensUsed, staleness, batch_rewards: rewards,
+      running_at_handover: this.runningGroups, buffered_after_handover: this.bufferedGroups.length, batch_size: chosen.length,
+    });
+    const batch: Batch = { step: this.step, policy_version: v, groups, stats };
+    this.step++;
+    this.window = new StepWindow(now);
+    return { batch, cancels };
+  }
+
+  /** A weight update: the version rises; groups that can no longer meet the bound are cancelled or dropped. */
+  setVersion(v: number): string[] {
+    this.tick();
+    this.version = v;
+    return this.enforceBound(v, true);
+  }
+
+  /** Cancels every running group (close, failing trainer command). */
+  cancelAll(): string[] {
+    this.tick();
+    const cancels: string[] = [];
+    for (const g of [...this.groups.values()]) if (g.state === 'running') cancels.push(...this.cancelGroup(g, 'close'));
+    return cancels;
+  }
+
+  /** No prompt left, nothing running, and too few buffered groups for another batch. */
+  exhausted(): boolean {
+    return this.dataset.exhausted && this.runningGroups === 0 && this.bufferedGroups.length < this.cfg.batch_size;
+  }
+
+  /** What is still in flight or buffered (reported separately from waste at the end of a run). */
+  leftovers(): { running_groups: number; running_jobs: number; buffered_groups: number; tokens_in_running: number; tokens_in_buffered: number } {
+    let tr = 0, tb = 0;
+    for (const g of this.groups.values()) {
+      if (g.state === 'running') tr += g.tokens;
+      if (g.state === 'buffered') tb += g.tokens;
+    }
+    return { running_groups: this.runningGroups, running_jobs: this.runningJobs, buffered_groups: this.bufferedGroups.length, tokens_in_running: tr, tokens_in_buffered: tb };
+  }
+}

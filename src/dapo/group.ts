@@ -1,0 +1,109 @@
+import type { ProcessRequest, Result } from '../protocol/process.js';
+import type { Group, Rollout } from '../protocol/batch.js';
+import type { TrainConfig } from '../protocol/config-train.js';
+import type { Prompt } from './dataset.js';
+import { generatedTokens, groupAdvantages, isInformative, shapedReward } from './rewards.js';
+
+/**
+ * Where a group is in its life. `running`: submitted, some rollouts not ended. `buffered`: accepted,
+ * waiting for a handover. `cancelling`: cancelled by the coordinator, cancels not yet confirmed.
+ * Terminal: `handed` (in a batch), `filtered` (zero variance), `dropped` (errors or staleness),
+ * `cancelled` (every cancel confirmed).
+ */
+export type GroupState = 'running' | 'buffered' | 'cancelling' | 'handed' | 'filtered' | 'dropped' | 'cancelled';
+
+/** One prompt's n rollouts as the coordinator tracks them. */
+export interface GroupRecord {
+  index: number;
+  id: string;
+  prompt: Prompt;
+  requests: ProcessRequest[];
+  submittedVersion: number;
+  /** The step window the group was submitted in (a batch of a later step counts it as carried over). */
+  submittedStep: number;
+  state: GroupState;
+  results: Array<Result | undefined>;
+  ended: number;
+  /** Model-generated tokens of the results that arrived. */
+  tokens: number;
+  /** Accepted groups: rewards after on_error, shaping, and advantages. */
+  rewards?: number[];
+  shaped?: number[];
+  advantages?: number[];
+  /** Server the group went to, when the fleet says (checkpoints re-attach there). */
+  server?: string;
+}
+
+/** Deterministic ids: a seeded run is reproducible and a restart re-attaches by id. */
+export function groupId(run: string, index: number): string {
+  return `${run}-g${index}`;
+}
+export function jobId(run: string, index: number, k: number): string {
+  return `${run}-g${index}-r${k}`;
+}
+
+/** Builds the n /process requests of a group. */
+export function groupRequests(cfg: TrainConfig, prompt: Prompt, index: number, version: number): ProcessRequest[] {
+  const sampling = { ...cfg.sampling_params, seed: cfg.sampling_params.seed ?? cfg.seed };
+  const out: ProcessRequest[] = [];
+  for (let k = 0; k < cfg.n; k++) {
+    out.push({
+      instance: { ...prompt, trajectory_id: k },
+      sampling_params: sampling,
+      job_id: jobId(cfg.name, index, k),
+      group_id: groupId(cfg.name, index),
+      policy_version: version,
+      ...(cfg.timeout_s !== undefined ? { timeout_s: cfg.timeout_s } : {}),
+    });
+  }
+  return out;
+}
+
+/** An ended rollout that failed (anything but a clean end, including a cancel we did not ask for). */
+export function isErrorResult(r: Result): boolean {
+  return r.critical_error !== null;
+}
+
+/** Model-generated tokens of a result. */
+export function resultTokens(r: Result): number {
+  return generatedTokens(r.tokens?.response_mask ?? []);
+}
+
+/** Acceptance verdict of a group whose n rollouts ended. */
+export type Verdict = 'accepted' | 'filtered' | 'dropped_error';
+
+/**
+ * Decides acceptance (DESIGN.md): errors follow on_error; the group is accepted when its task
+ * rewards (before shaping) are not all equal. Fills rewards, shaped rewards and advantages.
+ */
+export function judgeGroup(g: GroupRecord, cfg: TrainConfig): Verdict {
+  const results = g.results as Result[];
+  const errored = results.some(isErrorResult);
+  if (errored && cfg.on_error === 'drop_group') return 'dropped_error';
+  const rewards = results.map((r) => (isErrorResult(r) ? 0 : r.reward));
+  if (!isInformative(rewards)) return 'filtered';
+  g.rewards = rewards;
+  g.shaped = results.map((r, i) => shapedReward(rewards[i], resultTokens(r), cfg.overlong));
+  g.advantages = groupAdvantages(g.shaped);
+  return 'accepted';
+}
+
+/** The batch view of an accepted group at handover under policy version `version`. */
+export function toBatchGroup(g: GroupRecord, version: number, withMessages: boolean): Group {
+  const staleness = version - g.submittedVersion;
+  const rollouts: Rollout[] = (g.results as Result[]).map((r, k) => ({
+    job_id: r.job_id,
+    trajectory_id: r.trajectory_id ?? k,
+    reward: g.rewards![k],
+    shaped_reward: g.shaped![k],
+    advantage: g.advantages![k],
+    policy_version: g.submittedVersion,
+    staleness,
+    weight_versions: r.weight_versions ?? [],
+    finish_reason: r.finish_reason,
+    num_turns: r.num_turns,
+    tokens: r.tokens,
+    ...(withMessages ? { messages: r.messages } : {}),
+  }));
+  return { group_id: g.id, instance_id: g.prompt.instance_id, data_source: g.prompt.data_source, rollouts };
+}

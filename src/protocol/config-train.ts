@@ -1,0 +1,112 @@
+import { z } from 'zod';
+import { SamplingParams } from './process.js';
+import { LlmApi } from './llm.js';
+
+/** A rollout server the coordinator talks to (when not embedded). */
+export const ServerRef = z.strictObject({
+  url: z.string().url(),
+  token: z.string().optional(),
+});
+export type ServerRef = z.infer<typeof ServerRef>;
+
+/** An LLM inference server (vLLM or SGLang) placed onto the rollout servers. */
+export const BackendRef = z.union([
+  z.string().min(1),
+  z.strictObject({ address: z.string().min(1), api: LlmApi.optional() }),
+]);
+export type BackendRef = z.infer<typeof BackendRef>;
+
+/** The prompts: JSONL (one instance per line) or Parquet in veRL's row format. */
+export const DatasetConfig = z.strictObject({
+  path: z.string().min(1),
+  /** Inferred from the extension when absent. */
+  format: z.enum(['jsonl', 'parquet']).optional(),
+  shuffle: z.boolean().default(true),
+  /** Passes over the data; absent means unlimited. */
+  epochs: z.number().int().positive().optional(),
+  /** Overrides each row's data_source (veRL rows name the original dataset, e.g. openai/gsm8k). */
+  data_source: z.string().min(1).optional(),
+  /** Use only the first `limit` rows (before shuffling). */
+  limit: z.number().int().positive().optional(),
+});
+export type DatasetConfig = z.infer<typeof DatasetConfig>;
+
+/** DAPO overlong reward shaping on the number of model-generated tokens. */
+export const OverlongConfig = z.strictObject({
+  enabled: z.boolean().default(false),
+  /** L_max: the response length budget. */
+  max_tokens: z.number().int().positive().default(4096),
+  /** L_cache: the soft-penalty interval below L_max. */
+  buffer: z.number().int().nonnegative().default(512),
+  penalty_factor: z.number().nonnegative().default(1),
+});
+export type OverlongConfig = z.infer<typeof OverlongConfig>;
+
+/** What runs once per step on the step's batch file (`raas train`). */
+export const TrainerConfig = z.strictObject({
+  /** Shell command; `{batch_path}`, `{step}` and `{run_dir}` are substituted. */
+  command: z.string().min(1).optional(),
+  cwd: z.string().optional(),
+  env: z.record(z.string(), z.string()).default({}),
+  /** Without a command: call updateWeights after each step (and bump the embedded simulators). */
+  update_weights: z.boolean().default(true),
+});
+export type TrainerConfig = z.infer<typeof TrainerConfig>;
+
+/** Simulated backends started by `embedded: true` (options of startSim). */
+export const EmbeddedConfig = z.strictObject({
+  servers: z.number().int().positive().default(1),
+  backends: z.number().int().positive().default(2),
+  api: LlmApi.default('vllm'),
+  /** Options passed to each startSim (latency, filler, boost_per_update, datasets...). */
+  sim: z.record(z.string(), z.unknown()).default({}),
+  /** Partial ServerConfig passed to each startRolloutServer. */
+  server: z.record(z.string(), z.unknown()).default({}),
+});
+export type EmbeddedConfig = z.infer<typeof EmbeddedConfig>;
+
+/** `raas eval`: one pass, n rollouts per prompt, no filtering, no weight updates. */
+export const EvalConfig = z.strictObject({
+  dataset: DatasetConfig.optional(),
+  n: z.number().int().positive().optional(),
+  output: z.string().optional(),
+});
+
+/** Overrides applied by `raas train --smoke` (CI). */
+export const SmokeConfig = z.strictObject({
+  steps: z.number().int().positive().default(2),
+  batch_size: z.number().int().positive().optional(),
+  n: z.number().int().positive().optional(),
+});
+
+/** The training config (`raas train x.yaml`, `new Coordinator(config)`). Every field but dataset is defaulted. */
+export const TrainConfig = z.strictObject({
+  name: z.string().regex(/^[A-Za-z0-9._-]+$/, 'letters, digits, ".", "_" or "-"').default('run'),
+  seed: z.number().int().default(0),
+  /** Start a local rollout server and simulated backends (true, or their options). */
+  embedded: z.union([z.boolean(), EmbeddedConfig]).default(false),
+  servers: z.array(ServerRef).default([]),
+  backends: z.array(BackendRef).default([]),
+  dataset: DatasetConfig,
+  mode: z.enum(['async', 'sync']).default('async'),
+  carry_over: z.boolean().default(true),
+  max_staleness: z.number().int().nonnegative().default(1),
+  n: z.number().int().positive().default(8),
+  batch_size: z.number().int().positive().default(32),
+  /** Default: the sum of the fleet's workers.run.size (read from /status at start). */
+  max_inflight_jobs: z.number().int().positive().optional(),
+  on_error: z.enum(['drop_group', 'zero_reward']).default('drop_group'),
+  steps: z.number().int().positive().default(10),
+  sampling_params: SamplingParams.default({}),
+  timeout_s: z.number().positive().optional(),
+  overlong: OverlongConfig.default(OverlongConfig.parse({})),
+  return_messages: z.boolean().default(false),
+  trainer: TrainerConfig.default(TrainerConfig.parse({})),
+  output_dir: z.string().default('runs'),
+  smoke: SmokeConfig.default(SmokeConfig.parse({})),
+  eval: EvalConfig.default({}),
+  health_interval_ms: z.number().int().positive().optional(),
+});
+export type TrainConfig = z.infer<typeof TrainConfig>;
+/** What a user writes: every defaulted key optional. */
+export type TrainConfigInput = z.input<typeof TrainConfig>;
