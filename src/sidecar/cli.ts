@@ -1,4 +1,46 @@
-import type { Command } from 'commander';
+import path from 'node:path';
+import { Option, type Command } from 'commander';
+import { SIDECAR_LIMITS } from '../protocol/sidecar.js';
+import type { LogLevel } from './log.js';
+import { serveStdio } from './stdio.js';
 
-/** Registers this area's subcommand(s) on the raas CLI. (Filled in by its issue.) */
-export function registerSidecar(_program: Command): void {}
+/** Registers `raas sidecar --config x.yaml`: the JSON-lines protocol on stdin/stdout (docs/sidecar.md). */
+export function registerSidecar(program: Command): void {
+  program
+    .command('sidecar')
+    .description('serve the coordinator to a Python trainer: JSON lines on stdin/stdout, logs on stderr (docs/sidecar.md)')
+    .requiredOption('-c, --config <path>', 'training config (YAML), as for raas train')
+    .option('--max-line-bytes <n>', 'longest request line accepted', (v) => positiveInt(v, '--max-line-bytes'), SIDECAR_LIMITS.max_line_bytes)
+    .option('--progress-interval-s <s>', 'step_progress event period while next_batch waits (0: off)', (v) => nonNegative(v, '--progress-interval-s'), 2)
+    .option('--close-timeout-s <s>', 'longest wait for a clean close before exiting', (v) => nonNegative(v, '--close-timeout-s'), 30)
+    .addOption(new Option('--log-level <level>', 'stderr log level').choices(['debug', 'info', 'warn', 'error', 'silent']).default('info'))
+    .action(async (o: { config: string; maxLineBytes: number; progressIntervalS: number; closeTimeoutS: number; logLevel: LogLevel }) => {
+      await serveStdio(
+        async (log) => {
+          // Imported here so that nothing the coordinator loads runs before stdout is guarded.
+          const { loadTrainConfig } = await import('../dapo/index.js');
+          const { dapoBackend } = await import('./dapo-backend.js');
+          const config = loadTrainConfig(o.config);
+          return dapoBackend(config, { configDir: path.dirname(path.resolve(o.config)), log });
+        },
+        {
+          maxLineBytes: o.maxLineBytes,
+          progressIntervalMs: o.progressIntervalS * 1000,
+          closeTimeoutMs: o.closeTimeoutS * 1000,
+          logLevel: o.logLevel,
+        },
+      );
+    });
+}
+
+function positiveInt(v: string, flag: string): number {
+  const n = Number(v);
+  if (!Number.isInteger(n) || n <= 0) throw new Error(`${flag} must be a positive integer, got "${v}"`);
+  return n;
+}
+
+function nonNegative(v: string, flag: string): number {
+  const n = Number(v);
+  if (!Number.isFinite(n) || n < 0) throw new Error(`${flag} must be a number >= 0, got "${v}"`);
+  return n;
+}

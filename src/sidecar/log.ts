@@ -7,6 +7,8 @@ const RANK: Record<LogLevel, number> = { debug: 0, info: 1, warn: 2, error: 3, s
 /** A SidecarLog writing `raas sidecar: <level>: <msg>` lines to stderr (never stdout). */
 export class StderrLog implements SidecarLog {
   private sink?: (msg: string, data?: Record<string, unknown>) => void;
+  /** Warnings logged before a sink exists (at start), delivered when one is set. */
+  private early: Array<[string, Record<string, unknown> | undefined]> = [];
   constructor(
     private readonly level: LogLevel = 'info',
     private readonly write: (text: string) => void = (t) => void process.stderr.write(t),
@@ -17,13 +19,15 @@ export class StderrLog implements SidecarLog {
   }
   warn(msg: string, data?: Record<string, unknown>): void {
     this.line('warn', msg);
-    this.sink?.(msg, data);
+    if (this.sink) this.sink(msg, data);
+    else if (this.early.length < 100) this.early.push([msg, data]);
   }
   error(msg: string): void {
     this.line('error', msg);
   }
   setWarningSink(sink: ((msg: string, data?: Record<string, unknown>) => void) | undefined): void {
     this.sink = sink;
+    if (sink) for (const [msg, data] of this.early.splice(0)) sink(msg, data);
   }
 
   private line(level: LogLevel, msg: string): void {
