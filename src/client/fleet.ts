@@ -10,6 +10,12 @@ export interface RolloutFleetOptions {
   servers: Array<{ url: string; token?: string }>;
   /** Period of GET /health per server (default 2000 ms). */
   health_interval_ms?: number;
+  /**
+   * Consecutive failed health checks before a server counts as down (default 2): one slow answer
+   * from a loaded server must not move all its groups. A /process call that fails past its retries
+   * marks the server down at once.
+   */
+  unhealthy_after?: number;
   clock?: Clock;
   /**
    * Options for each server's client. The fleet's defaults retry less than a lone client
@@ -42,14 +48,22 @@ interface ServerState {
   healthy: boolean;
   inFlight: number;
   checking: boolean;
+  failedChecks: number;
+}
+
+/** One /process call of a job on one server; it occupies an in-flight slot there until it ends or is abandoned. */
+interface Attempt {
+  server: ServerState;
+  ac: AbortController;
+  released: boolean;
 }
 
 interface JobRec {
   id: string;
   req: ProcessInput;
   group: GroupRec;
-  server: ServerState | undefined;
-  attempt: AbortController | undefined;
+  /** The current attempt; after settling it may still run (a duplicate being cancelled). */
+  attempt: Attempt | undefined;
   /** Servers that held the job before a failover: one of them may still finish it. */
   former: Set<ServerState>;
   cancelRequested: boolean;
@@ -78,6 +92,7 @@ export class RolloutFleet {
   private readonly background = new Set<Promise<unknown>>();
   private readonly clock: Clock;
   private readonly intervalMs: number;
+  private readonly unhealthyAfter: number;
   private timer: unknown;
   private rotate = 0;
   private closing: Promise<void> | undefined;
@@ -87,13 +102,14 @@ export class RolloutFleet {
     if (opts.servers.length === 0) throw new RaasError('config_invalid', 'servers: give at least one rollout server {url}');
     this.clock = opts.clock ?? systemClock;
     this.intervalMs = opts.health_interval_ms ?? 2000;
+    this.unhealthyAfter = Math.max(1, opts.unhealthy_after ?? 2);
     const clientOpts = { retries: 2, backoff: { base_ms: 100, max_ms: 1000 }, ...opts.client, clock: this.clock };
     const seen = new Set<string>();
     this.list = opts.servers.map((s, i) => {
       const client = new RolloutClient({ ...clientOpts, url: s.url, token: s.token });
       if (seen.has(client.url)) throw new RaasError('config_invalid', `servers[${i}].url: ${s.url} is listed twice`);
       seen.add(client.url);
-      return { url: client.url, client, healthy: true, inFlight: 0, checking: false };
+      return { url: client.url, client, healthy: true, inFlight: 0, checking: false, failedChecks: 0 };
     });
     this.schedule();
   }
@@ -120,7 +136,7 @@ export class RolloutFleet {
       let reject!: (e: unknown) => void;
       const promise = new Promise<Result>((res, rej) => ((resolve = res), (reject = rej)));
       const job: JobRec = {
-        id, req: { ...r, job_id: id }, group, server: undefined, attempt: undefined, former: new Set(),
+        id, req: { ...r, job_id: id }, group, attempt: undefined, former: new Set(),
         cancelRequested: false, settled: false, promise, resolve, reject,
       };
       this.jobs.set(id, job);
@@ -150,7 +166,7 @@ export class RolloutFleet {
     if (!job || job.settled) return;
     job.cancelRequested = true;
     for (const s of job.former) if (s.healthy) this.track(s.client.cancel(jobId, { retries: 0 }).catch(() => {}));
-    const server = job.server;
+    const server = job.attempt?.server;
     if (!server) return this.settle(job, { error: new CancelledError(`job ${jobId} cancelled before a server held it`) });
     try {
       await server.client.cancel(jobId);
@@ -177,7 +193,7 @@ export class RolloutFleet {
 
   /** The server currently holding a job (for checkpoints: resubmit with `{server}` to re-attach). */
   serverOf(jobId: string): string | undefined {
-    return this.jobs.get(jobId)?.server?.url;
+    return this.jobs.get(jobId)?.attempt?.server.url;
   }
 
   /** The per-server clients, for status and LLM-server routes (placement, weight updates). */
@@ -210,7 +226,6 @@ export class RolloutFleet {
     if (jobs.length === 0) return;
     const server = preferred ?? this.leastLoaded();
     if (!server) {
-      for (const j of jobs) j.server = undefined;
       if (!this.pending.includes(group)) this.pending.push(group);
       return;
     }
@@ -230,32 +245,49 @@ export class RolloutFleet {
   }
 
   private launch(job: JobRec, server: ServerState): void {
-    job.server = server;
+    const attempt: Attempt = { server, ac: new AbortController(), released: false };
+    job.attempt = attempt;
     server.inFlight++;
-    const ac = new AbortController();
-    job.attempt = ac;
-    server.client.process(job.req, { signal: ac.signal, cancelOnAbort: false }).then(
-      (result) => this.settle(job, { result }),
+    server.client.process(job.req, { signal: attempt.ac.signal, cancelOnAbort: false }).then(
+      (result) => {
+        this.release(attempt);
+        if (job.settled) this.counters.duplicates++; // e.g. the cancelled copy after a recovery
+        else if (job.attempt === attempt) this.settle(job, { result });
+      },
       (err: unknown) => {
-        if (job.settled || job.attempt !== ac) return; // superseded by a failover or a cancel
+        this.release(attempt);
+        if (job.settled || job.attempt !== attempt) return; // superseded by a failover, a cancel or close
         if (err instanceof RaasError && err.retryable) this.markDown(server, err);
         else this.settle(job, { error: err });
       },
     );
   }
 
-  private settle(job: JobRec, outcome: { result?: Result; error?: unknown }): void {
+  private release(attempt: Attempt): void {
+    if (attempt.released) return;
+    attempt.released = true;
+    attempt.server.inFlight--;
+  }
+
+  /** Stops waiting on an attempt without cancelling on its server (it is unreachable, or we are closing). */
+  private abandon(attempt: Attempt | undefined): void {
+    if (!attempt) return;
+    this.release(attempt);
+    attempt.ac.abort();
+  }
+
+  /**
+   * Settles a job once. `keepAttempt` leaves its current attempt running so that the answer to the
+   * cancel we send it arrives (and is counted as an ignored duplicate) and its slot stays counted.
+   */
+  private settle(job: JobRec, outcome: { result?: Result; error?: unknown }, keepAttempt = false): void {
     if (job.settled) {
       this.counters.duplicates++;
       return;
     }
     job.settled = true;
     if (this.jobs.get(job.id) === job) this.jobs.delete(job.id);
-    if (job.server) job.server.inFlight--;
-    job.server = undefined;
-    const attempt = job.attempt;
-    job.attempt = undefined;
-    attempt?.abort();
+    if (!keepAttempt) this.abandon(job.attempt);
     if (outcome.result) job.resolve(outcome.result);
     else job.reject(outcome.error);
   }
@@ -265,19 +297,17 @@ export class RolloutFleet {
     if (!server.healthy) return;
     server.healthy = false;
     const groups = new Set<GroupRec>();
-    for (const job of this.jobs.values()) if (job.server === server) groups.add(job.group);
+    for (const job of this.jobs.values()) if (job.attempt?.server === server) groups.add(job.group);
     for (const group of groups) {
       for (const job of group.jobs) {
-        if (job.settled || job.server !== server) continue;
+        if (job.settled || job.attempt?.server !== server) continue;
         if (job.cancelRequested) {
           this.settle(job, { error: new CancelledError(`job ${job.id} cancelled; ${server.url} stopped answering before confirming`) });
           continue;
         }
-        server.inFlight--;
-        job.server = undefined;
-        job.former.add(server);
-        job.attempt?.abort();
+        this.abandon(job.attempt);
         job.attempt = undefined;
+        job.former.add(server);
         this.counters.failed_over++;
       }
       this.place(group);
@@ -301,12 +331,12 @@ export class RolloutFleet {
     }
     if (job.settled) return;
     if (res?.result) {
-      const copy = job.server;
+      const copy = job.attempt?.server;
       this.counters.recovered++;
-      this.settle(job, { result: res.result });
+      this.settle(job, { result: res.result }, true);
       // The copy we started elsewhere is now a duplicate: stop it so it does not burn rollout time.
       if (copy && copy !== server) this.track(copy.client.cancel(job.id, { retries: 1 }).catch(() => {}));
-    } else if (res && job.server !== server) {
+    } else if (res && job.attempt?.server !== server) {
       job.former.delete(server);
       this.track(server.client.cancel(job.id, { retries: 1 }).catch(() => {})); // a stale duplicate of the moved job
     } else if (!res) {
@@ -320,8 +350,11 @@ export class RolloutFleet {
     try {
       const ok = await server.client.health({ timeout_ms: Math.max(200, Math.min(2000, this.intervalMs)) });
       if (this.closing) return;
+      server.failedChecks = ok ? 0 : server.failedChecks + 1;
       if (ok && !server.healthy) this.markUp(server);
-      else if (!ok && server.healthy) this.markDown(server, new RaasError('server_unreachable', `${server.url}: health check failed`));
+      else if (server.healthy && server.failedChecks >= this.unhealthyAfter) {
+        this.markDown(server, new RaasError('server_unreachable', `${server.url}: ${server.failedChecks} health checks failed`));
+      }
     } finally {
       server.checking = false;
     }
@@ -341,7 +374,7 @@ export class RolloutFleet {
       if (i >= 0) this.pending.splice(i, 1);
       for (const job of group.jobs) {
         if (job.settled) continue;
-        const server = job.server;
+        const server = job.attempt?.server;
         job.cancelRequested = true;
         this.settle(job, { error: abortReason(signal) });
         if (server?.healthy) this.track(server.client.cancel(job.id, { retries: 1 }).catch(() => {}));

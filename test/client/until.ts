@@ -1,10 +1,14 @@
-/** Waits on real I/O (setImmediate, which the fake timers of these tests leave alone) until `cond` holds. */
-export async function until(cond: () => boolean, what = 'condition', maxTurns = 20_000): Promise<void> {
-  for (let i = 0; i < maxTurns; i++) {
+/**
+ * Waits on real I/O until `cond` holds, polling with setImmediate and reading Date.now(), which the
+ * fake timers of these tests leave alone (they fake only setTimeout/clearTimeout).
+ */
+export async function until(cond: () => boolean, what = 'condition', maxMs = 5000): Promise<void> {
+  const deadline = Date.now() + maxMs;
+  while (Date.now() < deadline) {
     if (cond()) return;
     await new Promise<void>((r) => setImmediate(r));
   }
-  throw new Error(`timed out waiting for ${what}`);
+  if (!cond()) throw new Error(`timed out waiting for ${what}`);
 }
 
 /** Lets pending I/O run for a few event-loop turns. */
