@@ -1,0 +1,86 @@
+import { z } from 'zod';
+import { LlmApi } from './llm.js';
+
+/** Worker pool sizes of the three stages. */
+export const WorkersConfig = z.strictObject({
+  init: z.number().int().positive().max(100_000).default(16),
+  run: z.number().int().positive().max(100_000).default(64),
+  eval: z.number().int().positive().max(100_000).default(16),
+});
+
+/** A backend registered at boot, as POST /add_llm_server would. */
+export const BackendConfig = z.strictObject({
+  address: z.string().min(1).max(2048),
+  api: LlmApi.optional(),
+  weight_version: z.string().max(256).optional(),
+});
+
+/** LLM backend pool: routing, affinity, client retries. */
+export const LlmPoolConfig = z.strictObject({
+  /** `active` (default): least jobs in RUN; `assigned`: the paper's key; `round_robin`: per request. */
+  routing: z.enum(['active', 'assigned', 'round_robin']).default('active'),
+  /** Keep a group's jobs on one backend while its load is within `affinity_margin` of the least loaded. */
+  group_affinity: z.boolean().default(true),
+  affinity_margin: z.number().int().nonnegative().default(4),
+  /** Backends registered at start. */
+  backends: z.array(BackendConfig).default([]),
+  /** `model` field sent to vLLM; when unset, the first id of the backend's /v1/models (or none). */
+  model: z.string().max(512).optional(),
+  /** Connection errors and 5xx answers are retried this many times per backend, with capped backoff. */
+  retries: z.number().int().nonnegative().max(100).default(3),
+  backoff_base_ms: z.number().nonnegative().default(200),
+  backoff_max_ms: z.number().nonnegative().default(5_000),
+  /** A job whose backend stays down moves to a live one at most this many times. */
+  max_moves: z.number().int().nonnegative().default(3),
+  /** Hard limit on one LLM HTTP call. */
+  request_timeout_s: z.number().positive().default(3_600),
+});
+
+/** Results journal: finished results appended as JSON lines and reloaded at start. */
+export const JournalConfig = z.strictObject({
+  /** Directory of `results.jsonl`; null turns the journal off. Give each server its own directory. */
+  dir: z.string().min(1).nullable().default(null),
+});
+
+/**
+ * The rollout server's configuration (YAML of `raas serve --config`). Every field has a default;
+ * CLI flags override file values.
+ */
+export const ServerConfig = z.strictObject({
+  host: z.string().min(1).default('127.0.0.1'),
+  port: z.number().int().min(0).max(65_535).default(8006),
+  /** Bearer token required on every route but GET /health; mandatory for non-loopback binds. */
+  token: z.string().min(8, 'token must be at least 8 characters').optional(),
+  /** Allow a non-loopback bind without a token. */
+  insecure: z.boolean().default(false),
+  /** Open intake at boot. */
+  autostart: z.boolean().default(true),
+  workers: WorkersConfig.default(WorkersConfig.parse({})),
+  /** Counted (in-stage) seconds a job may use; /process may lower or raise it per job. */
+  timeout_s: z.number().positive().default(600),
+  /** How long finished results answer GET /jobs/:id (and attach resubmissions). */
+  result_ttl_s: z.number().nonnegative().default(3_600),
+  /** Jobs waiting in the three queues together; over it /process answers 503 queue_full. */
+  max_queued_jobs: z.number().int().positive().default(4_096),
+  /** Retry-After seconds on 503 answers. */
+  retry_after_s: z.number().int().nonnegative().default(1),
+  body_limit_bytes: z.number().int().positive().default(8 * 1024 * 1024),
+  /** How long a cancelled or timed-out stage may take to hand back its partial result before the answer goes out anyway. */
+  cancel_grace_ms: z.number().int().nonnegative().default(100),
+  /** SIGTERM/SIGINT: seconds to cancel, close sandboxes and answer waiters before exiting. */
+  shutdown_grace_s: z.number().positive().default(10),
+  /** `qwen3` (bundled), or a folder with tokenizer.json and tokenizer_config.json. */
+  tokenizer: z.string().min(1).default('qwen3'),
+  llm: LlmPoolConfig.default(LlmPoolConfig.parse({})),
+  journal: JournalConfig.default(JournalConfig.parse({})),
+  /** Handler modules loaded by path (default export: a handler or an array); relative to the config file. */
+  handler_modules: z.array(z.string().min(1)).default([]),
+  /** Per-handler settings, `handlers.<name>`, handed to the handler as `ctx.config`. */
+  handlers: z.record(z.string(), z.record(z.string(), z.unknown())).default({}),
+  /** Sandbox runtime settings, validated by the sandbox's own SandboxConfig when the first sandbox opens. */
+  sandbox: z.record(z.string(), z.unknown()).default({}),
+  log_level: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('warn'),
+});
+export type ServerConfig = z.infer<typeof ServerConfig>;
+/** What callers may pass: any subset, defaults fill the rest. */
+export type ServerConfigInput = z.input<typeof ServerConfig>;

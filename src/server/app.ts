@@ -1,0 +1,130 @@
+import Fastify, { type FastifyError, type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
+import { RaasError } from '../protocol/errors.js';
+import { AddLlmServerRequest, RemoveLlmServerRequest } from '../protocol/llm.js';
+import { CancelRequest, JobId } from '../protocol/process.js';
+import { parseOrThrow } from '../protocol/validation.js';
+import type { ServerConfig } from '../protocol/config-server.js';
+import { makeTokenCheck } from './auth.js';
+import type { BackendPool } from './llm/pool.js';
+import type { ServerMetrics } from './metrics.js';
+import type { Pipeline } from './pipeline/pipeline.js';
+
+export interface AppDeps {
+  config: ServerConfig;
+  pipeline: Pipeline;
+  pool: BackendPool;
+  metrics: ServerMetrics;
+}
+
+/** Paths the API serves, for telling 405 (wrong method) from 404 (no such route). */
+const ROUTES: Record<string, string> = {
+  '/process': 'POST', '/cancel': 'POST', '/add_llm_server': 'POST', '/remove_llm_server': 'POST', '/clear_llm_server': 'POST',
+  '/start': 'POST', '/stop': 'POST', '/status': 'GET', '/health': 'GET', '/metrics': 'GET',
+};
+
+/** Maps fastify's own errors (body parsing, limits) onto the registry's codes. */
+function toRaasError(err: FastifyError | Error, limit: number): RaasError {
+  if (err instanceof RaasError) return err;
+  const code = (err as FastifyError).code;
+  if (code === 'FST_ERR_CTP_BODY_TOO_LARGE') return new RaasError('body_too_large', `the body exceeds body_limit_bytes (${limit} bytes): send less, or raise body_limit_bytes`);
+  if (code === 'FST_ERR_CTP_INVALID_MEDIA_TYPE') return new RaasError('unsupported_media_type', 'the body must be JSON: send Content-Type: application/json');
+  if (code === 'FST_ERR_CTP_INVALID_CONTENT_LENGTH') return new RaasError('bad_request', 'Content-Length does not match the body');
+  if (code === 'FST_ERR_CTP_EMPTY_JSON_BODY') return new RaasError('bad_request', 'the body is empty: send a JSON object');
+  if ((err as FastifyError).statusCode === 400 || err instanceof SyntaxError) return new RaasError('bad_request', `the body is not valid JSON: ${err.message}`);
+  return new RaasError('internal', `internal error: ${err.message}`);
+}
+
+function sendError(reply: FastifyReply, err: RaasError, config: ServerConfig): FastifyReply {
+  if (err.status === 503) reply.header('retry-after', String(config.retry_after_s));
+  return reply.code(err.status).send(err.toJSON());
+}
+
+/**
+ * The rollout server's fastify app: thin routes that parse, call one pipeline or pool function,
+ * and answer. Every error answers `{error: {code, message}, detail}`.
+ */
+export function buildApp(deps: AppDeps): FastifyInstance {
+  const { config, pipeline, pool, metrics } = deps;
+  const app = Fastify({
+    logger: config.log_level === 'silent' ? false : { level: config.log_level },
+    bodyLimit: config.body_limit_bytes,
+    // Held /process answers can last as long as a job: never time the socket out under them.
+    requestTimeout: 0,
+    keepAliveTimeout: 65_000,
+    forceCloseConnections: true,
+    return503OnClosing: false,
+  });
+
+  // JSON only: anything else is 415, not a string body the schemas would reject with a vague message.
+  app.removeAllContentTypeParsers();
+  // An empty JSON body (e.g. POST /start with a Content-Type but no body) counts as {}.
+  const json = app.getDefaultJsonParser('error', 'error');
+  app.addContentTypeParser('application/json', { parseAs: 'string' }, (req, body, done) => {
+    if (body === '' || (typeof body === 'string' && body.trim() === '')) return done(null, undefined);
+    return json(req, body as string, done);
+  });
+
+  if (config.token) {
+    const check = makeTokenCheck(config.token);
+    app.addHook('onRequest', async (req, reply) => {
+      if (req.method === 'GET' && req.url === '/health') return;
+      if (!check(req.headers.authorization)) {
+        reply.header('www-authenticate', 'Bearer');
+        return sendError(reply, new RaasError('unauthorized', 'missing or wrong bearer token: send "Authorization: Bearer <token>"'), config);
+      }
+    });
+  }
+
+  app.setErrorHandler((err: FastifyError, req, reply) => {
+    const e = toRaasError(err, config.body_limit_bytes);
+    if (e.code === 'internal') req.log.error({ err }, 'unhandled error');
+    return sendError(reply, e, config);
+  });
+  app.setNotFoundHandler((req: FastifyRequest, reply) => {
+    const path = req.url.split('?')[0];
+    const method = ROUTES[path] ?? (path.startsWith('/jobs/') ? 'GET' : undefined);
+    if (method) return sendError(reply, new RaasError('method_not_allowed', `${req.method} ${path} is not served: use ${method}`), config);
+    return sendError(reply, new RaasError('route_not_found', `no route ${req.method} ${path}: see docs/api.md`), config);
+  });
+
+  app.post('/process', async (req) => {
+    const sub = await pipeline.submit(req.body);
+    return sub.finished;
+  });
+
+  app.post('/cancel', async (req) => pipeline.cancel(parseOrThrow(CancelRequest, req.body ?? {}).job_id));
+
+  app.get('/jobs/:id', async (req) => pipeline.get(parseOrThrow(JobId, (req.params as { id: string }).id, 'bad_request', 'job_id')));
+
+  app.post('/add_llm_server', async (req) => {
+    const body = parseOrThrow(AddLlmServerRequest, req.body ?? {});
+    pool.add(body.address, body.api ?? 'vllm', body.weight_version);
+    return { status: 'ok', backends: pool.list() };
+  });
+  app.post('/remove_llm_server', async (req) => {
+    const body = parseOrThrow(RemoveLlmServerRequest, req.body ?? {});
+    const removed = pool.remove(body.address);
+    return { status: removed ? 'ok' : 'not_found', backends: pool.list() };
+  });
+  app.post('/clear_llm_server', async () => {
+    pool.clear();
+    return { status: 'ok', backends: pool.list() };
+  });
+
+  app.post('/start', async () => {
+    pipeline.start();
+    return { status: pipeline.state };
+  });
+  app.post('/stop', async () => {
+    await pipeline.stop();
+    return { status: pipeline.state };
+  });
+
+  app.get('/status', async () => ({ ...pipeline.status(), backends: pool.list() }));
+  app.get('/health', async () => ({ status: 'ok' }));
+  app.get('/metrics', async (_req, reply) => {
+    reply.header('content-type', metrics.contentType);
+    return metrics.text();
+  });
+  return app;
+}

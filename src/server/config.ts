@@ -1,0 +1,49 @@
+import { readFile } from 'node:fs/promises';
+import path from 'node:path';
+import { parse as parseYaml } from 'yaml';
+import { RaasError } from '../protocol/errors.js';
+import { ServerConfig, type ServerConfigInput } from '../protocol/config-server.js';
+import { describeIssues } from '../protocol/validation.js';
+
+/** Deep-merges plain objects; arrays and scalars of `over` replace those of `base`. */
+function merge(base: Record<string, unknown>, over: Record<string, unknown>): Record<string, unknown> {
+  const out: Record<string, unknown> = { ...base };
+  for (const [k, v] of Object.entries(over)) {
+    if (v === undefined) continue;
+    const b = out[k];
+    out[k] = isPlain(b) && isPlain(v) ? merge(b, v) : v;
+  }
+  return out;
+}
+
+function isPlain(v: unknown): v is Record<string, unknown> {
+  return typeof v === 'object' && v !== null && !Array.isArray(v);
+}
+
+/**
+ * Loads `raas serve --config` YAML (optional), applies CLI overrides, and validates with the
+ * ServerConfig schema (every field defaulted). Errors name the key and the file.
+ */
+export async function loadServerConfig(file: string | undefined, overrides: ServerConfigInput = {}): Promise<{ config: ServerConfig; baseDir: string }> {
+  let fromFile: Record<string, unknown> = {};
+  const baseDir = file ? path.dirname(path.resolve(file)) : process.cwd();
+  if (file) {
+    let text: string;
+    try {
+      text = await readFile(file, 'utf8');
+    } catch (err) {
+      throw new RaasError('config_invalid', `--config ${file}: cannot read it (${(err as Error).message})`, { cause: err });
+    }
+    let parsed: unknown;
+    try {
+      parsed = parseYaml(text);
+    } catch (err) {
+      throw new RaasError('config_invalid', `--config ${file}: not valid YAML: ${(err as Error).message}`, { cause: err });
+    }
+    if (parsed !== null && parsed !== undefined && !isPlain(parsed)) throw new RaasError('config_invalid', `--config ${file}: expected a mapping of settings at the top level`);
+    fromFile = (parsed as Record<string, unknown>) ?? {};
+  }
+  const r = ServerConfig.safeParse(merge(fromFile, overrides as Record<string, unknown>));
+  if (!r.success) throw new RaasError('config_invalid', `${file ? `--config ${file}: ` : ''}${describeIssues(r.error)}`);
+  return { config: r.data, baseDir };
+}

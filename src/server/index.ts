@@ -1,0 +1,137 @@
+import path from 'node:path';
+import type { FastifyInstance } from 'fastify';
+import { RaasError } from '../protocol/errors.js';
+import { ServerConfig, type ServerConfigInput } from '../protocol/config-server.js';
+import { parseOrThrow } from '../protocol/validation.js';
+import { systemClock, type Clock } from '../util/clock.js';
+import { qwen3Tokenizer, type Tokenizer } from '../tokens/tokenizer.js';
+import { loadTokenizer } from '../tokens/local.js';
+import { buildApp } from './app.js';
+import { assertBindAllowed } from './auth.js';
+import { HandlerRegistry, builtinHandlers } from './handlers/registry.js';
+import { loadHandlerModules } from './handlers/load.js';
+import type { AgentHandler } from './handlers/types.js';
+import { BackendPool, defaultClientFactory, type ClientFactory } from './llm/pool.js';
+import { ServerMetrics } from './metrics.js';
+import { ResultsJournal } from './pipeline/journal.js';
+import { Pipeline } from './pipeline/pipeline.js';
+
+export { HandlerRegistry, builtinHandlers } from './handlers/registry.js';
+export { loadHandlerModules } from './handlers/load.js';
+export { chatHandler, ChatInstance, CHAT_USER_MESSAGE } from './handlers/chat.js';
+export { BackendPool, Backend } from './llm/pool.js';
+export { VllmClient } from './llm/vllm.js';
+export { SglangClient } from './llm/sglang.js';
+export { JobLlmSession } from './llm/session.js';
+export { lengthLimits, nextMaxTokens } from './llm/limits.js';
+export { PausableTimer } from './pipeline/timer.js';
+export { Pipeline } from './pipeline/pipeline.js';
+export { isLoopbackHost } from './auth.js';
+export { loadServerConfig } from './config.js';
+export { ServerConfig } from '../protocol/config-server.js';
+export type { ServerConfigInput } from '../protocol/config-server.js';
+
+/** Collaborators a caller may inject (tests, the bench, embedding). */
+export interface RolloutServerOptions {
+  /** Extra handlers, registered over the built-ins and the config's handler_modules. */
+  handlers?: AgentHandler<any>[];
+  registry?: HandlerRegistry;
+  clock?: Clock;
+  wallNow?: () => number;
+  tokenizer?: Tokenizer;
+  clientFactory?: ClientFactory;
+  /** Base directory for relative handler_modules paths (the config file's folder). */
+  baseDir?: string;
+}
+
+/** A listening rollout server. */
+export interface RolloutServer {
+  url: string;
+  port: number;
+  config: ServerConfig;
+  app: FastifyInstance;
+  pipeline: Pipeline;
+  pool: BackendPool;
+  /** Stops intake, cancels every job, closes sandboxes, answers every waiter, then closes HTTP. Safe twice. */
+  close(): Promise<void>;
+}
+
+/** Resolves the `tokenizer` setting: `qwen3` (bundled) or a tokenizer folder. */
+export function resolveTokenizer(name: string, baseDir = process.cwd()): Tokenizer {
+  return name === 'qwen3' ? qwen3Tokenizer() : loadTokenizer(path.resolve(baseDir, name));
+}
+
+/**
+ * Starts a rollout server: validates the config (every field defaulted), loads handler modules,
+ * reloads the results journal, registers boot backends and listens.
+ */
+export async function startRolloutServer(config: ServerConfigInput = {}, opts: RolloutServerOptions = {}): Promise<RolloutServer> {
+  const cfg = parseOrThrow(ServerConfig, config, 'config_invalid');
+  assertBindAllowed(cfg.host, cfg.token, cfg.insecure);
+  const registry = opts.registry ?? new HandlerRegistry(builtinHandlers());
+  for (const h of await loadHandlerModules(cfg.handler_modules, opts.baseDir)) registry.register(h, { replace: true });
+  for (const h of opts.handlers ?? []) registry.register(h, { replace: true });
+  const clock = opts.clock ?? systemClock;
+  const pool = new BackendPool(cfg.llm, opts.clientFactory ?? defaultClientFactory({ model: cfg.llm.model, requestTimeoutMs: cfg.llm.request_timeout_s * 1000 }));
+  for (const b of cfg.llm.backends) pool.add(b.address, b.api ?? 'vllm', b.weight_version);
+  const tokenizer = opts.tokenizer ?? resolveTokenizer(cfg.tokenizer, opts.baseDir);
+
+  let pipeline!: Pipeline;
+  const metrics = new ServerMetrics({
+    queueDepth: (s) => pipeline.pools[s].depth,
+    busyWorkers: (s) => pipeline.pools[s].busy,
+    backends: () => pool.list(),
+  });
+  // The pipeline logs through fastify's logger, which exists only once the app does.
+  const logRef: { log?: FastifyInstance['log'] } = {};
+  const log = {
+    debug: (o: unknown, m?: string) => logRef.log?.debug(o, m),
+    info: (o: unknown, m?: string) => logRef.log?.info(o, m),
+    warn: (o: unknown, m?: string) => logRef.log?.warn(o, m),
+    error: (o: unknown, m?: string) => logRef.log?.error(o, m),
+  };
+  pipeline = new Pipeline({
+    config: cfg,
+    registry,
+    pool,
+    tokenizer,
+    clock,
+    wallNow: opts.wallNow,
+    log,
+    journal: cfg.journal.dir ? new ResultsJournal(path.resolve(cfg.journal.dir)) : undefined,
+    observer: {
+      jobEnded: (s) => metrics.jobEnded(s),
+      stage: (s, sec) => metrics.stage(s, sec),
+      llmCall: (api, sec) => metrics.llmCall(api, sec),
+      move: () => metrics.move(),
+    },
+  });
+  await pipeline.openJournal();
+  const app = buildApp({ config: cfg, pipeline, pool, metrics });
+  logRef.log = app.log;
+  try {
+    await app.listen({ host: cfg.host, port: cfg.port });
+  } catch (err) {
+    await pipeline.close();
+    throw new RaasError('config_invalid', `cannot listen on ${cfg.host}:${cfg.port}: ${(err as Error).message}`, { cause: err });
+  }
+  const addr = app.server.address();
+  const port = typeof addr === 'object' && addr ? addr.port : cfg.port;
+  const host = cfg.host.includes(':') ? `[${cfg.host}]` : cfg.host;
+  let closing: Promise<void> | undefined;
+  return {
+    url: `http://${host}:${port}`,
+    port,
+    config: cfg,
+    app,
+    pipeline,
+    pool,
+    close() {
+      closing ??= (async () => {
+        await pipeline.close();
+        await app.close();
+      })();
+      return closing;
+    },
+  };
+}

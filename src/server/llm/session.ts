@@ -1,0 +1,131 @@
+import { ContextLengthError, RaasError } from '../../protocol/errors.js';
+import type { SamplingParams } from '../../protocol/process.js';
+import { sleep, type Clock } from '../../util/clock.js';
+import { seedOf } from '../../util/hash.js';
+import type { Backend, BackendPool } from './pool.js';
+import type { GenerateRequest, GenerateResult, LlmSession } from './types.js';
+
+/** Hooks the session reports to (/metrics). */
+export interface SessionObserver {
+  llmCall?(api: string, seconds: number): void;
+  move?(): void;
+}
+
+export interface SessionOptions {
+  pool: BackendPool;
+  jobId: string;
+  groupId: string | undefined;
+  sampling: SamplingParams;
+  clock: Clock;
+  observer?: SessionObserver;
+  random?: () => number;
+}
+
+/**
+ * A job's LlmSession: bound to one backend from RUN start (except under round_robin), seeds each
+ * request with hash(sampling seed, job id, turn), clamps max_tokens to what is left of max_model_len,
+ * retries connection errors with capped exponential backoff, and moves the job to a live backend
+ * (same full prompt ids) when its own stays down past the retry budget.
+ */
+export class JobLlmSession implements LlmSession {
+  private bound: Backend | undefined;
+  private last: string | null = null;
+  private readonly dead = new Set<Backend>();
+  private readonly records: Array<{ backend: string; weight_version: string }> = [];
+  private calls = 0;
+  private moves = 0;
+  private released = false;
+
+  constructor(private readonly o: SessionOptions) {}
+
+  get backend(): string | null {
+    return this.bound?.address ?? this.last;
+  }
+
+  get turns(): ReadonlyArray<{ backend: string; weight_version: string }> {
+    return this.records;
+  }
+
+  private get roundRobin(): boolean {
+    return this.o.pool.config.routing === 'round_robin';
+  }
+
+  /** Takes a backend for the job as it enters RUN (no-op under round_robin or when the pool is empty). */
+  bind(): void {
+    if (!this.roundRobin && !this.bound && !this.released) this.bound = this.o.pool.acquire(this.o.groupId, this.dead);
+  }
+
+  /** Gives the backend back (RUN ended). Safe twice. */
+  release(): void {
+    this.released = true;
+    if (this.bound) this.o.pool.release(this.bound, this.o.groupId);
+    this.last = this.bound?.address ?? this.last;
+    this.bound = undefined;
+  }
+
+  async maxModelLen(signal?: AbortSignal): Promise<number | undefined> {
+    if (this.o.sampling.max_model_len !== undefined) return this.o.sampling.max_model_len;
+    const b = this.bound ?? this.o.pool.get(this.o.pool.list()[0]?.address ?? '');
+    return b ? b.client.maxModelLen(signal) : undefined;
+  }
+
+  async generate(req: GenerateRequest): Promise<GenerateResult> {
+    req.signal?.throwIfAborted();
+    const turn = this.calls++;
+    const seed = seedOf(this.o.sampling.seed ?? 0, this.o.jobId, turn);
+    let maxTokens = req.max_tokens;
+    const limit = await this.maxModelLen(req.signal);
+    if (limit !== undefined) {
+      const left = limit - req.prompt_ids.length;
+      if (left <= 0) throw new ContextLengthError(`the prompt has ${req.prompt_ids.length} tokens and max_model_len is ${limit}: no room to generate`);
+      maxTokens = Math.min(maxTokens, left);
+    }
+    for (;;) {
+      const backend = this.roundRobin ? this.o.pool.nextRoundRobin(this.dead) : this.takeBound();
+      if (!backend) throw new RaasError('backend_unavailable', this.dead.size ? `every LLM backend stopped answering (${this.dead.size} tried)` : 'no LLM backend is registered: POST /add_llm_server');
+      const weightVersion = backend.weightVersion;
+      try {
+        const r = await this.callWithRetries(backend, { ...req, max_tokens: maxTokens }, seed, turn);
+        this.records.push({ backend: backend.address, weight_version: weightVersion });
+        this.last = backend.address;
+        return { ...r, weight_version: weightVersion, backend: backend.address };
+      } catch (err) {
+        if (req.signal?.aborted || !(err instanceof RaasError) || !err.retryable) throw err;
+        // The backend stayed down past its retry budget: move the job with its full prompt ids.
+        this.dead.add(backend);
+        if (!this.roundRobin) {
+          this.o.pool.release(backend, this.o.groupId);
+          this.bound = undefined;
+        }
+        if (++this.moves > this.o.pool.config.max_moves) throw err;
+        this.o.pool.moves++;
+        this.o.observer?.move?.();
+      } finally {
+        if (this.roundRobin) this.o.pool.release(backend);
+      }
+    }
+  }
+
+  private takeBound(): Backend | undefined {
+    if (!this.bound) this.bound = this.o.pool.acquire(this.o.groupId, this.dead);
+    return this.bound;
+  }
+
+  private async callWithRetries(backend: Backend, req: GenerateRequest, seed: number, turn: number) {
+    const cfg = this.o.pool.config;
+    const random = this.o.random ?? Math.random;
+    for (let attempt = 0; ; attempt++) {
+      const t0 = this.o.clock.now();
+      try {
+        const r = await backend.client.generate({ ...req, seed, sampling: this.o.sampling, request_id: `${this.o.jobId}-turn-${turn}` });
+        this.o.observer?.llmCall?.(backend.api, (this.o.clock.now() - t0) / 1000);
+        return r;
+      } catch (err) {
+        if (req.signal?.aborted || !(err instanceof RaasError) || !err.retryable || attempt >= cfg.retries) throw err;
+        // Capped exponential backoff with jitter (half to full delay).
+        const delay = Math.min(cfg.backoff_max_ms, cfg.backoff_base_ms * 2 ** attempt) * (0.5 + random() / 2);
+        await sleep(delay, req.signal, this.o.clock);
+      }
+    }
+  }
+}

@@ -1,0 +1,63 @@
+import { RaasError } from '../../protocol/errors.js';
+import type { BackendClient, BackendFinish, GenerateRequest } from './types.js';
+import { getJson, normalizeAddress, postJson } from './http.js';
+import type { ClientOptions } from './vllm.js';
+
+type ClientRequest = GenerateRequest & { seed: number; sampling: Record<string, unknown>; request_id: string };
+
+function finishOf(reason: { type?: string } | null | undefined): BackendFinish {
+  if (reason?.type === 'length') return 'length';
+  if (reason?.type === 'abort') return 'abort';
+  return 'stop';
+}
+
+/** Token-in/token-out client of SGLang's native `POST /generate` (wire-formats.md section 6). */
+export class SglangClient implements BackendClient {
+  readonly api = 'sglang' as const;
+  readonly address: string;
+  private info: Promise<number | undefined> | undefined;
+  private readonly timeoutMs: number;
+
+  constructor(address: string, opts: ClientOptions = {}) {
+    this.address = normalizeAddress(address);
+    this.timeoutMs = opts.requestTimeoutMs ?? 3_600_000;
+  }
+
+  async generate(req: ClientRequest): Promise<{ ids: number[]; logprobs: number[]; finish_reason: BackendFinish }> {
+    const s = req.sampling;
+    const body = {
+      input_ids: req.prompt_ids,
+      sampling_params: {
+        max_new_tokens: req.max_tokens,
+        temperature: s.temperature ?? 1.0,
+        top_p: s.top_p ?? 1.0,
+        top_k: s.top_k ?? -1,
+        stop_token_ids: req.stop_token_ids ?? [],
+        skip_special_tokens: false,
+        no_stop_trim: true,
+        sampling_seed: req.seed,
+      },
+      return_logprob: true,
+      logprob_start_len: -1,
+      top_logprobs_num: 0,
+      return_text_in_logprobs: false,
+      rid: req.request_id,
+      stream: false,
+    };
+    const res = await postJson(`${this.address}/generate`, body, req.signal, this.timeoutMs);
+    if (!res || !Array.isArray(res.output_ids)) throw new RaasError('backend_unavailable', `SGLang ${this.address} answered without output_ids`, { retryable: true });
+    const ids: number[] = res.output_ids;
+    const tuples: Array<[number | null, number, unknown]> = res.meta_info?.output_token_logprobs ?? [];
+    const logprobs = ids.map((_, i) => tuples[i]?.[0] ?? 0);
+    return { ids, logprobs, finish_reason: finishOf(res.meta_info?.finish_reason) };
+  }
+
+  /** From /get_server_info (`context_length`, else `max_req_input_len`); unknown on failure. */
+  maxModelLen(signal?: AbortSignal): Promise<number | undefined> {
+    this.info ??= getJson(`${this.address}/get_server_info`, signal, 10_000).then(
+      (r) => (typeof r?.context_length === 'number' ? r.context_length : typeof r?.max_req_input_len === 'number' ? r.max_req_input_len : undefined),
+      () => undefined,
+    );
+    return this.info;
+  }
+}

@@ -1,0 +1,82 @@
+import { Counter, Gauge, Histogram, Registry } from 'prom-client';
+import type { Stage } from './pipeline/job.js';
+
+/** What the metrics read at scrape time (so the /process hot path updates nothing it need not). */
+export interface MetricsSource {
+  queueDepth(stage: Stage): number;
+  busyWorkers(stage: Stage): number;
+  backends(): Array<{ address: string; active: number; assigned: number }>;
+}
+
+/**
+ * The server's Prometheus metrics, in a registry of its own (several servers can share a process).
+ * Gauges are collected from the pipeline at scrape time; counters and histograms are observed as
+ * jobs end.
+ */
+export class ServerMetrics {
+  readonly registry = new Registry();
+  private readonly jobs: Counter<'state'>;
+  private readonly stageSeconds: Histogram<'stage'>;
+  private readonly llmSeconds: Histogram<'api'>;
+  private readonly moves: Counter;
+
+  constructor(source: MetricsSource) {
+    const registers = [this.registry];
+    new Gauge({
+      name: 'raas_queue_depth', help: 'Jobs waiting in each stage queue', labelNames: ['stage'], registers,
+      collect() {
+        for (const s of ['init', 'run', 'eval'] as const) this.set({ stage: s }, source.queueDepth(s));
+      },
+    });
+    new Gauge({
+      name: 'raas_workers_busy', help: 'Busy workers of each stage pool', labelNames: ['stage'], registers,
+      collect() {
+        for (const s of ['init', 'run', 'eval'] as const) this.set({ stage: s }, source.busyWorkers(s));
+      },
+    });
+    new Gauge({
+      name: 'raas_backend_active', help: 'Jobs in RUN bound to each LLM backend', labelNames: ['backend'], registers,
+      collect() {
+        this.reset();
+        for (const b of source.backends()) this.set({ backend: b.address }, b.active);
+      },
+    });
+    new Gauge({
+      name: 'raas_backend_assigned', help: 'Assignments since registration of each LLM backend', labelNames: ['backend'], registers,
+      collect() {
+        this.reset();
+        for (const b of source.backends()) this.set({ backend: b.address }, b.assigned);
+      },
+    });
+    this.jobs = new Counter({ name: 'raas_jobs_total', help: 'Jobs by terminal state', labelNames: ['state'], registers });
+    this.stageSeconds = new Histogram({
+      name: 'raas_stage_duration_seconds', help: 'Time inside each stage', labelNames: ['stage'], registers,
+      buckets: [0.001, 0.01, 0.05, 0.1, 0.5, 1, 5, 15, 60, 300, 1800],
+    });
+    this.llmSeconds = new Histogram({
+      name: 'raas_llm_call_duration_seconds', help: 'Latency of one LLM call', labelNames: ['api'], registers,
+      buckets: [0.01, 0.05, 0.1, 0.5, 1, 2, 5, 10, 30, 120],
+    });
+    this.moves = new Counter({ name: 'raas_backend_moves_total', help: 'Jobs moved off an LLM backend that stopped answering', registers });
+  }
+
+  jobEnded(state: string): void {
+    this.jobs.inc({ state });
+  }
+  stage(stage: Stage, seconds: number): void {
+    this.stageSeconds.observe({ stage }, seconds);
+  }
+  llmCall(api: string, seconds: number): void {
+    this.llmSeconds.observe({ api }, seconds);
+  }
+  move(): void {
+    this.moves.inc();
+  }
+  /** Prometheus text exposition. */
+  text(): Promise<string> {
+    return this.registry.metrics();
+  }
+  get contentType(): string {
+    return this.registry.contentType;
+  }
+}

@@ -1,0 +1,39 @@
+import { createHash } from 'node:crypto';
+import { RaasError, fieldPath } from '../../protocol/errors.js';
+import { ProcessRequest } from '../../protocol/process.js';
+import { parseOrThrow } from '../../protocol/validation.js';
+import type { HandlerRegistry } from '../handlers/registry.js';
+import type { AgentHandler } from '../handlers/types.js';
+
+/** A /process body after validation: the request, its handler, and the instance as the handler's schema returned it. */
+export interface Admitted {
+  request: ProcessRequest;
+  handler: AgentHandler<any>;
+  instance: unknown;
+}
+
+/** Validates a /process body: the envelope with zod, then the instance with the handler's Standard Schema. */
+export async function admit(body: unknown, registry: HandlerRegistry): Promise<Admitted> {
+  const request = parseOrThrow(ProcessRequest, body);
+  const name = (request.instance.data_source ?? request.instance.task) as string;
+  const handler = registry.resolve(name);
+  if (!handler) {
+    throw new RaasError('unknown_data_source', `instance.data_source ${JSON.stringify(name)} names no handler: use one of ${registry.names().map((n) => JSON.stringify(n)).join(', ')}`);
+  }
+  const std = handler.instance['~standard'];
+  let out = std.validate(request.instance);
+  if (out instanceof Promise) out = await out;
+  if (out.issues) {
+    const msg = out.issues
+      .slice(0, 5)
+      .map((i) => `${fieldPath(['instance', ...(i.path ?? []).map((p) => (typeof p === 'object' ? p.key : p))])}: ${i.message}`)
+      .join('; ');
+    throw new RaasError('invalid_instance', `${handler.name} instance: ${msg}`);
+  }
+  return { request, handler, instance: out.value };
+}
+
+/** A short fingerprint of an instance, to tell a resubmission from a different job under the same id. */
+export function instanceHash(instance: unknown): string {
+  return createHash('sha1').update(JSON.stringify(instance)).digest('base64url').slice(0, 16);
+}

@@ -1,0 +1,85 @@
+import type { JobState, ProcessRequest, Result } from '../../protocol/process.js';
+import type { AgentHandler, InitResult, RunResult } from '../handlers/types.js';
+import type { Sandbox } from '../sandbox/types.js';
+import type { PausableTimer } from './timer.js';
+import type { JobLlmSession } from '../llm/session.js';
+
+/** The three stages, in order. */
+export type Stage = 'init' | 'run' | 'eval';
+export const STAGES: readonly Stage[] = ['init', 'run', 'eval'];
+
+/** Allowed edges of the job state machine; every change goes through `transition`. */
+const EDGES: Record<JobState, readonly JobState[]> = {
+  queued_init: ['init', 'cancelled'],
+  init: ['queued_run', 'failed', 'cancelled', 'timed_out'],
+  queued_run: ['run', 'cancelled'],
+  run: ['queued_eval', 'failed', 'cancelled', 'timed_out'],
+  queued_eval: ['eval', 'cancelled'],
+  eval: ['done', 'failed', 'cancelled', 'timed_out'],
+  done: [],
+  failed: [],
+  cancelled: [],
+  timed_out: [],
+};
+
+/** True for done | failed | cancelled | timed_out. */
+export function isTerminal(state: JobState): boolean {
+  return EDGES[state].length === 0;
+}
+
+/** The one place a job's state changes. Throws on an edge the machine does not have (a pipeline bug). */
+export function transition(job: Job, to: JobState): void {
+  if (!EDGES[job.state].includes(to)) throw new Error(`job ${job.id}: illegal transition ${job.state} -> ${to}`);
+  job.state = to;
+}
+
+/** One rollout job as the pipeline tracks it. */
+export class Job {
+  state: JobState = 'queued_init';
+  readonly abort = new AbortController();
+  /** Set when the job is cancelled: a queued job is skipped, a running stage aborted. */
+  discarded = false;
+  timer!: PausableTimer;
+  init: InitResult | undefined;
+  run: RunResult | undefined;
+  /** Fields a stage's exception hook returned, merged after that stage's own output. */
+  patches: Array<Partial<Result>> = [];
+  criticalError: Result['critical_error'] = null;
+  errorMessage: string | null = null;
+  /** The runtime INIT returned; lives until RUN ends. */
+  runtime: Sandbox | undefined;
+  session: JobLlmSession | undefined;
+  /** Seconds spent inside each stage. */
+  stageSeconds = { init: 0, run: 0, eval: 0 };
+  result: Result | undefined;
+  /** Wall-clock ms (Date.now) when the job ended, for the results journal's ttl. */
+  endedAtWall = 0;
+  readonly finished: Promise<Result>;
+  private resolveFinished!: (r: Result) => void;
+
+  constructor(
+    readonly id: string,
+    readonly request: ProcessRequest,
+    readonly handler: AgentHandler<any>,
+    /** The instance as the handler's schema returned it. */
+    readonly instance: unknown,
+    readonly seed: number,
+    readonly createdAt: number,
+  ) {
+    this.finished = new Promise((r) => (this.resolveFinished = r));
+  }
+
+  get signal(): AbortSignal {
+    return this.abort.signal;
+  }
+
+  get terminal(): boolean {
+    return isTerminal(this.state);
+  }
+
+  /** Records the result and releases every waiter. */
+  settle(result: Result): void {
+    this.result = result;
+    this.resolveFinished(result);
+  }
+}

@@ -1,0 +1,268 @@
+import { randomUUID } from 'node:crypto';
+import { CancelledError, RaasError, TimeoutError } from '../../protocol/errors.js';
+import type { JobState, Result } from '../../protocol/process.js';
+import type { ServerConfig } from '../../protocol/config-server.js';
+import type { StatusResponse } from '../../protocol/status.js';
+import type { Clock } from '../../util/clock.js';
+import { seedOf } from '../../util/hash.js';
+import type { Tokenizer } from '../../tokens/tokenizer.js';
+import type { HandlerRegistry } from '../handlers/registry.js';
+import type { Logger } from '../handlers/types.js';
+import type { BackendPool } from '../llm/pool.js';
+import type { SessionObserver } from '../llm/session.js';
+import { Job, STAGES, transition, type Stage } from './job.js';
+import type { ResultsJournal } from './journal.js';
+import { admit, instanceHash } from './intake.js';
+import { buildResult } from './result.js';
+import { LazySandboxRuntime } from './sandboxes.js';
+import { StagePool } from './stage-pool.js';
+import { StageRunner } from './stage-runner.js';
+import { PausableTimer } from './timer.js';
+
+/** What the pipeline reports to /metrics. */
+export interface PipelineObserver extends SessionObserver {
+  jobEnded?(state: JobState): void;
+  stage?(stage: Stage, seconds: number): void;
+}
+
+export interface PipelineOptions {
+  config: ServerConfig;
+  registry: HandlerRegistry;
+  pool: BackendPool;
+  tokenizer: Tokenizer;
+  clock: Clock;
+  /** Wall clock (ms since epoch) for the journal's ttl across restarts. */
+  wallNow?: () => number;
+  log: Logger;
+  journal?: ResultsJournal;
+  observer?: PipelineObserver;
+}
+
+interface Finished {
+  state: JobState;
+  result: Result;
+  endedAt: number;
+  hash?: string;
+}
+
+/** What /process gets back: the job's id and its eventual result. */
+export interface Submission {
+  jobId: string;
+  finished: Promise<Result>;
+  /** True when the id was already known and the request attached to that job. */
+  attached: boolean;
+}
+
+/**
+ * The three-stage pipeline: INIT → RUN → EVAL, one FIFO queue and worker pool per stage, a
+ * PausableTimer per job, cancellation in every state, idempotent job ids and the results journal.
+ */
+export class Pipeline {
+  private readonly live = new Map<string, Job>();
+  private readonly done = new Map<string, Finished>();
+  readonly pools: Record<Stage, StagePool>;
+  readonly sandboxes: LazySandboxRuntime;
+  private readonly runner: StageRunner;
+  private readonly wallNow: () => number;
+  private readonly pending = new Set<Promise<unknown>>();
+  private sweeper: ReturnType<typeof setInterval> | undefined;
+  state: 'running' | 'stopped' | 'stopping';
+  private closing: Promise<void> | undefined;
+
+  constructor(private readonly o: PipelineOptions) {
+    this.wallNow = o.wallNow ?? Date.now;
+    this.state = o.config.autostart ? 'running' : 'stopped';
+    this.sandboxes = new LazySandboxRuntime(o.config.sandbox, o.log);
+    this.runner = new StageRunner({
+      ...o,
+      sandboxes: this.sandboxes,
+      next: (job, stage) => this.pools[stage].push(job),
+      finish: (job, state, evalResult) => this.finish(job, state, evalResult),
+      track: (p) => this.track(p),
+    });
+    const w = o.config.workers;
+    this.pools = {
+      init: new StagePool('init', w.init, (j) => this.runner.run(j, 'init')),
+      run: new StagePool('run', w.run, (j) => this.runner.run(j, 'run')),
+      eval: new StagePool('eval', w.eval, (j) => this.runner.run(j, 'eval')),
+    };
+    if (o.config.result_ttl_s > 0) {
+      this.sweeper = setInterval(() => this.sweep(), Math.min(60_000, o.config.result_ttl_s * 1000));
+      this.sweeper.unref();
+    }
+  }
+
+  /** Reloads the journal's results (call once before serving). */
+  async openJournal(): Promise<void> {
+    if (!this.o.journal) return;
+    const entries = await this.o.journal.open(this.o.config.result_ttl_s * 1000, this.wallNow());
+    for (const e of entries) this.done.set(e.job_id, { state: e.state, result: e.result, endedAt: e.ended_at, hash: e.instance_hash });
+  }
+
+  /** Validates and enqueues a /process body, or attaches to the job that already has its job_id. */
+  async submit(body: unknown): Promise<Submission> {
+    const a = await admit(body, this.o.registry);
+    const id = a.request.job_id ?? randomUUID();
+    const known = this.attach(id, a.request.instance);
+    if (known) return known;
+    if (this.state !== 'running') throw new RaasError('server_stopped', 'the server is not accepting jobs: POST /start opens intake');
+    if (this.o.pool.size === 0) throw new RaasError('no_llm_backends', 'no LLM backend is registered: POST /add_llm_server {"address": "http://host:port"} first');
+    if (this.queued() >= this.o.config.max_queued_jobs) throw new RaasError('queue_full', `max_queued_jobs (${this.o.config.max_queued_jobs}) jobs are waiting: retry later`);
+    const sp = a.request.sampling_params;
+    const job = new Job(id, a.request, a.handler, a.instance, seedOf(sp.seed ?? 0, id), this.o.clock.now());
+    const limitMs = (a.request.timeout_s ?? this.o.config.timeout_s) * 1000;
+    job.timer = new PausableTimer(limitMs, this.o.clock, () => job.abort.abort(new TimeoutError(`the job used its timeout_s of ${limitMs / 1000} s of counted stage time`)));
+    this.live.set(id, job);
+    this.pools.init.push(job);
+    return { jobId: id, finished: job.finished, attached: false };
+  }
+
+  private attach(id: string, instance: unknown): Submission | undefined {
+    const job = this.live.get(id);
+    if (job) {
+      if (instanceHash(job.request.instance) !== instanceHash(instance)) throw conflict(id);
+      return { jobId: id, finished: job.finished, attached: true };
+    }
+    const f = this.finishedRecord(id);
+    if (!f) return undefined;
+    if (f.hash !== undefined && f.hash !== instanceHash(instance)) throw conflict(id);
+    return { jobId: id, finished: Promise.resolve(f.result), attached: true };
+  }
+
+  /** POST /cancel: all four effects, in any state. */
+  cancel(id: string): { job_id: string; cancelled: boolean; state: JobState } {
+    const job = this.live.get(id);
+    if (!job) {
+      const f = this.finishedRecord(id);
+      if (!f) throw new RaasError('job_not_found', `job_id ${JSON.stringify(id)} is unknown (never seen, expired, or in flight at a restart)`);
+      return { job_id: id, cancelled: false, state: f.state };
+    }
+    this.cancelJob(job, new CancelledError('cancelled by POST /cancel'));
+    return { job_id: id, cancelled: true, state: 'cancelled' };
+  }
+
+  private cancelJob(job: Job, reason: Error): void {
+    if (job.terminal || job.discarded) return;
+    job.discarded = true;
+    const s = job.state;
+    if (s === 'queued_init' || s === 'queued_run' || s === 'queued_eval') {
+      this.pools[s.slice(7) as Stage].remove(job);
+      job.abort.abort(reason);
+      this.finish(job, 'cancelled');
+      return;
+    }
+    // In a stage: the runner sees the abort, closes the stage's sandboxes and finishes the job
+    // (with the partial result the handler hands back within cancel_grace_ms).
+    job.abort.abort(reason);
+  }
+
+  /** GET /jobs/:id. */
+  get(id: string): { job_id: string; state: JobState; result?: Result } {
+    const job = this.live.get(id);
+    if (job) return { job_id: id, state: job.state };
+    const f = this.finishedRecord(id);
+    if (!f) throw new RaasError('job_not_found', `job_id ${JSON.stringify(id)} is unknown (never seen, expired, or in flight at a restart): resubmit it with the same id`);
+    return { job_id: id, state: f.state, result: f.result };
+  }
+
+  /** POST /stop: close intake, cancel every job, close every sandbox; answers once all waiters have theirs. */
+  async stop(reason = 'the server was stopped (POST /stop)'): Promise<void> {
+    this.state = 'stopping';
+    const jobs = [...this.live.values()];
+    for (const job of jobs) this.cancelJob(job, new CancelledError(reason));
+    await Promise.all(jobs.map((j) => j.finished));
+    await this.idle();
+    if (this.state === 'stopping') this.state = 'stopped';
+  }
+
+  /** POST /start: open intake (a running server stays running). */
+  start(): void {
+    if (!this.closing) this.state = 'running';
+  }
+
+  /** Stops everything and flushes the journal. Safe twice. */
+  close(): Promise<void> {
+    this.closing ??= (async () => {
+      if (this.sweeper) clearInterval(this.sweeper);
+      await this.stop('the server is shutting down');
+      this.state = 'stopped';
+      await this.sandboxes.close();
+      await this.o.journal?.close();
+    })();
+    return this.closing;
+  }
+
+  /** Jobs waiting in the three queues together. */
+  queued(): number {
+    return this.pools.init.depth + this.pools.run.depth + this.pools.eval.depth;
+  }
+
+  status(): Omit<StatusResponse, 'backends'> {
+    const inStage = { init: 0, run: 0, eval: 0 };
+    for (const j of this.live.values()) if (j.state === 'init' || j.state === 'run' || j.state === 'eval') inStage[j.state]++;
+    const p = this.pools;
+    return {
+      status: this.state,
+      pending_jobs: this.queued(),
+      running: inStage.init + inStage.run + inStage.eval,
+      jobs: this.live.size,
+      ...inStage,
+      queues: { init: p.init.depth, run: p.run.depth, eval: p.eval.depth },
+      workers: Object.fromEntries(STAGES.map((s) => [s, { size: p[s].size, busy: p[s].busy }])) as StatusResponse['workers'],
+    };
+  }
+
+  private finish(job: Job, state: JobState, evalResult?: { reward: number; resolved: boolean; details?: Record<string, unknown> }): void {
+    if (job.terminal) return;
+    transition(job, state);
+    job.timer.dispose();
+    job.session?.release();
+    if (job.runtime) this.track(this.runner.closeRuntime(job));
+    const now = this.o.clock.now();
+    const inStage = job.stageSeconds.init + job.stageSeconds.run + job.stageSeconds.eval;
+    const timing = {
+      queued_s: Math.max(0, (now - job.createdAt) / 1000 - inStage),
+      init_s: job.stageSeconds.init,
+      run_s: job.stageSeconds.run,
+      eval_s: job.stageSeconds.eval,
+      counted_s: job.timer.elapsedMs() / 1000,
+      timeout_triggered: state === 'timed_out',
+    };
+    const result = buildResult(job, { eval: evalResult }, timing);
+    job.endedAtWall = this.wallNow();
+    this.live.delete(job.id);
+    const hash = instanceHash(job.request.instance);
+    this.done.set(job.id, { state, result, endedAt: job.endedAtWall, hash });
+    job.settle(result);
+    this.o.observer?.jobEnded?.(state);
+    this.o.journal?.append({ job_id: job.id, state, ended_at: job.endedAtWall, result, instance_hash: hash });
+  }
+
+  private finishedRecord(id: string): Finished | undefined {
+    const f = this.done.get(id);
+    if (f && this.wallNow() - f.endedAt > this.o.config.result_ttl_s * 1000) {
+      this.done.delete(id);
+      return undefined;
+    }
+    return f;
+  }
+
+  private sweep(): void {
+    const cutoff = this.wallNow() - this.o.config.result_ttl_s * 1000;
+    for (const [id, f] of this.done) if (f.endedAt < cutoff) this.done.delete(id);
+  }
+
+  private track(p: Promise<unknown>): void {
+    const q = p.catch(() => undefined).finally(() => this.pending.delete(q));
+    this.pending.add(q);
+  }
+
+  /** Resolves once every background close (sandboxes of ended stages) has settled. */
+  private async idle(): Promise<void> {
+    while (this.pending.size) await Promise.all([...this.pending]);
+  }
+}
+
+function conflict(id: string): RaasError {
+  return new RaasError('job_conflict', `job_id ${JSON.stringify(id)} already belongs to a job with a different instance: use a new job_id`);
+}

@@ -1,0 +1,78 @@
+import { RaasError } from '../../protocol/errors.js';
+import type { Logger, SandboxOpener } from '../handlers/types.js';
+import type { Sandbox, SandboxRuntime, SandboxSpec } from '../sandbox/types.js';
+
+/**
+ * Creates the sandbox runtime on first use. The import is dynamic so a server that only runs
+ * sandbox-less handlers (chat) never loads the sandbox code or needs bwrap.
+ */
+export class LazySandboxRuntime {
+  private runtime: Promise<SandboxRuntime> | undefined;
+  private closed = false;
+
+  constructor(
+    private readonly config: Record<string, unknown>,
+    private readonly log: Logger,
+  ) {}
+
+  open(spec: SandboxSpec, signal?: AbortSignal): Promise<Sandbox> {
+    if (this.closed) return Promise.reject(new RaasError('sandbox_unavailable', 'the server is shutting down'));
+    if (!this.runtime) {
+      const p = this.create();
+      // A failed creation is not cached: the next open retries (e.g. after the operator installs bwrap).
+      p.catch(() => {
+        if (this.runtime === p) this.runtime = undefined;
+      });
+      this.runtime = p;
+    }
+    return this.runtime.then((rt) => rt.open(spec, signal));
+  }
+
+  async close(): Promise<void> {
+    this.closed = true;
+    const rt = await this.runtime?.catch(() => undefined);
+    await rt?.close();
+  }
+
+  private async create(): Promise<SandboxRuntime> {
+    const mod = (await import('../sandbox/index.js')) as Record<string, unknown>;
+    const create = mod.createSandboxRuntime as ((config: unknown, opts?: { log?: Logger }) => SandboxRuntime) | undefined;
+    const schema = mod.SandboxConfig as { parse(v: unknown): unknown } | undefined;
+    if (typeof create !== 'function') throw new RaasError('sandbox_unavailable', 'this build has no sandbox runtime (src/server/sandbox exports no createSandboxRuntime)');
+    let config: unknown = this.config;
+    try {
+      config = schema ? schema.parse(this.config) : this.config;
+    } catch (err) {
+      throw new RaasError('config_invalid', `sandbox: ${err instanceof Error ? err.message : String(err)}`, { cause: err });
+    }
+    return create(config, { log: this.log });
+  }
+}
+
+/** The sandboxes one stage of one job opened; the pipeline closes them when the stage ends. */
+export class StageSandboxes implements SandboxOpener {
+  private readonly opened: Sandbox[] = [];
+  private ended = false;
+
+  constructor(
+    private readonly runtime: LazySandboxRuntime,
+    private readonly stageSignal: AbortSignal,
+  ) {}
+
+  async open(spec: SandboxSpec, signal?: AbortSignal): Promise<Sandbox> {
+    const s = await this.runtime.open(spec, signal ?? this.stageSignal);
+    // Opened after the stage ended (a handler that ignored its signal): close at once.
+    if (this.ended) {
+      await s.close().catch(() => undefined);
+      throw new RaasError('cancelled', 'the stage ended before the sandbox opened');
+    }
+    this.opened.push(s);
+    return s;
+  }
+
+  /** Closes every sandbox this stage opened except `keep` (INIT's runtime). Never throws. */
+  async closeAll(keep?: Sandbox): Promise<void> {
+    this.ended = true;
+    await Promise.all(this.opened.filter((s) => s !== keep).map((s) => s.close().catch(() => undefined)));
+  }
+}

@@ -1,0 +1,171 @@
+import { cancellationKind } from '../../protocol/errors.js';
+import type { JobState, Result } from '../../protocol/process.js';
+import type { EvalResult, InitResult, RunResult, StageContext } from '../handlers/types.js';
+import { JobLlmSession } from '../llm/session.js';
+import { transition, type Job, type Stage } from './job.js';
+import type { PipelineOptions } from './pipeline.js';
+import { fallbackRun } from './result.js';
+import { StageSandboxes, type LazySandboxRuntime } from './sandboxes.js';
+
+export interface StageRunnerOptions extends PipelineOptions {
+  sandboxes: LazySandboxRuntime;
+  /** Enqueue the job for a stage. */
+  next(job: Job, stage: Stage): void;
+  finish(job: Job, state: JobState, evalResult?: EvalResult): void;
+  /** Background work stop() must wait for (sandbox closes of abandoned stages). */
+  track(p: Promise<unknown>): void;
+}
+
+/** Marks a stage the pipeline stopped waiting for (the handler ignored its signal past the grace). */
+const ABANDONED = Symbol('abandoned');
+
+/**
+ * Runs one stage of one job: counts its time, hands the handler its context, closes the sandboxes
+ * the stage opened, turns failures into the handler's fallback, and moves the job on.
+ * Never throws: a stage never takes a worker down with it.
+ */
+export class StageRunner {
+  constructor(private readonly o: StageRunnerOptions) {}
+
+  async run(job: Job, stage: Stage): Promise<void> {
+    if (job.terminal || job.discarded) return;
+    transition(job, stage);
+    const t0 = this.o.clock.now();
+    job.timer.resume();
+    const sandboxes = new StageSandboxes(this.o.sandboxes, job.signal);
+    const ctx = this.context(job, stage, sandboxes);
+    let out: unknown;
+    let error: unknown;
+    let failed = false;
+    try {
+      out = await this.guard(job, this.call(job, stage, ctx));
+    } catch (err) {
+      failed = true;
+      error = err;
+    }
+    job.timer.pause();
+    const seconds = (this.o.clock.now() - t0) / 1000;
+    job.stageSeconds[stage] += seconds;
+    this.o.observer?.stage?.(stage, seconds);
+
+    const aborted = job.signal.aborted;
+    const runtime = stage === 'init' && !failed && !aborted && out !== ABANDONED ? (out as InitResult | undefined)?.runtime : undefined;
+    if (runtime) job.runtime = runtime;
+    const cleanup = sandboxes.closeAll(runtime);
+    if (out === ABANDONED) this.o.track(cleanup);
+    else await cleanup;
+    if (stage === 'run') {
+      job.session?.release();
+      const closing = this.closeRuntime(job);
+      if (out === ABANDONED) this.o.track(closing);
+      else await closing;
+    }
+
+    if (job.terminal) return;
+    if (aborted) {
+      if (stage === 'run' && !failed && out !== ABANDONED && out) job.run = out as RunResult;
+      this.o.finish(job, cancellationKind(job.signal.reason) === 'timeout' ? 'timed_out' : 'cancelled');
+      return;
+    }
+    if (failed) {
+      job.criticalError = stage;
+      job.errorMessage = error instanceof Error ? `${error.name}: ${error.message}` : String(error);
+      job.patches.push(this.hook(job, stage, ctx, error));
+      if (stage === 'init') return this.o.finish(job, 'failed');
+      if (stage === 'eval') {
+        job.patches.push(this.finalResult(job, ctx));
+        return this.o.finish(job, 'failed');
+      }
+      job.run = fallbackRun();
+      transition(job, 'queued_eval');
+      return this.o.next(job, 'eval');
+    }
+    if (stage === 'init') {
+      job.init = (out as InitResult | undefined) ?? {};
+      transition(job, 'queued_run');
+      return this.o.next(job, 'run');
+    }
+    if (stage === 'run') {
+      job.run = out as RunResult;
+      transition(job, 'queued_eval');
+      return this.o.next(job, 'eval');
+    }
+    job.patches.push(this.finalResult(job, ctx));
+    this.o.finish(job, job.criticalError ? 'failed' : 'done', out as EvalResult);
+  }
+
+  /** Closes the runtime INIT returned (after RUN, or when the job ends early). Never throws. */
+  async closeRuntime(job: Job): Promise<void> {
+    const rt = job.runtime;
+    job.runtime = undefined;
+    await rt?.close().catch((err: unknown) => this.o.log.warn({ err, job: job.id }, 'closing the runtime sandbox failed'));
+  }
+
+  private context(job: Job, stage: Stage, sandboxes: StageSandboxes): StageContext<unknown> & Record<string, unknown> {
+    const base = {
+      job: {
+        id: job.id,
+        instance: job.instance,
+        samplingParams: job.request.sampling_params,
+        groupId: job.request.group_id,
+        policyVersion: job.request.policy_version,
+        seed: job.seed,
+      },
+      signal: job.signal,
+      config: this.o.config.handlers[job.handler.name] ?? {},
+      log: this.o.log,
+      sandboxes,
+      tokenizer: this.o.tokenizer,
+    };
+    if (stage === 'init') return base;
+    if (stage === 'run') {
+      job.session = new JobLlmSession({ pool: this.o.pool, jobId: job.id, groupId: job.request.group_id, sampling: job.request.sampling_params, clock: this.o.clock, observer: this.o.observer });
+      job.session.bind();
+      return { ...base, runtime: job.runtime, init: job.init ?? {}, llm: job.session };
+    }
+    return { ...base, run: job.run ?? fallbackRun() };
+  }
+
+  private call(job: Job, stage: Stage, ctx: any): Promise<unknown> {
+    try {
+      return Promise.resolve(job.handler[stage](ctx));
+    } catch (err) {
+      return Promise.reject(err);
+    }
+  }
+
+  /** The stage's promise, or ABANDONED once the job is aborted and cancel_grace_ms has passed. */
+  private guard(job: Job, work: Promise<unknown>): Promise<unknown> {
+    if (job.signal.aborted) return work;
+    let timer: unknown;
+    let onAbort: (() => void) | undefined;
+    const abandoned = new Promise<typeof ABANDONED>((resolve) => {
+      onAbort = () => (timer = this.o.clock.setTimeout(() => resolve(ABANDONED), this.o.config.cancel_grace_ms));
+      job.signal.addEventListener('abort', onAbort, { once: true });
+    });
+    return Promise.race([work, abandoned]).finally(() => {
+      job.signal.removeEventListener('abort', onAbort!);
+      if (timer !== undefined) this.o.clock.clearTimeout(timer);
+      work.catch(() => undefined);
+    });
+  }
+
+  private hook(job: Job, stage: Stage, ctx: unknown, err: unknown): Partial<Result> {
+    const fn = job.handler[`${stage}Exception`] as ((c: unknown, e: unknown) => Partial<Result>) | undefined;
+    try {
+      return fn ? (fn.call(job.handler, ctx, err) ?? {}) : {};
+    } catch (hookErr) {
+      this.o.log.warn({ err: hookErr, job: job.id }, `${job.handler.name}.${stage}Exception threw`);
+      return {};
+    }
+  }
+
+  private finalResult(job: Job, ctx: unknown): Partial<Result> {
+    try {
+      return job.handler.finalResult?.(ctx as never) ?? {};
+    } catch (err) {
+      this.o.log.warn({ err, job: job.id }, `${job.handler.name}.finalResult threw`);
+      return {};
+    }
+  }
+}
