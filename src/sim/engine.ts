@@ -37,6 +37,7 @@ export interface SimLogEntry extends SimOutput {
   request_id: string;
   seed: number | undefined;
   prompt_ids: number[];
+  max_tokens: number;
 }
 
 interface InFlight {
@@ -126,7 +127,7 @@ export class SimEngine {
     this.cache.insert([...req.prompt_ids, ...out.ids]);
     if (this.cfg.request_log > 0) {
       if (this.log.length >= this.cfg.request_log) this.log.shift();
-      this.log.push({ ...out, api: req.api, request_id: req.request_id, seed: req.seed, prompt_ids: req.prompt_ids });
+      this.log.push({ ...out, api: req.api, request_id: req.request_id, seed: req.seed, prompt_ids: req.prompt_ids, max_tokens: req.max_tokens });
     }
     return out;
   }

@@ -4,6 +4,7 @@ import { loadTokenizer } from '../tokens/local.js';
 import { RaasError, fieldPath } from '../protocol/errors.js';
 import { systemClock, type Clock } from '../util/clock.js';
 import { loadPolicies } from './policies/index.js';
+import type { SimPolicy } from './policy.js';
 import { SimEngine, type SimLogEntry } from './engine.js';
 import { SimOptions, type SimConfig } from './options.js';
 import { registerVllmRoutes, vllmError } from './vllm.js';
@@ -29,11 +30,17 @@ export interface SimHandle {
   readonly config: SimConfig;
 }
 
+/** Injected collaborators: a clock for the latency model, extra policies asked before the dataset ones. */
+export interface SimDeps {
+  clock?: Clock;
+  policies?: SimPolicy[];
+}
+
 /**
  * Starts a simulated LLM backend speaking vLLM's `/v1/completions` and SGLang's `/generate` (plus
  * their control routes, `/health`, `/v1/models`, `/metrics`) with real token ids of its tokenizer.
  */
-export async function startSim(opts: SimOptions = {}, deps: { clock?: Clock } = {}): Promise<SimHandle> {
+export async function startSim(opts: SimOptions = {}, deps: SimDeps = {}): Promise<SimHandle> {
   const parsed = SimOptions.safeParse(opts);
   if (!parsed.success) {
     const issue = parsed.error.issues[0]!;
@@ -41,7 +48,7 @@ export async function startSim(opts: SimOptions = {}, deps: { clock?: Clock } = 
   }
   const cfg = parsed.data;
   const tokenizer = cfg.tokenizer ? loadTokenizer(cfg.tokenizer) : qwen3Tokenizer();
-  const policies = await loadPolicies(cfg.datasets, { seed: cfg.seed, alpha: cfg.policy.alpha, beta: cfg.policy.beta });
+  const policies = [...(deps.policies ?? []), ...(await loadPolicies(cfg.datasets, { seed: cfg.seed, alpha: cfg.policy.alpha, beta: cfg.policy.beta }))];
   const engine = new SimEngine(cfg, tokenizer, policies, deps.clock ?? systemClock);
 
   const app = Fastify({ logger: false, bodyLimit: 256 * 1024 * 1024, keepAliveTimeout: 60_000, forceCloseConnections: true });

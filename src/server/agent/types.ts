@@ -29,6 +29,28 @@ export interface AgentOptions {
   signal: AbortSignal;
   /** Defaults when sampling_params is silent. */
   defaults?: { max_iterations?: number; max_tokens_per_turn?: number; max_response_tokens?: number };
+  /**
+   * A model turn without any `<tool_call>`: return a user message to send next (a chat handler's
+   * next question, or a nudge to use the tools), or undefined to end with finish_reason "finish"
+   * (the default: the turn is the final answer, as for a chat model).
+   */
+  onNoToolCall?: (text: string, turn: number) => string | undefined;
+}
+
+/** One backend call of a turn; a turn the backend aborted (weight update) has several parts. */
+export interface AgentTurnPart {
+  backend: string;
+  weight_version: string;
+  /** Ids this call generated. */
+  tokens: number;
+  finish_reason: 'stop' | 'length' | 'abort';
+}
+
+/** One model turn: the backend and weight version when it started, and every call that produced it. */
+export interface AgentTurn {
+  backend: string;
+  weight_version: string;
+  parts: AgentTurnPart[];
 }
 
 /** What the agent loop produces: ProRL's messages, the token view, and why it stopped. */
@@ -41,6 +63,12 @@ export interface AgentTrajectory {
   final?: Record<string, unknown>;
   /** Last assistant text (for handlers whose answer is in the text, like \boxed{}). */
   last_text: string;
+  /** Per model turn: backend, weight version and the parts of continued (aborted) turns. */
+  turns: AgentTurn[];
+  /** Per model turn, the weight version when it started (the Result's `weight_versions`). */
+  weight_versions: string[];
+  /** Number of tool calls that could not be parsed (each got an error observation). */
+  malformed_tool_calls: number;
 }
 
 /** The agent loop: `runAgent(opts)`; on abort it resolves with the trajectory so far (finish_reason cancelled/timeout). */
