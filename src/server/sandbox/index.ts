@@ -1,2 +1,29 @@
-// Placeholder: the sandbox issue replaces this file (createSandboxRuntime, SandboxConfig).
+/**
+ * Rootless sandboxes: `createSandboxRuntime(config)` gives a runtime (bwrap by default, apptainer,
+ * or process) that prepares lazily on the first open(), so servers that only run sandbox-less
+ * handlers never need bwrap.
+ */
+import type { Logger } from '../handlers/types.js';
+import { SandboxConfig, type SandboxConfigInput } from './config.js';
+import { Runtime } from './runtime.js';
+import type { SandboxRuntime } from './types.js';
+
+export { SandboxConfig, SandboxLimitsConfig, ImageDefinition, ImageMode, ApptainerConfig } from './config.js';
+export type { SandboxConfigInput } from './config.js';
+export { Runtime } from './runtime.js';
+export { ManagedSandbox } from './managed.js';
+export { ToolClient } from './client.js';
+export { LoopbackLeases, loopbackAddress } from './leases.js';
+export { ImageCache } from './image-cache.js';
+export { bwrapArgs, INSIDE } from './bwrap.js';
+export { apptainerArgs, apptainerBuildArgs, renderDefinition } from './apptainer.js';
+export { checkSocketPath, MAX_SOCKET_PATH_BYTES, defaultRoot, resolveIdentity } from './host.js';
 export type { Sandbox, SandboxRuntime, SandboxSpec, SandboxLimits, BashOptions, BashResult, PythonOptions, PythonResult, EditOp, EditResult } from './types.js';
+
+/**
+ * Creates the sandbox runtime the config names. Nothing happens until the first open(): then it
+ * checks the binary and the sandbox user and installs the tool server under `sandbox.root`.
+ */
+export function createSandboxRuntime(config: SandboxConfig | SandboxConfigInput = {}, opts: { log?: Logger } = {}): SandboxRuntime & Runtime {
+  return new Runtime(SandboxConfig.parse(config), opts.log);
+}

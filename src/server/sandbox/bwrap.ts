@@ -1,0 +1,80 @@
+import fs from 'node:fs';
+import path from 'node:path';
+
+/** Where things appear inside a bwrap sandbox. */
+export const INSIDE = {
+  workspace: '/workspace',
+  run: '/run/raas',
+  toolServer: '/opt/raas/tool-server',
+  socket: '/run/raas/tools.sock',
+} as const;
+
+export interface BwrapArgsInput {
+  workspace: string;
+  run: string;
+  toolServer: string;
+  node: string;
+  python?: string;
+  network: boolean;
+  tmpSizeMb: number;
+  env: Record<string, string>;
+  roBinds?: string[];
+  /** The command run inside (node tool-server/main.js ...). */
+  command: string[];
+}
+
+/** Top-level directories that are symlinks into /usr on merged-/usr systems, binds otherwise. */
+const SYSTEM_LINKS = ['/bin', '/sbin', '/lib', '/lib32', '/lib64', '/libx32'];
+
+/**
+ * The bwrap command line: own user, pid, ipc, uts, cgroup and (unless the task asks) network
+ * namespaces; read-only /usr and /etc; the workspace and the socket directory writable; a size-capped
+ * tmpfs /tmp; `/` remounted read-only; cleared environment; --die-with-parent and --new-session.
+ */
+export function bwrapArgs(i: BwrapArgsInput): string[] {
+  const a = ['--unshare-user', '--unshare-pid', '--unshare-ipc', '--unshare-uts', '--unshare-cgroup-try'];
+  if (!i.network) a.push('--unshare-net');
+  a.push('--die-with-parent', '--new-session', '--clearenv');
+  a.push('--ro-bind', '/usr', '/usr');
+  for (const p of SYSTEM_LINKS) {
+    let st: fs.Stats;
+    try {
+      st = fs.lstatSync(p);
+    } catch {
+      continue;
+    }
+    if (st.isSymbolicLink()) a.push('--symlink', fs.readlinkSync(p), p);
+    else if (st.isDirectory()) a.push('--ro-bind', p, p);
+  }
+  a.push('--ro-bind', '/etc', '/etc');
+  a.push('--proc', '/proc', '--dev', '/dev');
+  a.push('--size', String(i.tmpSizeMb * 1024 * 1024), '--tmpfs', '/tmp');
+  // Interpreters outside /usr (nvm, pyenv installs) need their prefix visible, read-only.
+  for (const bin of [i.node, i.python]) {
+    const prefix = bin ? outsideUsrPrefix(bin) : undefined;
+    if (prefix) a.push('--ro-bind', prefix, prefix);
+  }
+  for (const p of i.roBinds ?? []) a.push('--ro-bind', p, p);
+  a.push('--ro-bind', i.toolServer, INSIDE.toolServer);
+  a.push('--bind', i.workspace, INSIDE.workspace);
+  a.push('--bind', i.run, INSIDE.run);
+  a.push('--remount-ro', '/');
+  a.push('--chdir', INSIDE.workspace, '--hostname', 'sandbox');
+  for (const [k, v] of Object.entries(i.env)) a.push('--setenv', k, v);
+  a.push('--json-status-fd', '3');
+  a.push(...i.command);
+  return a;
+}
+
+/** For a binary outside /usr, the directory to bind so it runs (its install prefix). */
+function outsideUsrPrefix(bin: string): string | undefined {
+  let real: string;
+  try {
+    real = fs.realpathSync(bin);
+  } catch {
+    return undefined;
+  }
+  if (real.startsWith('/usr/') || SYSTEM_LINKS.some((l) => real.startsWith(l + '/'))) return undefined;
+  // <prefix>/bin/node → <prefix>
+  return path.dirname(path.dirname(real));
+}

@@ -1,0 +1,101 @@
+import { z } from 'zod';
+
+/** Resource limits of the bash and python children (defaults; a SandboxSpec may lower or raise them). */
+export const SandboxLimitsConfig = z.strictObject({
+  /** Address-space limit (ulimit -v) of bash, python and what they start. Never applied to Node. */
+  memory_mb: z.number().int().positive().default(4096),
+  /** CPU seconds per process (ulimit -t). */
+  cpu_s: z.number().int().positive().default(3600),
+  /** Processes of the sandbox (ulimit -u, counted inside its own user namespace). */
+  processes: z.number().int().positive().default(256),
+  /** Largest file a process may write (ulimit -f). */
+  file_size_mb: z.number().int().positive().default(4096),
+  /** Size of the sandbox's private /tmp (bwrap tmpfs). */
+  tmp_size_mb: z.number().int().positive().default(512),
+});
+
+/** How an image is reused: always rebuilt, reused per base + framework version, or per lockfile hash. */
+export const ImageMode = z.enum(['scratch', 'versioned', 'lock']);
+
+/** An image: a template (setup script) plus build inputs; built inside a sandbox, cached under `<root>/images`. */
+export const ImageDefinition = z.strictObject({
+  /** Bash script run inside a bwrap sandbox with the image directory as /workspace. */
+  setup: z.string().min(1),
+  /** Files written into the image directory before the script runs (path → content). */
+  files: z.record(z.string(), z.string()).default({}),
+  mode: ImageMode.default('versioned'),
+  /** Template version for `versioned` mode: bump it to rebuild (with the base image and the framework version). */
+  version: z.string().default('1'),
+  /** Base image: another image name; its tree is the starting point of this one. */
+  base: z.string().optional(),
+  /** For `lock` mode: which of `files` is the dependency lockfile. */
+  lockfile: z.string().optional(),
+  /** Network during the build (off by default). */
+  network: z.boolean().default(false),
+  /** For apptainer: the definition template (`{{base}}` and `{{setup}}` are replaced). */
+  definition: z.string().optional(),
+});
+
+/** Apptainer (Singularity) runtime settings for HPC clusters. */
+export const ApptainerConfig = z.strictObject({
+  /** Binary; by default the first of `apptainer`, `singularity` on PATH. */
+  binary: z.string().optional(),
+  /** The .sif image sandboxes run from (must contain node and bash); an image name from `images` also works. */
+  image: z.string().optional(),
+  /** `--fakeroot` (needs subuid mappings on the cluster). */
+  fakeroot: z.boolean().default(false),
+  /** Extra arguments placed before the image. */
+  extra_args: z.array(z.string()).default([]),
+});
+
+/**
+ * The `sandbox:` section of the server config. Every field has a default; the runtime prepares
+ * lazily, on the first open().
+ */
+export const SandboxConfig = z.strictObject({
+  runtime: z.enum(['bwrap', 'apptainer', 'process']).default('bwrap'),
+  /** The unprivileged user bwrap runs as when the server runs as root (created by scripts/setup.sh). */
+  user: z.string().min(1).default('raas-sandbox'),
+  /** Tool server code and workspaces; default /var/tmp/raas as root, `<tmpdir>/raas-<uid>` otherwise. */
+  root: z.string().min(1).optional(),
+  /** bubblewrap binary (looked up on PATH). */
+  bwrap: z.string().min(1).default('bwrap'),
+  /** Node binary that runs the tool server; default the server's own. */
+  node: z.string().min(1).optional(),
+  /** Python interpreter of the python tool (a pyenv shim on PATH can be slow; the system one is not). */
+  python: z.string().min(1).default('/usr/bin/python3'),
+  /** `pty` (default) or `tmux`, the OpenHands baseline kept for benchmarks and ablations. */
+  bash_backend: z.enum(['pty', 'tmux']).default('pty'),
+  /** Poll interval of the tmux baseline (OpenHands: 500 ms). */
+  tmux_poll_ms: z.number().int().positive().default(500),
+  limits: SandboxLimitsConfig.default(SandboxLimitsConfig.parse({})),
+  /** Characters of output per tool answer (head and tail kept, the cut marked). */
+  output_cap: z.number().int().positive().default(30_000),
+  /** Largest command, code or file text accepted by the tool server. */
+  max_input_bytes: z.number().int().positive().default(1 << 20),
+  /** Seconds from spawn until the tool server must answer. */
+  start_timeout_s: z.number().positive().default(20),
+  /** Grace period of each close step (graceful stop, SIGTERM) before the next one. */
+  close_grace_ms: z.number().int().nonnegative().default(500),
+  /** Environment given to bash and python in every sandbox (on top of PATH, HOME, TERM, HISTFILE). */
+  env: z.record(z.string(), z.string()).default({}),
+  /** Extra host paths bound read-only at the same place (bwrap). */
+  ro_binds: z.array(z.string()).default([]),
+  apptainer: ApptainerConfig.default(ApptainerConfig.parse({})),
+  /** Loopback leases (127.x.y.z) for sandboxes that share the host network. */
+  leases: z
+    .strictObject({
+      ttl_s: z.number().positive().default(6 * 3600),
+      /** Lock and lease file; default `<root>/leases.json`. */
+      file: z.string().optional(),
+    })
+    .default({ ttl_s: 6 * 3600 }),
+  /** Named images for SandboxSpec.image. */
+  images: z.record(z.string(), ImageDefinition).default({}),
+  /** Keep workspaces after close (debugging). */
+  keep_workspaces: z.boolean().default(false),
+});
+
+export type SandboxConfig = z.infer<typeof SandboxConfig>;
+export type SandboxConfigInput = z.input<typeof SandboxConfig>;
+export type ImageDefinition = z.infer<typeof ImageDefinition>;

@@ -1,0 +1,230 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { createInterface } from 'node:readline';
+import type { Readable } from 'node:stream';
+import { RaasError } from '../../protocol/errors.js';
+import type { Logger } from '../handlers/types.js';
+import type { BashOptions, BashResult, EditOp, EditResult, PythonOptions, PythonResult, Sandbox } from './types.js';
+import { ToolClient } from './client.js';
+import { alive, descendants, pidNamespace, processesInNamespace, signal } from './proc.js';
+
+/** How to start one sandbox's tool server. */
+export interface LaunchPlan {
+  file: string;
+  args: string[];
+  env: Record<string, string>;
+  uid?: number;
+  gid?: number;
+  cwd?: string;
+  /** Host path of the tool server's socket. */
+  socket: string;
+  /** bwrap: `--json-status-fd 3` reports the host pid of the sandbox's pid 1. */
+  statusFd?: boolean;
+}
+
+export interface SandboxMeta {
+  id: string;
+  workspace: string;
+  address?: string;
+  startTimeoutMs: number;
+  graceMs: number;
+  log?: Logger;
+  /** Removes the workspace, releases the lease; runs once after the processes are gone. */
+  cleanup: () => void | Promise<void>;
+}
+
+const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
+
+/**
+ * One running sandbox: its process (bwrap, apptainer or the bare tool server), the tool client, and
+ * the close sequence (graceful stop through the tool server, SIGTERM to the process group, SIGKILL
+ * after a grace period, then a process-table check that nothing of the sandbox remains).
+ */
+export class ManagedSandbox implements Sandbox {
+  private closing: Promise<void> | undefined;
+  private exited = false;
+  private readonly exitPromise: Promise<void>;
+  private stderrTail = '';
+  /** Host pid of the sandbox's pid 1 and its pid namespace (bwrap), for the process-table check. */
+  private innerPid: number | undefined;
+  private ns: string | undefined;
+  private toolServerPid: number | undefined;
+  private client: ToolClient | undefined;
+  /** Hook for tests of the close path: the last check's leftover pids (should be empty). */
+  leftover: number[] = [];
+
+  readonly id: string;
+  readonly workspace: string;
+  readonly address?: string;
+
+  private constructor(private readonly child: ChildProcess, private readonly meta: SandboxMeta) {
+    this.id = meta.id;
+    this.workspace = meta.workspace;
+    this.address = meta.address;
+    this.exitPromise = new Promise((r) => child.once('exit', () => ((this.exited = true), r())));
+  }
+
+  /** Spawns the plan and waits until the tool server answers on its socket. */
+  static async start(plan: LaunchPlan, meta: SandboxMeta, signal?: AbortSignal): Promise<ManagedSandbox> {
+    signal?.throwIfAborted();
+    const child = spawn(plan.file, plan.args, {
+      env: plan.env,
+      cwd: plan.cwd,
+      uid: plan.uid,
+      gid: plan.gid,
+      detached: true,
+      stdio: plan.statusFd ? ['pipe', 'pipe', 'pipe', 'pipe'] : ['pipe', 'pipe', 'pipe'],
+    });
+    const sb = new ManagedSandbox(child, meta);
+    try {
+      await sb.waitReady(plan, signal);
+      return sb;
+    } catch (e) {
+      await sb.close();
+      throw e;
+    }
+  }
+
+  private waitReady(plan: LaunchPlan, signal?: AbortSignal): Promise<void> {
+    const child = this.child;
+    child.stdin!.on('error', () => undefined);
+    child.stderr!.setEncoding('utf8');
+    child.stderr!.on('data', (d: string) => (this.stderrTail = (this.stderrTail + d).slice(-4000)));
+    if (plan.statusFd) {
+      const status = createInterface({ input: child.stdio[3] as Readable });
+      status.on('line', (line) => {
+        try {
+          const pid = (JSON.parse(line) as Record<string, unknown>)['child-pid'];
+          if (typeof pid === 'number' && this.innerPid === undefined) {
+            this.innerPid = pid;
+            this.ns = pidNamespace(pid);
+          }
+        } catch {
+          /* other status lines */
+        }
+      });
+    }
+    return new Promise<void>((resolve, reject) => {
+      const lines = createInterface({ input: child.stdout! });
+      const timer = setTimeout(
+        () => done(new RaasError('sandbox_error', `the tool server did not start within ${this.meta.startTimeoutMs} ms (sandbox.start_timeout_s); stderr: ${this.stderrTail.trim() || '(empty)'}`)),
+        this.meta.startTimeoutMs,
+      );
+      const onAbort = (): void => done(signal!.reason);
+      const onExit = (code: number | null): void =>
+        done(new RaasError('sandbox_error', `the sandbox exited during start (code ${code}); stderr: ${this.stderrTail.trim() || '(empty)'}`));
+      const onError = (e: Error): void => done(new RaasError('sandbox_unavailable', `cannot start ${plan.file}: ${e.message}`, { cause: e, retryable: false }));
+      let settled = false;
+      const done = (err?: unknown): void => {
+        if (settled) return;
+        settled = true;
+        clearTimeout(timer);
+        signal?.removeEventListener('abort', onAbort);
+        child.off('exit', onExit);
+        child.off('error', onError);
+        lines.removeAllListeners('line');
+        if (err) reject(err);
+        else resolve();
+      };
+      signal?.addEventListener('abort', onAbort, { once: true });
+      child.once('exit', onExit);
+      child.once('error', onError);
+      lines.on('line', (line) => {
+        let msg: { ready?: boolean; pid?: number };
+        try {
+          msg = JSON.parse(line) as typeof msg;
+        } catch {
+          return;
+        }
+        if (!msg.ready) return;
+        this.toolServerPid = msg.pid;
+        ToolClient.connect(plan.socket, signal).then((c) => {
+          this.client = c;
+          done();
+        }, done);
+      });
+    });
+  }
+
+  private tools(): ToolClient {
+    if (this.closing || !this.client) throw new RaasError('sandbox_error', `sandbox ${this.id} is closed`);
+    return this.client;
+  }
+
+  async bash(command: string, opts: BashOptions = {}): Promise<BashResult> {
+    const { signal, ...rest } = opts;
+    return this.tools().call<BashResult>('bash', { command, ...rest }, signal);
+  }
+
+  async python(code: string, opts: PythonOptions = {}): Promise<PythonResult> {
+    const { signal, ...rest } = opts;
+    return this.tools().call<PythonResult>('python', { code, ...rest }, signal);
+  }
+
+  async edit(op: EditOp, opts: { signal?: AbortSignal } = {}): Promise<EditResult> {
+    return this.tools().call<EditResult>('edit', { op }, opts.signal);
+  }
+
+  /** Raw access for tests that send malformed lines. */
+  get toolClient(): ToolClient | undefined {
+    return this.client;
+  }
+
+  /** Host pid of the outer process (bwrap, apptainer, or the tool server itself). */
+  get pid(): number | undefined {
+    return this.child.pid;
+  }
+
+  /** The sandbox's pid namespace (bwrap), for process-table checks. */
+  get pidNamespace(): string | undefined {
+    return this.ns;
+  }
+
+  close(): Promise<void> {
+    this.closing ??= this.doClose();
+    return this.closing;
+  }
+
+  private async waitExit(ms: number): Promise<boolean> {
+    if (this.exited) return true;
+    await Promise.race([this.exitPromise, sleep(ms)]);
+    return this.exited;
+  }
+
+  private async doClose(): Promise<void> {
+    const pid = this.child.pid;
+    // Without a pid namespace, remember the tree now: children reparent once the tool server dies.
+    const tree = this.ns === undefined && this.toolServerPid ? [this.toolServerPid, ...descendants(this.toolServerPid)] : [];
+    if (this.client && !this.exited) {
+      this.client.call('shutdown', {}).catch(() => undefined);
+      await this.waitExit(this.meta.graceMs);
+    }
+    this.client?.close();
+    if (pid !== undefined && !this.exited) {
+      signal(-pid, 'SIGTERM');
+      if (!(await this.waitExit(this.meta.graceMs))) {
+        signal(-pid, 'SIGKILL');
+        // SIGTERM to a pid-namespace init is ignored; SIGKILL to it ends the whole namespace.
+        if (this.innerPid) signal(this.innerPid, 'SIGKILL');
+        await this.waitExit(2000);
+      }
+    }
+    if (this.innerPid) signal(this.innerPid, 'SIGKILL');
+    this.leftover = await this.sweep(tree);
+    if (this.leftover.length) {
+      this.meta.log?.error({ sandbox: this.id, pids: this.leftover }, 'sandbox processes survived close');
+    }
+    await this.meta.cleanup();
+  }
+
+  /** The process-table assertion: wait until no process of the sandbox remains, killing stragglers. */
+  private async sweep(tree: number[]): Promise<number[]> {
+    const find = (): number[] => (this.ns ? processesInNamespace(this.ns) : tree.filter(alive));
+    for (let i = 0; i < 40; i++) {
+      const left = find();
+      if (left.length === 0) return [];
+      if (i >= 5) for (const p of left) signal(p, 'SIGKILL');
+      await sleep(25);
+    }
+    return find();
+  }
+}

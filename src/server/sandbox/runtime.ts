@@ -1,0 +1,202 @@
+import { randomBytes } from 'node:crypto';
+import fs from 'node:fs';
+import path from 'node:path';
+import { RaasError } from '../../protocol/errors.js';
+import type { Logger } from '../handlers/types.js';
+import type { ToolServerOptions } from '../tools/protocol.js';
+import type { Sandbox, SandboxRuntime, SandboxSpec } from './types.js';
+import type { SandboxConfig } from './config.js';
+import { apptainerArgs, findApptainer } from './apptainer.js';
+import { bwrapArgs, INSIDE } from './bwrap.js';
+import { checkSocketPath, defaultRoot, findBinary, resolveIdentity, type SandboxIdentity } from './host.js';
+import { ImageCache } from './image-cache.js';
+import { LoopbackLeases } from './leases.js';
+import { ManagedSandbox, type LaunchPlan } from './managed.js';
+import { ensureDir, installToolServer } from './prepare.js';
+import { createDirs, removeDirs, type SandboxDirs } from './workspace.js';
+
+/** What the first open() prepares once: binaries, identity, tool server install. */
+interface Prepared {
+  root: string;
+  toolServer: string;
+  identity: SandboxIdentity | undefined;
+  binary: string;
+  node: string;
+}
+
+/** Base environment inside every sandbox; the host's environment is never passed. */
+const BASE_ENV: Record<string, string> = {
+  PATH: '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin',
+  HOME: INSIDE.workspace,
+  TERM: 'xterm',
+  LANG: 'C.UTF-8',
+  HISTFILE: '',
+  NO_COLOR: '1',
+};
+
+/**
+ * One runtime (bwrap, apptainer or process) over the shared machinery: lazy preparation, workspaces,
+ * images, loopback leases, and the set of open sandboxes that close() ends.
+ */
+export class Runtime implements SandboxRuntime {
+  readonly kind: SandboxConfig['runtime'];
+  private prepared: Prepared | undefined;
+  private readonly open_ = new Set<Sandbox>();
+  private closing: Promise<void> | undefined;
+  private warned = false;
+  private leases: LoopbackLeases | undefined;
+  /** The image cache (built lazily, bwrap images). */
+  images: ImageCache | undefined;
+
+  constructor(readonly config: SandboxConfig, private readonly log?: Logger) {
+    this.kind = config.runtime;
+  }
+
+  /** Checks binaries and the sandbox user and installs the tool server; runs on the first open(). */
+  prepare(): Prepared {
+    if (this.prepared) return this.prepared;
+    const c = this.config;
+    const root = path.resolve(c.root ?? defaultRoot());
+    let binary: string;
+    let identity: SandboxIdentity | undefined;
+    if (c.runtime === 'bwrap') {
+      const b = findBinary(c.bwrap);
+      if (!b) {
+        throw new RaasError('sandbox_unavailable', `bubblewrap ("${c.bwrap}") is not installed or not on PATH: run scripts/setup.sh or "apt-get install bubblewrap", or set sandbox.runtime`, { retryable: false });
+      }
+      binary = b;
+      identity = resolveIdentity(c.user);
+    } else if (c.runtime === 'apptainer') {
+      const b = findApptainer(c.apptainer.binary);
+      if (!b) throw new RaasError('sandbox_unavailable', 'neither apptainer nor singularity is on PATH: load the module (e.g. "module load apptainer") or set sandbox.apptainer.binary', { retryable: false });
+      if (!c.apptainer.image) throw new RaasError('sandbox_unavailable', 'sandbox.apptainer.image is required: the .sif file sandboxes run from', { retryable: false });
+      binary = b;
+      identity = undefined;
+    } else {
+      binary = c.node ?? process.execPath;
+      identity = undefined;
+    }
+    const node = c.node ?? process.execPath;
+    ensureDir(root);
+    for (const d of ['ws', 'run', 'tool-server']) ensureDir(path.join(root, d));
+    checkSocketPath(path.join(root, 'run', 'x'.repeat(17), 'tools.sock'), 'sandbox socket (under sandbox.root)');
+    const toolServer = installToolServer(root);
+    this.images = new ImageCache({ root: path.join(root, 'images'), runtime: this, log: this.log });
+    this.prepared = { root, toolServer, identity, binary, node };
+    return this.prepared;
+  }
+
+  async open(spec: SandboxSpec = {}, signal?: AbortSignal): Promise<Sandbox> {
+    signal?.throwIfAborted();
+    if (this.closing) throw new RaasError('sandbox_error', 'the sandbox runtime is closed');
+    const p = this.prepare();
+    if (this.kind === 'process' && !this.warned) {
+      this.warned = true;
+      this.log?.warn({ runtime: 'process' }, 'sandbox.runtime is "process": tools run on the host without any isolation');
+    }
+    const imageDir = spec.image ? await this.images!.resolve(spec.image, signal) : undefined;
+    const id = `${Date.now().toString(36)}-${randomBytes(4).toString('hex')}`;
+    const dirs = createDirs(p.root, id, spec.files, p.identity, imageDir);
+    // Runtimes that share the host network get their own loopback address.
+    const sharesNet = this.kind === 'process' || spec.network === true;
+    let address: string | undefined;
+    try {
+      if (sharesNet) address = this.leaseTable(p.root).acquire();
+      const plan = this.plan(p, dirs, spec, address);
+      const sb = await ManagedSandbox.start(
+        plan,
+        {
+          id,
+          workspace: dirs.workspace,
+          address,
+          startTimeoutMs: this.config.start_timeout_s * 1000,
+          graceMs: this.config.close_grace_ms,
+          log: this.log,
+          cleanup: () => {
+            this.open_.delete(sb);
+            if (address) this.leaseTable(p.root).release(address);
+            if (!this.config.keep_workspaces) removeDirs(dirs);
+          },
+        },
+        signal,
+      );
+      this.open_.add(sb);
+      return sb;
+    } catch (e) {
+      // ManagedSandbox.start already ran cleanup when the process started; this covers earlier failures.
+      if (address) this.leaseTable(p.root).release(address);
+      if (!this.config.keep_workspaces && fs.existsSync(dirs.workspace)) removeDirs(dirs);
+      throw e;
+    }
+  }
+
+  private leaseTable(root: string): LoopbackLeases {
+    this.leases ??= new LoopbackLeases(this.config.leases.file ?? path.join(root, 'leases.json'), this.config.leases.ttl_s * 1000);
+    return this.leases;
+  }
+
+  /** The tool server's options and the command line that starts it, per runtime. */
+  plan(p: Prepared, dirs: SandboxDirs, spec: SandboxSpec, address?: string): LaunchPlan {
+    const c = this.config;
+    const inSandbox = this.kind !== 'process';
+    const limits = { ...c.limits, ...(spec.limits ?? {}) };
+    const env: Record<string, string> = { ...BASE_ENV, ...c.env, ...(spec.env ?? {}) };
+    if (!inSandbox) env.HOME = dirs.workspace;
+    if (address) env.RAAS_LOOPBACK_ADDR = address;
+    const opts: ToolServerOptions = {
+      socket: inSandbox ? INSIDE.socket : path.join(dirs.run, 'tools.sock'),
+      workspace: inSandbox ? INSIDE.workspace : dirs.workspace,
+      tools: spec.tools,
+      bash_backend: c.bash_backend,
+      tmux_poll_ms: c.tmux_poll_ms,
+      python: c.python,
+      env,
+      limits,
+      output_cap: c.output_cap,
+      max_input_bytes: c.max_input_bytes,
+      tmp_dir: inSandbox ? '/tmp' : dirs.run,
+    };
+    const socket = path.join(dirs.run, 'tools.sock');
+    checkSocketPath(socket);
+    const nodeEnv = { PATH: BASE_ENV.PATH, HOME: inSandbox ? INSIDE.workspace : dirs.workspace, LANG: 'C.UTF-8', HISTFILE: '' };
+    const main = (dir: string): string[] => [p.node, path.join(dir, 'main.js'), JSON.stringify(opts)];
+    if (this.kind === 'bwrap') {
+      const args = bwrapArgs({
+        workspace: dirs.workspace,
+        run: dirs.run,
+        toolServer: p.toolServer,
+        node: p.node,
+        python: c.python,
+        network: spec.network === true,
+        tmpSizeMb: limits.tmp_size_mb,
+        env: nodeEnv,
+        roBinds: c.ro_binds,
+        command: main(INSIDE.toolServer),
+      });
+      return { file: p.binary, args, env: { PATH: BASE_ENV.PATH }, uid: p.identity?.uid, gid: p.identity?.gid, socket, statusFd: true };
+    }
+    if (this.kind === 'apptainer') {
+      const args = apptainerArgs({
+        binary: p.binary,
+        image: c.apptainer.image!,
+        workspace: dirs.workspace,
+        run: dirs.run,
+        toolServer: p.toolServer,
+        network: spec.network === true,
+        fakeroot: c.apptainer.fakeroot,
+        env: nodeEnv,
+        extraArgs: c.apptainer.extra_args,
+        command: ['node', path.join(INSIDE.toolServer, 'main.js'), JSON.stringify(opts)],
+      });
+      return { file: p.binary, args, env: { PATH: process.env.PATH ?? BASE_ENV.PATH }, socket };
+    }
+    const [file, ...args] = main(p.toolServer);
+    return { file, args, env: nodeEnv, cwd: dirs.workspace, socket };
+  }
+
+  /** Closes every open sandbox. Safe twice. */
+  close(): Promise<void> {
+    this.closing ??= Promise.all([...this.open_].map((s) => s.close())).then(() => undefined);
+    return this.closing;
+  }
+}

@@ -1,0 +1,64 @@
+import fs from 'node:fs';
+import path from 'node:path';
+import { RaasError } from '../../protocol/errors.js';
+import type { SandboxIdentity } from './host.js';
+
+/** Host directories of one sandbox: the workspace (mounted at /workspace) and its control directory. */
+export interface SandboxDirs {
+  /** `<root>/ws/<id>`: the writable workspace. */
+  workspace: string;
+  /** `<root>/run/<id>`: the tool server's socket (outside the workspace, so git and the agent never see it). */
+  run: string;
+}
+
+/** Creates the workspace (from an image tree when given), writes the spec's files, hands both to the sandbox user. */
+export function createDirs(root: string, id: string, files: Record<string, string> | undefined, owner: SandboxIdentity | undefined, imageDir?: string): SandboxDirs {
+  const workspace = path.join(root, 'ws', id);
+  const run = path.join(root, 'run', id);
+  if (imageDir) fs.cpSync(imageDir, workspace, { recursive: true, verbatimSymlinks: true, preserveTimestamps: true });
+  fs.mkdirSync(workspace, { recursive: true, mode: 0o755 });
+  fs.mkdirSync(run, { recursive: true, mode: 0o700 });
+  for (const [rel, content] of Object.entries(files ?? {})) {
+    const target = path.resolve(workspace, rel);
+    if (path.isAbsolute(rel) || rel.split(/[\\/]+/).includes('..') || !target.startsWith(workspace + path.sep)) {
+      throw new RaasError('bad_request', `SandboxSpec.files key "${rel}" must be a relative path inside the workspace (no "..", not absolute)`, { retryable: false });
+    }
+    fs.mkdirSync(path.dirname(target), { recursive: true });
+    fs.writeFileSync(target, content);
+  }
+  if (owner) {
+    chownTree(workspace, owner.uid, owner.gid);
+    fs.chownSync(run, owner.uid, owner.gid);
+  }
+  return { workspace, run };
+}
+
+function chownTree(dir: string, uid: number, gid: number): void {
+  fs.lchownSync(dir, uid, gid);
+  for (const e of fs.readdirSync(dir, { withFileTypes: true })) {
+    const p = path.join(dir, e.name);
+    if (e.isDirectory()) chownTree(p, uid, gid);
+    else fs.lchownSync(p, uid, gid);
+  }
+}
+
+/** Removes a sandbox's directories, including read-only trees the agent left behind. */
+export function removeDirs(dirs: SandboxDirs): void {
+  for (const d of [dirs.workspace, dirs.run]) {
+    try {
+      fs.rmSync(d, { recursive: true, force: true });
+    } catch {
+      makeWritable(d);
+      fs.rmSync(d, { recursive: true, force: true });
+    }
+  }
+}
+
+function makeWritable(dir: string): void {
+  try {
+    fs.chmodSync(dir, 0o700);
+    for (const e of fs.readdirSync(dir, { withFileTypes: true })) if (e.isDirectory()) makeWritable(path.join(dir, e.name));
+  } catch {
+    /* best effort */
+  }
+}

@@ -1,0 +1,26 @@
+import type { ToolServerOptions } from './protocol.js';
+
+/**
+ * Shell prefix that applies the resource limits to a child before it execs. Limits go on bash and
+ * python only, never on the Node tool server (Node aborts under a small RLIMIT_AS), and they are set
+ * inside the sandbox's user namespace so RLIMIT_NPROC counts this sandbox's processes, not the
+ * uid's processes host-wide. `ulimit` without -S/-H sets both, so user code cannot raise them.
+ */
+export function ulimitPrefix(limits: ToolServerOptions['limits']): string {
+  if (!limits) return '';
+  const parts: string[] = [];
+  const int = (n: number): number => Math.max(1, Math.floor(n));
+  if (limits.memory_mb) parts.push(`ulimit -v ${int(limits.memory_mb * 1024)}`);
+  if (limits.cpu_s) parts.push(`ulimit -t ${int(limits.cpu_s)}`);
+  if (limits.processes) parts.push(`ulimit -u ${int(limits.processes)}`);
+  // bash counts -f in 1024-byte blocks outside POSIX mode.
+  if (limits.file_size_mb) parts.push(`ulimit -f ${int(limits.file_size_mb * 1024)}`);
+  return parts.length ? parts.join(' && ') + ' && ' : '';
+}
+
+/** argv that runs `argv` under the limits, through bash's ulimit builtin. */
+export function withLimits(bash: string, limits: ToolServerOptions['limits'], argv: string[]): [string, string[]] {
+  const prefix = ulimitPrefix(limits);
+  if (!prefix) return [argv[0], argv.slice(1)];
+  return [bash, ['-c', `${prefix}exec "$@"`, 'raas-limits', ...argv]];
+}

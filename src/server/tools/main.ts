@@ -1,0 +1,24 @@
+/**
+ * Entry point of the tool server inside the sandbox: `node main.js '<ToolServerOptions JSON>'`.
+ * Prints one `{"ready":true}` line on stdout once the socket listens, and exits when stdin closes
+ * (the host went away) or on a `shutdown` request.
+ */
+import { ToolServer } from './server.js';
+import type { ToolServerOptions } from './protocol.js';
+
+async function main(): Promise<void> {
+  const opts = JSON.parse(process.argv[2] ?? '{}') as ToolServerOptions;
+  if (!opts.socket || !opts.workspace) throw new Error('tool server: options need socket and workspace');
+  const server = new ToolServer(opts, () => process.exit(0));
+  await server.listen();
+  process.stdout.write(JSON.stringify({ ready: true, pid: process.pid }) + '\n');
+  process.stdin.on('end', () => void server.close().then(() => process.exit(0)));
+  process.stdin.on('error', () => undefined);
+  process.stdin.resume();
+  for (const sig of ['SIGTERM', 'SIGHUP'] as const) process.on(sig, () => void server.close().then(() => process.exit(0)));
+}
+
+main().catch((e: unknown) => {
+  process.stderr.write(`tool server failed: ${(e as Error).stack ?? String(e)}\n`);
+  process.exit(1);
+});

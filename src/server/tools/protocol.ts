@@ -1,0 +1,45 @@
+/**
+ * Wire shapes of the tool server's JSON-lines protocol over its Unix domain socket. The tool server
+ * runs inside the sandbox and must stay self-contained (node builtins and node-pty only), so these
+ * are plain types rather than zod schemas; the host client imports them too.
+ */
+
+/** One request line. `id` is chosen by the client and echoed in the answer. */
+export type ToolRequest =
+  | { id: number; tool: 'ping' }
+  | { id: number; tool: 'shutdown' }
+  | { id: number; tool: 'cancel'; target: number }
+  | { id: number; tool: 'bash'; command: string; timeout_s?: number; no_change_timeout_s?: number; is_input?: boolean }
+  | { id: number; tool: 'python'; code: string; timeout_s?: number }
+  | { id: number; tool: 'edit'; op: Record<string, unknown> };
+
+/** One answer line: `result` on success, `error` when the request was malformed or refused. */
+export type ToolResponse =
+  | { id: number | null; ok: true; result: unknown }
+  | { id: number | null; ok: false; error: { code: 'tool_error' | 'sandbox_error'; message: string } };
+
+/** Options the host passes to the tool server as one JSON argument. */
+export interface ToolServerOptions {
+  /** Socket path as seen by the tool server. */
+  socket: string;
+  /** Workspace directory as seen by the tool server (editor paths are confined to it). */
+  workspace: string;
+  /** Which tools to start (default all). */
+  tools?: Array<'bash' | 'python' | 'editor'>;
+  /** 'pty' (default) or the tmux baseline. */
+  bash_backend?: 'pty' | 'tmux';
+  /** Poll interval of the tmux baseline (OpenHands uses 500 ms). */
+  tmux_poll_ms?: number;
+  /** Python interpreter path (default /usr/bin/python3). */
+  python?: string;
+  /** Environment of the bash and python children (the tool server's own environment is not passed). */
+  env?: Record<string, string>;
+  /** Resource limits of the bash and python children (applied with ulimit inside the sandbox). */
+  limits?: { memory_mb?: number; cpu_s?: number; processes?: number; file_size_mb?: number };
+  /** Output cap in characters per answer (head and tail kept). */
+  output_cap?: number;
+  /** Largest accepted command or code, in bytes. */
+  max_input_bytes?: number;
+  /** Directory for temporary command files (default /tmp). */
+  tmp_dir?: string;
+}

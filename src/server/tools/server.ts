@@ -1,0 +1,176 @@
+import net from 'node:net';
+import fs from 'node:fs';
+import { PtyBash, ToolInputError, type BashAnswer, type BashRequest } from './bash-pty.js';
+import { TmuxBash } from './bash-tmux.js';
+import { PythonKernel } from './python.js';
+import { Editor } from './editor.js';
+import type { ToolResponse, ToolServerOptions } from './protocol.js';
+
+/** The common face of the PTY bash and the tmux baseline. */
+export interface BashBackend {
+  run(req: BashRequest): Promise<BashAnswer>;
+  interrupt(): void;
+  close(): void;
+}
+
+/** Longest request line accepted; longer lines are answered with an error and skipped. */
+const DEFAULT_MAX_INPUT = 1 << 20;
+
+/**
+ * The tool server: JSON lines over a Unix domain socket, one request per line, answers tagged with
+ * the request id. Bash and python may run at the same time; each refuses a second concurrent call.
+ * Any bad input gets an error answer and the server keeps serving.
+ */
+export class ToolServer {
+  private readonly server: net.Server;
+  private readonly bash: BashBackend | undefined;
+  private readonly python: PythonKernel | undefined;
+  private readonly editor: Editor | undefined;
+  /** Running request id → what to interrupt on cancel. */
+  private readonly inflight = new Map<number, () => void>();
+  private readonly maxInput: number;
+  private readonly sockets = new Set<net.Socket>();
+  private closing = false;
+
+  constructor(private readonly opts: ToolServerOptions, private readonly onShutdown: () => void = () => undefined) {
+    const tools = opts.tools ?? ['bash', 'python', 'editor'];
+    if (tools.includes('bash')) this.bash = opts.bash_backend === 'tmux' ? new TmuxBash(opts) : new PtyBash(opts);
+    if (tools.includes('python')) this.python = new PythonKernel(opts);
+    if (tools.includes('editor')) this.editor = new Editor(opts.workspace, opts.output_cap);
+    this.maxInput = opts.max_input_bytes ?? DEFAULT_MAX_INPUT;
+    this.server = net.createServer((sock) => this.serve(sock));
+  }
+
+  /** Listens on the socket path (a stale socket file is unlinked first). */
+  listen(): Promise<void> {
+    try {
+      fs.unlinkSync(this.opts.socket);
+    } catch {
+      /* none */
+    }
+    return new Promise((resolve, reject) => {
+      this.server.once('error', reject);
+      this.server.listen(this.opts.socket, () => {
+        this.server.off('error', reject);
+        resolve();
+      });
+    });
+  }
+
+  private serve(sock: net.Socket): void {
+    let buf = '';
+    let skipping = false;
+    sock.setEncoding('utf8');
+    sock.on('error', () => undefined);
+    this.sockets.add(sock);
+    sock.on('close', () => this.sockets.delete(sock));
+    const send = (r: ToolResponse): void => {
+      if (!sock.destroyed) sock.write(JSON.stringify(r) + '\n');
+    };
+    sock.on('data', (chunk: string) => {
+      buf += chunk;
+      let nl: number;
+      while ((nl = buf.indexOf('\n')) >= 0) {
+        const line = buf.slice(0, nl);
+        buf = buf.slice(nl + 1);
+        if (skipping) {
+          skipping = false;
+          continue;
+        }
+        if (line.trim()) void this.handle(line, send);
+      }
+      // A line past the limit is refused without buffering the rest of it.
+      if (buf.length > this.maxInput + 4096) {
+        buf = '';
+        skipping = true;
+        send({ id: null, ok: false, error: { code: 'tool_error', message: `request line longer than ${this.maxInput} bytes; send smaller commands or write the content with the editor in parts` } });
+      }
+    });
+  }
+
+  private async handle(line: string, send: (r: ToolResponse) => void): Promise<void> {
+    let req: Record<string, unknown>;
+    try {
+      req = JSON.parse(line) as Record<string, unknown>;
+      if (!req || typeof req !== 'object' || Array.isArray(req)) throw new Error('not an object');
+    } catch (e) {
+      return send({ id: null, ok: false, error: { code: 'tool_error', message: `malformed request (not a JSON object): ${(e as Error).message}` } });
+    }
+    const id = typeof req.id === 'number' ? req.id : null;
+    try {
+      const result = await this.dispatch(req, id);
+      send({ id, ok: true, result });
+    } catch (e) {
+      const code = e instanceof ToolInputError ? 'tool_error' : 'sandbox_error';
+      send({ id, ok: false, error: { code, message: (e as Error).message } });
+    } finally {
+      if (id !== null) this.inflight.delete(id);
+    }
+  }
+
+  private async dispatch(req: Record<string, unknown>, id: number | null): Promise<unknown> {
+    const tool = req.tool;
+    const need = <T>(x: T | undefined, name: string): T => {
+      if (!x) throw new ToolInputError(`tool ${name} is not enabled in this sandbox`);
+      return x;
+    };
+    const bytes = (s: unknown, name: string): string => {
+      if (typeof s !== 'string') throw new ToolInputError(`${name} must be a string`);
+      if (Buffer.byteLength(s) > this.maxInput) throw new ToolInputError(`${name} is ${Buffer.byteLength(s)} bytes, over the limit of ${this.maxInput}`);
+      return s;
+    };
+    const seconds = (v: unknown, name: string): number | undefined => {
+      if (v === undefined || v === null) return undefined;
+      if (typeof v !== 'number' || !(v > 0)) throw new ToolInputError(`${name} must be a positive number of seconds`);
+      return v;
+    };
+    switch (tool) {
+      case 'ping':
+        return { pong: true };
+      case 'bash': {
+        const bash = need(this.bash, 'bash');
+        const command = bytes(req.command ?? '', 'command');
+        if (id !== null) this.inflight.set(id, () => bash.interrupt());
+        return bash.run({
+          command,
+          timeout_s: seconds(req.timeout_s, 'timeout_s'),
+          no_change_timeout_s: seconds(req.no_change_timeout_s, 'no_change_timeout_s'),
+          is_input: req.is_input === true,
+        });
+      }
+      case 'python': {
+        const py = need(this.python, 'python');
+        const code = bytes(req.code, 'code');
+        if (id !== null) this.inflight.set(id, () => py.interrupt());
+        return py.run(code, seconds(req.timeout_s, 'timeout_s'));
+      }
+      case 'edit': {
+        const ed = need(this.editor, 'editor');
+        if (!req.op || typeof req.op !== 'object') throw new ToolInputError('op must be an object with a command');
+        const op = req.op as Record<string, unknown>;
+        for (const k of ['file_text', 'old_str', 'new_str']) if (op[k] !== undefined) bytes(op[k], k);
+        return ed.run(op);
+      }
+      case 'cancel':
+        this.inflight.get(Number(req.target))?.();
+        return { cancelled: this.inflight.has(Number(req.target)) };
+      case 'shutdown':
+        setImmediate(() => void this.close().then(this.onShutdown));
+        return { stopping: true };
+      default:
+        throw new ToolInputError(`unknown tool ${JSON.stringify(tool)}: use bash, python, edit, ping, cancel or shutdown`);
+    }
+  }
+
+  /** Stops the children and the listener. Safe twice. */
+  async close(): Promise<void> {
+    if (this.closing) return;
+    this.closing = true;
+    this.bash?.close();
+    this.python?.close();
+    // server.close() waits for open connections: end them, after the shutdown answer is flushed.
+    const closed = new Promise<void>((r) => this.server.close(() => r()));
+    for (const s of this.sockets) s.end();
+    await closed;
+  }
+}
