@@ -1,4 +1,100 @@
+import { mkdir, writeFile } from 'node:fs/promises';
+import path from 'node:path';
 import type { Command } from 'commander';
+import { CancelledError, RaasError } from '../protocol/errors.js';
+import { applySmoke, loadTrainConfig } from './config.js';
+import { runEval } from './eval.js';
+import { runTraining } from './train.js';
+import { TrainerCommandError } from './trainer-command.js';
 
-/** Registers this area's subcommand(s) on the raas CLI. (Filled in by its issue.) */
-export function registerTrain(_program: Command): void {}
+/** Ctrl-C (and SIGTERM) abort the signal once; a second Ctrl-C exits at once. */
+function interruptSignal(): { signal: AbortSignal; dispose(): void } {
+  const ac = new AbortController();
+  let count = 0;
+  const on = (): void => {
+    count++;
+    if (count > 1) process.exit(130);
+    process.stderr.write('\nraas: interrupted; cancelling in-flight jobs (Ctrl-C again to exit at once)\n');
+    ac.abort(new CancelledError('interrupted'));
+  };
+  process.on('SIGINT', on);
+  process.on('SIGTERM', on);
+  return { signal: ac.signal, dispose: () => (process.off('SIGINT', on), process.off('SIGTERM', on)) };
+}
+
+/** Registers `raas train` and `raas eval`. */
+export function registerTrain(program: Command): void {
+  program
+    .command('train')
+    .description('run DAPO training steps: embedded (local rollout server + simulated backends) or against configured servers')
+    .argument('<config>', 'training config (YAML)')
+    .option('--smoke', 'CI smoke run: the config\'s smoke overrides (fewer steps)')
+    .option('--steps <n>', 'override steps', (v) => Number.parseInt(v, 10))
+    .option('--name <name>', 'override the run name (runs/<name>/)')
+    .option('--output-dir <dir>', 'override output_dir')
+    .action(async (file: string, o: { smoke?: boolean; steps?: number; name?: string; outputDir?: string }) => {
+      let cfg = loadTrainConfig(file, { ...(o.name ? { name: o.name } : {}), ...(o.outputDir ? { output_dir: o.outputDir } : {}) });
+      if (o.smoke) cfg = applySmoke(cfg);
+      if (o.steps !== undefined) {
+        if (!Number.isInteger(o.steps) || o.steps < 1) throw new RaasError('config_invalid', '--steps: expected a positive integer');
+        cfg = { ...cfg, steps: o.steps };
+      }
+      const { signal, dispose } = interruptSignal();
+      try {
+        const s = await runTraining(cfg, { signal, stderr: process.stderr });
+        const first = s.first_mean_reward as number | undefined;
+        const last = s.last_mean_reward as number | undefined;
+        process.stderr.write(`raas train: ${s.steps.length} steps in ${(s.wall_s as number).toFixed(1)}s; mean reward ${first?.toFixed(3)} → ${last?.toFixed(3)}; outputs in ${s.run_dir}\n`);
+        process.stdout.write(JSON.stringify({ run_dir: s.run_dir, steps: s.steps.length, first_mean_reward: first, last_mean_reward: last, waste_fraction: s.waste_fraction }) + '\n');
+      } catch (err) {
+        if (err instanceof TrainerCommandError) {
+          process.stderr.write(`raas train: ${err.message}\n`);
+          process.exitCode = err.exitCode;
+          return;
+        }
+        if (signal.aborted) {
+          process.stderr.write('raas train: stopped; in-flight jobs cancelled\n');
+          process.exitCode = 130;
+          return;
+        }
+        throw err;
+      } finally {
+        dispose();
+      }
+    });
+
+  program
+    .command('eval')
+    .description('one pass over a dataset: n rollouts per prompt, no filtering, no weight updates; pass@1 and pass@n per data source')
+    .argument('<config>', 'training config (YAML); its eval section picks the dataset and n')
+    .option('--n <n>', 'rollouts per prompt', (v) => Number.parseInt(v, 10))
+    .option('--output <file>', 'write the report JSON here (default runs/<name>/eval.json)')
+    .option('--tag <tag>', 'job id tag, to evaluate again against the same servers', '0')
+    .action(async (file: string, o: { n?: number; output?: string; tag: string }) => {
+      const cfg = loadTrainConfig(file);
+      if (o.n !== undefined) cfg.eval = { ...cfg.eval, n: o.n };
+      const { signal, dispose } = interruptSignal();
+      try {
+        const report = await runEval(cfg, {
+          signal, tag: o.tag,
+          onProgress: (d, t) => process.stderr.isTTY && process.stderr.write(`\reval: ${d}/${t} prompts`),
+        });
+        if (process.stderr.isTTY) process.stderr.write('\n');
+        const out = o.output ?? cfg.eval.output ?? path.join(cfg.output_dir, cfg.name, 'eval.json');
+        await mkdir(path.dirname(path.resolve(out)), { recursive: true });
+        await writeFile(out, JSON.stringify(report, null, 2) + '\n');
+        for (const [ds, r] of Object.entries(report.data_sources)) {
+          process.stderr.write(`${ds.padEnd(12)} prompts ${r.prompts}  pass@1 ${r.pass_at_1.toFixed(3)}  pass@${report.n} ${r.pass_at_n.toFixed(3)}  errors ${r.errors}\n`);
+        }
+        process.stdout.write(JSON.stringify(report) + '\n');
+      } catch (err) {
+        if (signal.aborted) {
+          process.exitCode = 130;
+          return;
+        }
+        throw err;
+      } finally {
+        dispose();
+      }
+    });
+}

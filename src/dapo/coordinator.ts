@@ -36,6 +36,8 @@ export interface CoordinatorStatus {
   max_inflight_jobs: number;
   totals: DapoCore['totals'];
   servers: Array<{ url: string; healthy: boolean; in_flight: number }>;
+  /** The current step window (since the last handover). */
+  window: { submitted: number; accepted: number; filtered: number; cancelled: number; elapsed_s: number };
   closed: boolean;
 }
 
@@ -81,7 +83,7 @@ export class Coordinator {
     const core = new DapoCore(cfg, dataset, this.clock, capacity);
     if (st) this.restoreInto(core, st);
     this.core = core;
-    await registerBackends(this.fleet.clients(), this.backends, String(core.version));
+    await registerBackends(this.fleet.clients(), this.backends, String(core.version), cfg.placement_mode);
     if (st) for (const g of core.groups.values()) if (g.state === 'running') this.submit(g);
     this.pump();
   }
@@ -209,7 +211,7 @@ export class Coordinator {
     if (r.backends) this.backends = r.backends;
     this.sendCancels(core.setVersion(version));
     await this.env!.bumpSims(weightVersion);
-    await registerBackends(this.fleet!.clients(), this.backends, weightVersion);
+    await registerBackends(this.fleet!.clients(), this.backends, weightVersion, this.config.placement_mode);
     this.pump();
     return { policy_version: version };
   }
@@ -224,6 +226,9 @@ export class Coordinator {
       buffered_groups: core?.bufferedGroups.length ?? 0, max_inflight_jobs: core?.capacity ?? 0,
       totals: core ? { ...core.totals } : ({} as DapoCore['totals']),
       servers: this.fleet?.servers() ?? [], closed: this.closing !== undefined,
+      window: core
+        ? { submitted: core.window.submitted, accepted: core.window.accepted, filtered: core.window.filtered, cancelled: core.window.cancelled, elapsed_s: (this.clock.now() - core.window.startedAt) / 1000 }
+        : { submitted: 0, accepted: 0, filtered: 0, cancelled: 0, elapsed_s: 0 },
     };
   }
 

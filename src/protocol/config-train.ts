@@ -106,6 +106,8 @@ export const TrainConfig = z.strictObject({
   smoke: SmokeConfig.default(SmokeConfig.parse({})),
   eval: EvalConfig.default({}),
   health_interval_ms: z.number().int().positive().optional(),
+  /** How backends are re-registered at each weight update: `sync` (add/update, then remove others) or `replace` (clear + add). */
+  placement_mode: z.enum(['sync', 'replace']).default('sync'),
 });
 export type TrainConfig = z.infer<typeof TrainConfig>;
 /** What a user writes: every defaulted key optional. */
