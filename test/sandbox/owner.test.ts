@@ -1,0 +1,88 @@
+import fs from 'node:fs';
+import path from 'node:path';
+import { spawn, spawnSync } from 'node:child_process';
+import { createInterface } from 'node:readline';
+import { afterAll, describe, expect, it } from 'vitest';
+import { hostServer, testRoot, waitNamespaceEmpty } from './helpers.js';
+
+const repo = path.resolve(import.meta.dirname, '../..');
+const dist = path.join(repo, 'dist/src/server/sandbox/index.js');
+const fixture = path.join(import.meta.dirname, 'fixtures/open-sandbox.mjs');
+const isRoot = process.getuid?.() === 0;
+
+describe('sandbox owned by another process', () => {
+  const roots: string[] = [];
+  afterAll(() => {
+    for (const r of roots) fs.rmSync(r, { recursive: true, force: true });
+  });
+
+  it('killing the owning process (SIGKILL) leaves no sandbox process in the process table', async () => {
+    const root = testRoot('owner');
+    roots.push(root);
+    const child = spawn(process.execPath, [fixture, dist, root, JSON.stringify({ bg: '(sleep 300 &); (setsid sleep 300 &); echo started' }), 'hold'], {
+      stdio: ['ignore', 'pipe', 'inherit'],
+    });
+    const line = await new Promise<string>((resolve) => createInterface({ input: child.stdout! }).once('line', resolve));
+    const info = JSON.parse(line) as { ns: string; probes: Record<string, string> };
+    expect(info.probes.bg).toBe('started\n');
+    expect((await waitNamespaceEmpty(info.ns, 0)).length).toBeGreaterThan(2);
+    child.kill('SIGKILL');
+    // --die-with-parent: the sandbox dies with its owner, background and setsid children included.
+    expect(await waitNamespaceEmpty(info.ns, 3000)).toEqual([]);
+  });
+
+  it.runIf(isRoot)('unprivileged: bwrap runs as the calling user (setpriv to nobody) with the same isolation', async () => {
+    const host = await hostServer();
+    const root = `/tmp/raas-t-nobody-${process.pid}`;
+    roots.push(root);
+    try {
+      const probes = {
+        id: 'id -u',
+        shadow: 'cat /etc/shadow >/dev/null 2>&1 && echo READABLE || echo DENIED',
+        net: `timeout 3 bash -c 'echo > /dev/tcp/127.0.0.1/${host.port}' 2>/dev/null && echo CONNECTED || echo REFUSED`,
+        write: 'touch /usr/x /etc/x /x 2>/dev/null && echo WROTE || echo READONLY',
+        secret: 'env | grep -c RAAS_FAKE_SECRET',
+        procs: 'ls /proc | grep -cE "^[0-9]+$"',
+      };
+      const r = await new Promise<string>((resolve) => {
+        const c = spawn(
+          'setpriv',
+          ['--reuid=65534', '--regid=65534', '--clear-groups', process.execPath, fixture, dist, root, JSON.stringify(probes)],
+          { env: { PATH: process.env.PATH, HOME: '/tmp', RAAS_FAKE_SECRET: 'hunter2' }, stdio: ['ignore', 'pipe', 'inherit'] },
+        );
+        let out = '';
+        c.stdout.on('data', (d: Buffer) => (out += d));
+        c.on('exit', () => resolve(out));
+      });
+      const info = JSON.parse(r) as { uid: number; error?: unknown; probes: Record<string, string>; leftover: number[] };
+      expect(info.error).toBeUndefined();
+      expect(info.uid).toBe(65534);
+      expect(info.probes).toEqual({ id: '65534\n', shadow: 'DENIED\n', net: 'REFUSED\n', write: 'READONLY\n', secret: '0\n', procs: expect.stringMatching(/^\d\n$/) });
+      expect(info.leftover).toEqual([]);
+    } finally {
+      await host.close();
+    }
+  });
+
+  it.runIf(isRoot)('as root, a missing sandbox user is refused with the fix in the message', async () => {
+    const { createSandboxRuntime } = await import('../../src/server/sandbox/index.js');
+    const rt = createSandboxRuntime({ runtime: 'bwrap', user: 'no-such-raas-user', root: testRoot('nouser') });
+    await expect(rt.open({})).rejects.toMatchObject({ code: 'sandbox_unavailable', message: expect.stringMatching(/no-such-raas-user.*scripts\/setup\.sh/) });
+    await rt.close();
+  });
+
+  it('a missing bwrap is refused with the fix in the message', async () => {
+    const { createSandboxRuntime } = await import('../../src/server/sandbox/index.js');
+    const rt = createSandboxRuntime({ runtime: 'bwrap', bwrap: '/nonexistent/bwrap', root: testRoot('nobwrap') });
+    await expect(rt.open({})).rejects.toMatchObject({ code: 'sandbox_unavailable', message: expect.stringMatching(/apt-get install bubblewrap/) });
+  });
+
+  it('creating a runtime does nothing until the first open (lazy)', async () => {
+    const { createSandboxRuntime } = await import('../../src/server/sandbox/index.js');
+    const root = testRoot('lazy');
+    const rt = createSandboxRuntime({ runtime: 'bwrap', bwrap: '/nonexistent/bwrap', root });
+    expect(fs.existsSync(root)).toBe(false);
+    await rt.close();
+    void spawnSync;
+  });
+});

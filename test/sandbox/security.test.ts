@@ -1,0 +1,111 @@
+import fs from 'node:fs';
+import { spawnSync } from 'node:child_process';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createSandboxRuntime, type ManagedSandbox, type Runtime } from '../../src/server/sandbox/index.js';
+import { healthCheck, hostServer, testRoot, waitNamespaceEmpty } from './helpers.js';
+
+const root = process.getuid?.() === 0;
+const sandboxUid = root ? Number(spawnSync('id', ['-u', 'raas-sandbox'], { encoding: 'utf8' }).stdout.trim()) : process.getuid!();
+
+/**
+ * Escape attempts against a real bwrap sandbox. Run as root (CI), bwrap runs as the sandbox user;
+ * run unprivileged, as the current user. Each test records what the sandbox observed.
+ */
+describe(`bwrap sandbox security (${root ? 'root → raas-sandbox' : 'unprivileged'})`, () => {
+  let rt: Runtime;
+  let sb: ManagedSandbox;
+  let host: Awaited<ReturnType<typeof hostServer>>;
+  const dir = testRoot('sec');
+
+  beforeAll(async () => {
+    process.env.RAAS_FAKE_SECRET = 'hunter2-do-not-leak';
+    host = await hostServer();
+    rt = createSandboxRuntime({ runtime: 'bwrap', root: dir, limits: { processes: 64, memory_mb: 512, tmp_size_mb: 16 } });
+    sb = (await rt.open({ files: { 'in.txt': 'x' } })) as ManagedSandbox;
+  });
+  afterAll(async () => {
+    delete process.env.RAAS_FAKE_SECRET;
+    await rt.close();
+    await host.close();
+    fs.rmSync(dir, { recursive: true, force: true });
+  });
+
+  it('runs as the sandbox user, with the workspace owned by it on the host', async () => {
+    expect((await sb.bash('id -u')).output.trim()).toBe(String(sandboxUid));
+    await sb.bash('echo data > made-inside.txt');
+    expect(fs.statSync(`${sb.workspace}/made-inside.txt`).uid).toBe(sandboxUid);
+  });
+
+  it('cannot open a TCP connection to a server on the host 127.0.0.1', async () => {
+    expect(await healthCheck(host.port)).toBeLessThan(5000);
+    const r = await sb.bash(`timeout 3 bash -c 'echo > /dev/tcp/127.0.0.1/${host.port}' && echo CONNECTED || echo REFUSED`);
+    expect(r.output).toContain('REFUSED');
+    const p = await sb.python(`import socket\ns = socket.socket()\ns.settimeout(2)\ntry:\n    s.connect(("127.0.0.1", ${host.port})); print("CONNECTED")\nexcept OSError as e:\n    print("REFUSED", e)`);
+    expect(p.stdout).toContain('REFUSED');
+    expect((await sb.bash('cat /sys/class/net/*/operstate 2>/dev/null; ls /sys/class/net 2>/dev/null || ip -o link 2>/dev/null')).output).not.toMatch(/eth|ens|enp|wlan|docker/);
+  });
+
+  it('cannot write outside the workspace', async () => {
+    const r = await sb.bash('for p in /usr/x /etc/x /x /opt/raas/tool-server/x /run/x /home/x; do touch $p 2>/dev/null && echo "WROTE $p"; done; echo done');
+    expect(r.output).toBe('done\n');
+    // /tmp is private and size-capped (16 MiB here).
+    const big = await sb.bash('head -c 64M /dev/zero > /tmp/big; echo rc=$?; du -m /tmp/big | cut -f1');
+    expect(big.output).toMatch(/No space left|rc=1/);
+    expect(fs.existsSync('/x')).toBe(false);
+  });
+
+  it('cannot see host processes', async () => {
+    const r = await sb.bash('ls /proc | grep -E "^[0-9]+$" | wc -l; test -e /proc/' + process.pid + ' && echo HOST-PID-VISIBLE');
+    expect(r.output).not.toContain('HOST-PID-VISIBLE');
+    expect(Number(r.output.trim().split('\n')[0])).toBeLessThan(20);
+  });
+
+  it('does not receive the parent environment (fake secret absent)', async () => {
+    expect(process.env.RAAS_FAKE_SECRET).toBeDefined();
+    const r = await sb.bash('env; cat /proc/1/environ /proc/self/environ 2>/dev/null | tr "\\0" "\\n"');
+    expect(r.output).not.toContain('hunter2');
+    expect((await sb.python('import os; "RAAS_FAKE_SECRET" in os.environ')).result).toBe('False');
+  });
+
+  it('cannot read /etc/shadow', async () => {
+    const r = await sb.bash('cat /etc/shadow; echo rc=$?');
+    expect(r.output).toMatch(/Permission denied/);
+    expect(r.output).toContain('rc=1');
+  });
+
+  it('a fork bomb hits the process limit; the host keeps answering and teardown leaves nothing', async () => {
+    const bomb = await rt.open({ limits: { processes: 32 } }) as ManagedSandbox;
+    const ns = bomb.pidNamespace!;
+    const r = bomb.bash('bomb() { bomb | bomb & }; bomb; sleep 2; echo survived', { timeout_s: 6 });
+    await new Promise((res) => setTimeout(res, 500));
+    expect(await healthCheck(host.port)).toBeLessThan(5000);
+    const out = await r;
+    expect(out.output).toMatch(/Resource temporarily unavailable|retry|survived/);
+    await bomb.close();
+    expect(bomb.leftover).toEqual([]);
+    expect(await waitNamespaceEmpty(ns)).toEqual([]);
+  });
+
+  it('a memory hog fails under the limit; the host keeps answering and teardown leaves nothing', async () => {
+    const hog = await rt.open({ limits: { memory_mb: 256 } }) as ManagedSandbox;
+    const ns = hog.pidNamespace!;
+    const p = hog.python('x = bytearray(2 * 1024**3)');
+    expect(await healthCheck(host.port)).toBeLessThan(5000);
+    expect((await p).error?.type).toBe('MemoryError');
+    const b = await hog.bash('python3 -c "x = bytearray(2 * 1024**3)" 2>&1 | tail -1');
+    expect(b.output).toContain('MemoryError');
+    await hog.close();
+    expect(await waitNamespaceEmpty(ns)).toEqual([]);
+  });
+
+  it('close ends every process of the sandbox, including detached, TERM-ignoring ones', async () => {
+    const s = await rt.open({}) as ManagedSandbox;
+    const ns = s.pidNamespace!;
+    await s.bash("(trap '' TERM; setsid nohup sleep 300 >/dev/null 2>&1 &); (sleep 300 &) ; echo ok");
+    expect((await waitNamespaceEmpty(ns, 0)).length).toBeGreaterThan(3);
+    await s.close();
+    expect(await waitNamespaceEmpty(ns)).toEqual([]);
+    expect(fs.existsSync(s.workspace)).toBe(false);
+    await s.close();
+  });
+});
