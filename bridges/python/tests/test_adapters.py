@@ -1,0 +1,182 @@
+"""to_verl / to_nemo_rl on hand-built batches: shapes, masks, padding, truncation, consistency."""
+from __future__ import annotations
+
+import unittest
+from contextlib import contextmanager
+
+from tests.helpers import batch, rollout
+
+import raas_bridge._arrays as arrays
+from raas_bridge import VERL_TENSOR_KEYS, Batch, RaasError, split_verl, to_nemo_rl, to_verl
+
+PAD = 151643
+
+
+def tolist(x):
+    return x.tolist() if hasattr(x, "tolist") else x
+
+
+def shape(x):
+    """numpy's shape, or the same for lists of equal-length rows."""
+    if hasattr(x, "shape"):
+        return tuple(x.shape)
+    return (len(x), len(x[0])) if x and isinstance(x[0], list) else (len(x),)
+
+
+@contextmanager
+def without_numpy():
+    saved = arrays.np
+    arrays.np = None
+    try:
+        yield
+    finally:
+        arrays.np = saved
+
+
+def sample() -> Batch:
+    a = rollout("a", [1, 2, 3], [[10, 11], [12]], [[90, 91, 92]], shaped=1.0)
+    b = rollout("b", [1, 2, 3], [[20, 21, 22, 23]], [], shaped=-0.5, reward=0.0)
+    c = rollout("c", [4, 5], [[30], [31, 32]], [[93]], shaped=0.25)
+    return Batch.from_dict(batch([[a, b], [c]]))
+
+
+class ToVerlTest(unittest.TestCase):
+    def test_keys_shapes_and_dtypes(self):
+        out = to_verl(sample(), max_prompt_len=4, max_response_len=8, pad_id=PAD)
+        self.assertEqual(set(out), set(VERL_TENSOR_KEYS) | {"uid", "__num_turns__"})
+        self.assertEqual(shape(out["prompts"]), (3, 4))
+        for k in ("responses", "response_mask", "rollout_log_probs", "rm_scores"):
+            self.assertEqual(shape(out[k]), (3, 8), k)
+        for k in ("input_ids", "attention_mask", "position_ids"):
+            self.assertEqual(shape(out[k]), (3, 12), k)
+        if arrays.have_numpy():
+            self.assertEqual(str(out["input_ids"].dtype), "int64")
+            self.assertEqual(str(out["rollout_log_probs"].dtype), "float32")
+            self.assertEqual(str(out["rm_scores"].dtype), "float32")
+            self.assertEqual(str(out["uid"].dtype), "object")
+        self.assertEqual(tolist(out["uid"]), ["g0", "g0", "g1"])
+        self.assertEqual(tolist(out["__num_turns__"]), [2, 1, 2])
+        tensors, non_tensors = split_verl(out)
+        self.assertEqual(set(non_tensors), {"uid", "__num_turns__"})
+        self.assertEqual(set(tensors), set(VERL_TENSOR_KEYS))
+
+    def test_padding_masks_positions(self):
+        out = to_verl(sample(), max_prompt_len=4, max_response_len=8, pad_id=PAD)
+        a = {k: tolist(v)[0] for k, v in out.items()}
+        self.assertEqual(a["prompts"], [PAD, 1, 2, 3])
+        self.assertEqual(a["responses"], [10, 11, 90, 91, 92, 12, PAD, PAD])
+        self.assertEqual(a["response_mask"], [1, 1, 0, 0, 0, 1, 0, 0])
+        self.assertEqual(a["input_ids"], a["prompts"] + a["responses"])
+        self.assertEqual(a["attention_mask"], [0, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0])
+        self.assertEqual(a["position_ids"], [0, 0, 1, 2, 3, 4, 5, 6, 7, 8, 8, 8])
+        lp = a["rollout_log_probs"]
+        self.assertAlmostEqual(lp[0], -0.1, places=6)
+        self.assertAlmostEqual(lp[5], -0.1, places=6)
+        self.assertEqual(lp[2:5] + lp[6:], [0.0] * 5)
+        # the shaped reward sits on the last model-generated id only
+        self.assertEqual(a["rm_scores"], [0, 0, 0, 0, 0, 1.0, 0, 0])
+        b = {k: tolist(v)[1] for k, v in out.items()}
+        self.assertEqual(b["rm_scores"], [0, 0, 0, -0.5, 0, 0, 0, 0])
+        self.assertEqual(b["response_mask"], [1, 1, 1, 1, 0, 0, 0, 0])
+
+    def test_reward_on_last_generated_id_when_the_trajectory_ends_with_an_observation(self):
+        r = rollout("x", [1], [[10, 11]], [[90, 91]], shaped=2.0)
+        out = to_verl(Batch.from_dict(batch([[r]])), 2, 6, PAD)
+        self.assertEqual(tolist(out["rm_scores"])[0], [0, 2.0, 0, 0, 0, 0])
+
+    def test_truncation_cut_keeps_prompt_end_and_response_start(self):
+        out = to_verl(sample(), max_prompt_len=2, max_response_len=3, pad_id=PAD)
+        a = {k: tolist(v)[0] for k, v in out.items()}
+        self.assertEqual(a["prompts"], [2, 3])
+        self.assertEqual(a["responses"], [10, 11, 90])
+        self.assertEqual(a["response_mask"], [1, 1, 0])
+        # the last generated id inside the window carries the reward
+        self.assertEqual(a["rm_scores"], [0, 1.0, 0])
+        self.assertEqual(a["position_ids"], [0, 1, 2, 3, 4])
+
+    def test_truncation_error_names_the_rollout_and_limits(self):
+        with self.assertRaises(RaasError) as cm:
+            to_verl(sample(), max_prompt_len=2, max_response_len=3, pad_id=PAD, truncation="error")
+        self.assertEqual(cm.exception.code, "bad_request")
+        self.assertIn("rollout a", cm.exception.message)
+        self.assertIn("max_prompt_len=2", cm.exception.message)
+
+    def test_lists_without_numpy_equal_numpy_arrays(self):
+        with_np = to_verl(sample(), 4, 8, PAD)
+        with without_numpy():
+            plain = to_verl(sample(), 4, 8, PAD)
+        for k, v in plain.items():
+            self.assertIsInstance(v, list, k)
+            if k in ("rollout_log_probs", "rm_scores"):
+                rnd = lambda rows: [[round(x, 6) for x in row] for row in rows]  # noqa: E731 (float32 vs float)
+                self.assertEqual(rnd(v), rnd(tolist(with_np[k])), k)
+            else:
+                self.assertEqual(v, tolist(with_np[k]), k)
+
+
+class ToNemoRlTest(unittest.TestCase):
+    def test_message_log_cut_by_spans(self):
+        out = to_nemo_rl(sample())
+        self.assertEqual(len(out["message_log"]), 3)
+        log = out["message_log"][0]
+        self.assertEqual([m["role"] for m in log], ["user", "assistant", "tool", "assistant"])
+        self.assertEqual([tolist(m["token_ids"]) for m in log], [[1, 2, 3], [10, 11], [90, 91, 92], [12]])
+        self.assertEqual(log[0]["content"], "sys\ntask")
+        self.assertEqual(log[1]["content"], "a0")
+        self.assertEqual([round(x, 6) for x in tolist(log[1]["generation_logprobs"])], [-0.1, -0.2])
+        self.assertNotIn("generation_logprobs", log[2])
+        self.assertEqual([round(x, 6) for x in tolist(out["rewards"])], [1.0, -0.5, 0.25])
+        self.assertEqual(tolist(out["task_rewards"]), [1.0, 0.0, 0.25])
+        self.assertEqual(tolist(out["group_ids"]), ["g0", "g0", "g1"])
+        self.assertEqual(tolist(out["idx"]), [0, 0, 1])
+        self.assertEqual(tolist(out["length"]), [9, 7, 6])
+        self.assertEqual(out["task_name"], ["chat"] * 3)
+
+    def test_without_spans_or_messages_segments_follow_the_mask(self):
+        r = rollout("x", [1, 2], [[10, 11], [12]], [[90, 91]], spans=False, messages=False)
+        log = to_nemo_rl(Batch.from_dict(batch([[r]])))["message_log"][0]
+        self.assertEqual([m["role"] for m in log], ["user", "assistant", "tool", "assistant"])
+        self.assertEqual([tolist(m["token_ids"]) for m in log], [[1, 2], [10, 11], [90, 91], [12]])
+
+    def test_ids_no_span_covers_still_appear(self):
+        r = rollout("x", [1], [[10, 11], [12]], [[90, 91]])
+        r["tokens"]["spans"] = r["tokens"]["spans"][:1]  # only the first assistant turn has a span
+        log = to_nemo_rl(Batch.from_dict(batch([[r]])))["message_log"][0]
+        self.assertEqual([tolist(m["token_ids"]) for m in log], [[1], [10, 11], [90, 91], [12]])
+        self.assertEqual([m["role"] for m in log], ["user", "assistant", "tool", "assistant"])
+
+    def test_consistent_with_to_verl(self):
+        b = sample()
+        verl = to_verl(b, 8, 16, PAD)
+        nemo = to_nemo_rl(b)
+        for i, log in enumerate(nemo["message_log"]):
+            ids = [t for m in log for t in tolist(m["token_ids"])]
+            row = tolist(verl["input_ids"])[i]
+            attn = tolist(verl["attention_mask"])[i]
+            self.assertEqual(ids, [t for t, a in zip(row, attn) if a])
+            gen = [t for m in log if m["role"] == "assistant" for t in tolist(m["token_ids"])]
+            resp = tolist(verl["responses"])[i]
+            mask = tolist(verl["response_mask"])[i]
+            self.assertEqual(gen, [t for t, m in zip(resp, mask) if m])
+            self.assertEqual(len(ids), tolist(nemo["length"])[i])
+
+
+class BatchParsingTest(unittest.TestCase):
+    def test_rejects_misaligned_tokens_naming_the_field(self):
+        d = batch([[rollout("a", [1], [[10, 11]], [])]])
+        d["groups"][0]["rollouts"][0]["tokens"]["logprobs"].pop()
+        with self.assertRaises(RaasError) as cm:
+            Batch.from_dict(d)
+        self.assertEqual(cm.exception.code, "bad_batch")
+        self.assertIn("batch.groups[0].rollouts[0].tokens", cm.exception.message)
+
+    def test_keeps_unknown_rollout_fields(self):
+        d = batch([[rollout("a", [1], [[10]], [])]])
+        d["groups"][0]["rollouts"][0]["new_field"] = 7
+        b = Batch.from_dict(d)
+        self.assertEqual(b.rollouts[0].extra, {"new_field": 7})
+        self.assertEqual(len(b), 1)
+
+
+if __name__ == "__main__":
+    unittest.main()
