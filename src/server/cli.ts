@@ -1,4 +1,95 @@
 import type { Command } from 'commander';
+import type { ServerConfigInput } from '../protocol/config-server.js';
+import { loadServerConfig } from './config.js';
+import { startRolloutServer } from './index.js';
 
-/** Registers this area's subcommand(s) on the raas CLI. (Filled in by its issue.) */
-export function registerServe(_program: Command): void {}
+interface ServeFlags {
+  config?: string;
+  host?: string;
+  port?: number;
+  token?: string;
+  insecure?: boolean;
+  llm?: string[];
+  api?: 'vllm' | 'sglang';
+  handler?: string[];
+  journalDir?: string;
+  routing?: 'active' | 'assigned' | 'round_robin';
+  workersInit?: number;
+  workersRun?: number;
+  workersEval?: number;
+  timeout?: number;
+  logLevel?: string;
+}
+
+const int = (v: string): number => Number.parseInt(v, 10);
+
+/** CLI flags as a partial config; only flags the user gave override the file. */
+function overridesOf(f: ServeFlags): ServerConfigInput {
+  const o: Record<string, unknown> = {};
+  if (f.host !== undefined) o.host = f.host;
+  if (f.port !== undefined) o.port = f.port;
+  if (f.token !== undefined) o.token = f.token;
+  if (f.insecure) o.insecure = true;
+  if (f.journalDir !== undefined) o.journal = { dir: f.journalDir };
+  if (f.timeout !== undefined) o.timeout_s = f.timeout;
+  if (f.logLevel !== undefined) o.log_level = f.logLevel;
+  const workers: Record<string, number> = {};
+  if (f.workersInit !== undefined) workers.init = f.workersInit;
+  if (f.workersRun !== undefined) workers.run = f.workersRun;
+  if (f.workersEval !== undefined) workers.eval = f.workersEval;
+  if (Object.keys(workers).length) o.workers = workers;
+  const llm: Record<string, unknown> = {};
+  if (f.routing !== undefined) llm.routing = f.routing;
+  if (f.llm?.length) llm.backends = f.llm.map((address) => ({ address, api: f.api }));
+  if (Object.keys(llm).length) o.llm = llm;
+  if (f.handler?.length) o.handler_modules = f.handler;
+  return o as ServerConfigInput;
+}
+
+/** Registers `raas serve`: the rollout server. */
+export function registerServe(program: Command): void {
+  program
+    .command('serve')
+    .description('run the rollout server (HTTP API of docs/api.md)')
+    .option('--config <file>', 'YAML server config (configs/server.yaml); flags override it')
+    .option('--host <host>', 'address to bind (default 127.0.0.1; non-loopback needs --token or --insecure)')
+    .option('--port <n>', 'port (0 picks a free one; default 8006)', int)
+    .option('--token <secret>', 'require "Authorization: Bearer <secret>" on every route but GET /health')
+    .option('--insecure', 'allow a non-loopback bind without a token')
+    .option('--llm <address...>', 'LLM backends to register at start (replaces the config list)')
+    .option('--api <api>', 'API of the --llm backends: vllm or sglang')
+    .option('--handler <module...>', 'handler modules to load (replaces handler_modules)')
+    .option('--journal-dir <dir>', 'results journal directory (GET /jobs/:id across restarts)')
+    .option('--routing <key>', 'active | assigned | round_robin')
+    .option('--workers-init <n>', 'INIT workers', int)
+    .option('--workers-run <n>', 'RUN workers', int)
+    .option('--workers-eval <n>', 'EVAL workers', int)
+    .option('--timeout <s>', 'default counted seconds per job', Number)
+    .option('--log-level <level>', 'fatal | error | warn | info | debug | trace | silent')
+    .action(async (flags: ServeFlags) => {
+      const { config, baseDir } = await loadServerConfig(flags.config, overridesOf(flags));
+      const server = await startRolloutServer(config, { baseDir });
+      process.stdout.write(`raas serve listening on ${server.url} (routing ${config.llm.routing}, ${server.pool.size} LLM backend(s))\n`);
+      let stopping = false;
+      const stop = (signal: string): void => {
+        if (stopping) return;
+        stopping = true;
+        process.stderr.write(`raas serve: ${signal}: closing intake, cancelling jobs, closing sandboxes\n`);
+        // A hung close must not keep the process alive past the grace period.
+        const force = setTimeout(() => {
+          process.stderr.write(`raas serve: shutdown_grace_s (${config.shutdown_grace_s} s) passed; exiting\n`);
+          process.exit(0);
+        }, config.shutdown_grace_s * 1000);
+        force.unref();
+        void server.close().then(
+          () => process.exit(0),
+          (err: unknown) => {
+            process.stderr.write(`raas serve: close failed: ${err instanceof Error ? err.message : String(err)}\n`);
+            process.exit(0);
+          },
+        );
+      };
+      process.once('SIGINT', () => stop('SIGINT'));
+      process.once('SIGTERM', () => stop('SIGTERM'));
+    });
+}

@@ -130,15 +130,15 @@ export class Pipeline {
   }
 
   /** POST /cancel: all four effects, in any state. */
-  cancel(id: string): { job_id: string; cancelled: boolean; state: JobState } {
+  cancel(id: string): { status: 'ok'; job_id: string; cancelled: boolean; state: JobState } {
     const job = this.live.get(id);
     if (!job) {
       const f = this.finishedRecord(id);
       if (!f) throw new RaasError('job_not_found', `job_id ${JSON.stringify(id)} is unknown (never seen, expired, or in flight at a restart)`);
-      return { job_id: id, cancelled: false, state: f.state };
+      return { status: 'ok', job_id: id, cancelled: false, state: f.state };
     }
     this.cancelJob(job, new CancelledError('cancelled by POST /cancel'));
-    return { job_id: id, cancelled: true, state: 'cancelled' };
+    return { status: 'ok', job_id: id, cancelled: true, state: 'cancelled' };
   }
 
   private cancelJob(job: Job, reason: Error): void {
