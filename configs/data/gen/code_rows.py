@@ -176,13 +176,10 @@ Example output:
 YES""", """
 s = input()
 t = [c.lower() for c in s if c.isalnum()]
-i, j = 0, len(t) - 1
 ok = True
-while i < j:
-    if t[i] != t[j]:
+for i in range(len(t) // 2):
+    if t[i] != t[len(t) - 1 - i]:
         ok = False
-    i += 1
-    j -= 1
 print("YES" if ok else "NO")
 """, ["A man, a plan, a canal: Panama\n", "race a car\n", "x\n", "ab\n", "No lemon, no melon\n", "abca\n"],
  lambda s: "YES" if (lambda t: t == t[::-1])([c.lower() for c in s.strip() if c.isalnum()]) else "NO")
@@ -196,10 +193,13 @@ Example output:
 1 1 2 3""", """
 n = int(input())
 a = list(map(int, input().split()))
-for i in range(n):
-    for j in range(n - 1 - i):
-        if a[j] > a[j + 1]:
-            a[j], a[j + 1] = a[j + 1], a[j]
+for i in range(1, n):
+    key = a[i]
+    j = i - 1
+    while j >= 0 and a[j] > key:
+        a[j + 1] = a[j]
+        j -= 1
+    a[j + 1] = key
 print(" ".join(map(str, a)))
 """, ["4\n3 1 2 1\n", "1\n42\n", "6\n5 -1 3 3 0 -7\n", "3\n9 8 7\n"],
  lambda s: " ".join(map(str, sorted(map(int, lines(s)[1].split())))))
@@ -266,8 +266,8 @@ Example output:
 n, k = map(int, input().split())
 a = list(map(int, input().split()))
 count = 0
-for i in range(n):
-    for j in range(i + 1, n):
+for j in range(n):
+    for i in range(j):
         if a[i] + a[j] == k:
             count += 1
 print(count)

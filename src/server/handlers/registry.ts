@@ -1,13 +1,16 @@
 import { RaasError } from '../../protocol/errors.js';
 import type { AgentHandler } from './types.js';
 import { chatHandler } from './chat.js';
+import { mathHandler } from './math/index.js';
+import { codeHandler } from './code/index.js';
+import { sweHandler } from './swe/index.js';
 
 /** ProRL Agent Server's data_source names, mapped onto ours. */
 const PRORL_NAMES: Record<string, string> = { deepscaler: 'math', deepcoder: 'code' };
 
 /** The built-in handlers. The handlers issue adds math / code / swe on this one line. */
 export function builtinHandlers(): AgentHandler<any>[] {
-  return [chatHandler];
+  return [chatHandler, mathHandler, codeHandler, sweHandler];
 }
 
 /** Handlers by name and alias; `data_source` (or `task`) picks one. */

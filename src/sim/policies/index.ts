@@ -1,9 +1,30 @@
 import type { PolicyOptions, SimPolicy } from '../policy.js';
+import { readRows, toTaskRows, type TaskRow } from './rows.js';
+import { ScriptedPolicy } from './scripted.js';
+import { codePlan, mathPlan, swePlan } from './tasks.js';
+
+/** Default Beta shape: U-shaped, so ~1/8 of instances are never and ~1/8 always solved. */
+export const DEFAULT_ALPHA = 0.7;
+export const DEFAULT_BETA = 0.7;
 
 /**
- * Loads the scripted policies (math, code, swe) for the given dataset files (JSONL or Parquet rows).
- * Placeholder until the handlers land: no dataset is recognised, so every prompt gets filler text.
+ * Loads the scripted policies (math, code, swe) for the given dataset files (JSONL or Parquet rows,
+ * plain or veRL form). Each policy recognises its rows' instances in a prompt and plays a scripted
+ * tool-using rollout that ends right with the instance's seeded probability.
  */
-export async function loadPolicies(_datasetPaths: string[], _opts: PolicyOptions): Promise<SimPolicy[]> {
-  return [];
+export async function loadPolicies(datasetPaths: string[], opts: PolicyOptions): Promise<SimPolicy[]> {
+  const raw = (await Promise.all(datasetPaths.map(readRows))).flat();
+  return policiesFor(toTaskRows(raw, { seed: opts.seed, alpha: opts.alpha ?? DEFAULT_ALPHA, beta: opts.beta ?? DEFAULT_BETA }));
+}
+
+/** The policies over already-parsed rows (one per task that has rows). */
+export function policiesFor(rows: TaskRow[]): SimPolicy[] {
+  const out: SimPolicy[] = [];
+  const math = rows.filter((r): r is Extract<TaskRow, { task: 'math' }> => r.task === 'math');
+  const code = rows.filter((r): r is Extract<TaskRow, { task: 'code' }> => r.task === 'code');
+  const swe = rows.filter((r): r is Extract<TaskRow, { task: 'swe' }> => r.task === 'swe');
+  if (math.length) out.push(new ScriptedPolicy({ name: 'math', rows: math, variants: 2, plan: mathPlan }));
+  if (code.length) out.push(new ScriptedPolicy({ name: 'code', rows: code, variants: 2, plan: codePlan }));
+  if (swe.length) out.push(new ScriptedPolicy({ name: 'swe', rows: swe, variants: 2, plan: swePlan }));
+  return out;
 }

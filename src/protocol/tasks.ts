@@ -1,0 +1,157 @@
+import { z } from 'zod';
+
+/**
+ * Instance shapes of the built-in math / code / swe tasks, in our plain form, with veRL's dataset-row
+ * form (`{data_source, prompt, reward_model: {ground_truth}, extra_info}`) normalised onto it first.
+ * Shared by the handlers (validation at /process) and the simulator's scripted policies (which read
+ * the same dataset files), so both see one shape.
+ */
+
+/** Data-source names of other frameworks, mapped onto our task names (ProRL, veRL, DeepScaleR, DeepCoder). */
+export const TASK_ALIASES: Readonly<Record<string, 'math' | 'code' | 'swe'>> = {
+  deepscaler: 'math',
+  'agentica-org/DeepScaleR-Preview-Dataset': 'math',
+  gsm8k: 'math',
+  'openai/gsm8k': 'math',
+  'lighteval/MATH': 'math',
+  'DigitalLearningGmbH/MATH-lighteval': 'math',
+  deepcoder: 'code',
+  'agentica-org/DeepCoder-Preview-Dataset': 'code',
+  livecodebench: 'code',
+  primeintellect: 'code',
+  taco: 'code',
+  swebench: 'swe',
+  'swe-bench': 'swe',
+  'swe-gym': 'swe',
+};
+
+/** Every alias of a task (for a handler's `aliases`). */
+export function aliasesOf(task: 'math' | 'code' | 'swe'): string[] {
+  return Object.entries(TASK_ALIASES)
+    .filter(([, t]) => t === task)
+    .map(([a]) => a);
+}
+
+/** The task a data_source names (`math`, `code`, `swe`), following aliases; undefined for others. */
+export function taskOf(dataSource: unknown): 'math' | 'code' | 'swe' | undefined {
+  if (typeof dataSource !== 'string') return undefined;
+  if (dataSource === 'math' || dataSource === 'code' || dataSource === 'swe') return dataSource;
+  return TASK_ALIASES[dataSource] ?? TASK_ALIASES[dataSource.toLowerCase()];
+}
+
+/** A chat message of a veRL prompt. */
+export const PromptMessage = z.object({ role: z.enum(['system', 'user', 'assistant']), content: z.string() });
+export type PromptMessage = z.infer<typeof PromptMessage>;
+
+const Id = z.union([z.string().max(1024), z.number()]).optional();
+/** Fields every task instance shares (the rest passes through). */
+const base = {
+  data_source: z.string().optional(),
+  task: z.string().optional(),
+  instance_id: Id,
+  trajectory_id: Id,
+  /** veRL's prompt, when the row came in that form: the handler sends these messages as given. */
+  prompt_messages: z.array(PromptMessage).min(1).optional(),
+};
+
+/** A math problem: the answer is graded against the final `\boxed{}` (or the finish tool's answer). */
+export const MathInstance = z.looseObject({
+  ...base,
+  problem: z.string({ error: 'instance.problem is required (the question text), or send a veRL row with prompt' }).min(1),
+  answer: z.union([z.string(), z.number()], { error: 'instance.answer is required (the ground truth), or reward_model.ground_truth in a veRL row' }).transform(String),
+});
+export type MathInstance = z.infer<typeof MathInstance>;
+
+/** One hidden stdin/stdout test. */
+export const CodeTest = z.object({ input: z.string(), output: z.string() });
+export type CodeTest = z.infer<typeof CodeTest>;
+
+/** A stdin/stdout programming task; `tests` are hidden from the model. */
+export const CodeInstance = z.looseObject({
+  ...base,
+  problem: z.string({ error: 'instance.problem is required (the task statement)' }).min(1),
+  tests: z.array(CodeTest, { error: 'instance.tests is required: a list of {input, output} (or reward_model.ground_truth in a veRL row)' }).min(1, 'instance.tests needs at least one {input, output}'),
+  reference_solution: z.string().optional(),
+  time_limit_s: z.number().positive().max(600).default(5),
+});
+export type CodeInstance = z.infer<typeof CodeInstance>;
+
+/** A repository task: fix the bug so FAIL_TO_PASS pass and PASS_TO_PASS keep passing. */
+export const SweInstance = z
+  .looseObject({
+    ...base,
+    problem_statement: z.string({ error: 'instance.problem_statement is required (the issue text)' }).min(1),
+    /** The repository as a files map (path relative to the repository root → content). */
+    files: z.record(z.string().min(1), z.string()).optional(),
+    /** Or a tarball (.tar, .tar.gz, .tgz) on the server's disk. */
+    tarball: z.string().min(1).optional(),
+    test_command: z.string().min(1).default('python3 -m unittest'),
+    FAIL_TO_PASS: z.array(z.string().min(1)).min(1, 'instance.FAIL_TO_PASS needs at least one test id'),
+    PASS_TO_PASS: z.array(z.string().min(1)).default([]),
+    gold_patch: z.string().optional(),
+  })
+  .refine((i) => i.files !== undefined || i.tarball !== undefined, {
+    message: 'instance.files (a map of path → content) or instance.tarball (a path on the server) is required',
+    path: ['files'],
+  });
+export type SweInstance = z.infer<typeof SweInstance>;
+
+/**
+ * Turns a veRL dataset row into our plain form (plain rows pass through unchanged). JSON-string
+ * fields (veRL's `prompt` as a string, SWE-bench's FAIL_TO_PASS as a string, DeepCoder's tests as a
+ * string) are parsed; anything unparsable is left as is for the schema to name.
+ */
+export function normaliseRow(row: unknown): unknown {
+  if (!row || typeof row !== 'object' || Array.isArray(row)) return row;
+  const r = { ...(row as Record<string, unknown>) };
+  const task = taskOf(r.data_source ?? r.task);
+  for (const k of ['FAIL_TO_PASS', 'PASS_TO_PASS', 'tests', 'files'] as const) r[k] = parseJsonString(r[k]);
+  if (r.prompt === undefined && r.reward_model === undefined) return r;
+
+  const extra = (parseJsonString(r.extra_info) ?? {}) as Record<string, unknown>;
+  const messages = parseJsonString(r.prompt);
+  const gt = parseJsonString((r.reward_model as Record<string, unknown> | undefined)?.ground_truth);
+  const out: Record<string, unknown> = { ...extra, ...r };
+  delete out.prompt;
+  delete out.reward_model;
+  delete out.extra_info;
+  out.instance_id ??= extra.instance_id ?? extra.index;
+  if (Array.isArray(messages)) {
+    out.prompt_messages = messages;
+    const user = [...messages].reverse().find((m) => m && typeof m === 'object' && (m as { role?: unknown }).role === 'user') as { content?: unknown } | undefined;
+    const text = typeof user?.content === 'string' ? user.content : undefined;
+    if (task === 'swe') out.problem_statement ??= text;
+    else out.problem ??= text;
+  } else if (typeof messages === 'string') {
+    if (task === 'swe') out.problem_statement ??= messages;
+    else out.problem ??= messages;
+  }
+  if (task === 'math') out.answer ??= gt;
+  if (task === 'code') out.tests ??= codeTests(gt);
+  if (task === 'swe' && gt && typeof gt === 'object' && !Array.isArray(gt)) {
+    for (const [k, v] of Object.entries(gt)) out[k] ??= parseJsonString(v);
+  }
+  for (const k of ['FAIL_TO_PASS', 'PASS_TO_PASS', 'tests', 'files'] as const) out[k] = parseJsonString(out[k]);
+  return out;
+}
+
+/** DeepCoder / TACO / APPS test lists: `[{input, output}]` or `{inputs: [], outputs: []}`. */
+function codeTests(gt: unknown): unknown {
+  if (Array.isArray(gt)) return gt.map((t) => (t && typeof t === 'object' ? { input: String((t as Record<string, unknown>).input ?? ''), output: String((t as Record<string, unknown>).output ?? '') } : t));
+  if (gt && typeof gt === 'object') {
+    const { inputs, outputs } = gt as { inputs?: unknown; outputs?: unknown };
+    if (Array.isArray(inputs) && Array.isArray(outputs)) return inputs.map((input, i) => ({ input: String(input), output: String(outputs[i] ?? '') }));
+  }
+  return gt;
+}
+
+function parseJsonString(v: unknown): unknown {
+  if (typeof v !== 'string') return v;
+  const t = v.trim();
+  if (!(t.startsWith('[') || t.startsWith('{'))) return v;
+  try {
+    return JSON.parse(t);
+  } catch {
+    return v;
+  }
+}

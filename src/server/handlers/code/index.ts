@@ -1,0 +1,85 @@
+import { readFile } from 'node:fs/promises';
+import path from 'node:path';
+import { CodeInstance, aliasesOf } from '../../../protocol/tasks.js';
+import type { Sandbox } from '../../sandbox/types.js';
+import type { AgentHandler, StageContext } from '../types.js';
+import { configNumber, firstMessages, runToolAgent, taskSchema } from '../common/run.js';
+import { runHiddenTests } from './tests.js';
+
+export { runHiddenTests, outputsMatch } from './tests.js';
+
+/** Where the model writes its program (inside the sandbox's workspace). */
+export const SOLUTION_FILE = 'solution.py';
+
+const SYSTEM = [
+  'You are an expert Python programmer working in a sandbox whose workspace is /workspace.',
+  'Tools: execute_bash runs shell commands, str_replace_editor creates and edits files, execute_ipython_cell runs Python.',
+  `Write a complete Python 3 program to /workspace/${SOLUTION_FILE} that reads standard input and writes standard output, test it, then call finish.`,
+].join(' ');
+
+/** The user message: the statement and where the program goes. */
+export function codePrompt(problem: string): string {
+  return `${problem}\n\nSave your program as /workspace/${SOLUTION_FILE}. It is run with python3 on hidden tests (stdin → stdout).`;
+}
+
+/**
+ * Built-in `code` handler (ProRL's `deepcoder`): the model writes /workspace/solution.py with bash,
+ * editor and python tools; EVAL runs every hidden stdin/stdout test in a fresh sandbox under a time
+ * limit. Reward `all_or_nothing` (default) or `fraction` (`handlers.code.reward`).
+ */
+export const codeHandler: AgentHandler<CodeInstance> = {
+  name: 'code',
+  aliases: aliasesOf('code'),
+  instance: taskSchema(CodeInstance),
+  async init(ctx) {
+    const runtime = await ctx.sandboxes.open({ network: false }, ctx.signal);
+    return { runtime };
+  },
+  async run(ctx) {
+    const inst = ctx.job.instance;
+    const { trajectory, run } = await runToolAgent(ctx, {
+      messages: firstMessages(SYSTEM, codePrompt(inst.problem), inst.prompt_messages),
+      tools: ['execute_bash', 'str_replace_editor', 'execute_ipython_cell', 'think', 'finish'],
+      defaults: { max_iterations: 20 },
+    });
+    const solution = (await readSolution(ctx.runtime, ctx.signal)) ?? lastPythonBlock(trajectory.last_text);
+    run.artifacts.solution = solution ?? null;
+    return run;
+  },
+  async eval(ctx) {
+    const code = ctx.run.artifacts.solution;
+    if (typeof code !== 'string' || code.trim() === '') return { reward: 0, resolved: false, details: { reason: `no /workspace/${SOLUTION_FILE} was written` } };
+    const mode = ctx.config.reward === 'fraction' ? 'fraction' : 'all_or_nothing';
+    const r = await runHiddenTests(ctx as StageContext<CodeInstance>, code, {
+      timeLimitS: ctx.job.instance.time_limit_s,
+      stopAtFirstFailure: mode === 'all_or_nothing',
+      concurrency: configNumber(ctx.config, 'test_concurrency', 2),
+      python: typeof ctx.config.python === 'string' ? ctx.config.python : 'python3',
+    });
+    const reward = mode === 'fraction' ? r.passed / r.total : r.passed === r.total ? 1 : 0;
+    return { reward, resolved: r.passed === r.total, details: { passed: r.passed, total: r.total, reward_mode: mode, tests: r.results } };
+  },
+};
+
+/** Reads solution.py from the runtime's workspace on the host (exact bytes), else through python. */
+async function readSolution(sb: Sandbox | undefined, signal: AbortSignal): Promise<string | undefined> {
+  if (!sb) return undefined;
+  try {
+    return await readFile(path.join(sb.workspace, SOLUTION_FILE), { encoding: 'utf8', signal });
+  } catch {
+    try {
+      const r = await sb.python(`import pathlib\np = pathlib.Path('/workspace/${SOLUTION_FILE}')\nprint(p.read_text() if p.exists() else '\\x00', end='')`, { timeout_s: 10, signal });
+      return r.stdout === '\0' || r.error ? undefined : r.stdout;
+    } catch {
+      return undefined;
+    }
+  }
+}
+
+/** The last ```python fenced block of a text (for models that answer in prose instead of a file). */
+export function lastPythonBlock(text: string): string | undefined {
+  const blocks = [...text.matchAll(/```(?:python|py)?\n([\s\S]*?)```/g)];
+  return blocks.length ? blocks[blocks.length - 1]![1] : undefined;
+}
+
+export default codeHandler;

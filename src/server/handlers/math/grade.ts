@@ -1,0 +1,104 @@
+/**
+ * Math answer grading: the last `\boxed{}` of a text, answer normalisation, and exact comparison.
+ * Numbers (integers, decimals, fractions, `\frac`, percentages, thousands separators) compare as
+ * exact rationals; anything else compares as normalised LaTeX text.
+ */
+
+/** The content of the last `\boxed{...}` (or `\fbox{...}`, or `\boxed 5`) in `text`, else undefined. */
+export function lastBoxed(text: string): string | undefined {
+  const re = /\\(?:boxed|fbox)\s*(\{|\s)/g;
+  let found: string | undefined;
+  for (let m = re.exec(text); m; m = re.exec(text)) {
+    const start = m.index + m[0].length;
+    if (m[1] === '{') {
+      let depth = 1;
+      let i = start;
+      for (; i < text.length && depth > 0; i++) {
+        if (text[i] === '{') depth++;
+        else if (text[i] === '}') depth--;
+      }
+      if (depth === 0) found = text.slice(start, i - 1);
+    } else {
+      const rest = /^[^\s$]+/.exec(text.slice(start));
+      if (rest) found = rest[0];
+    }
+  }
+  return found;
+}
+
+/** Reduces an answer to a canonical text: LaTeX wrappers, units, degree signs, `$`, spaces removed. */
+export function normaliseAnswer(raw: string): string {
+  let s = raw.trim();
+  s = s.replace(/^\$+|\$+$/g, '').replace(/^\\\(|\\\)$/g, '').replace(/^\\\[|\\\]$/g, '');
+  s = s.replace(/\\(?:displaystyle|left|right|!|,|;|:|quad|qquad)/g, '').replace(/\\ /g, ' ');
+  s = s.replace(/\\[dt]frac/g, '\\frac');
+  s = s.replace(/\^\s*\{?\\circ\}?|°|\\degree/g, '');
+  s = s.replace(/\\%|%|\\percent/g, '');
+  // \text{ cm} after a value is a unit; \text{yes} alone is the answer.
+  s = s.replace(/(\S)\s*\\(?:text|mbox|mathrm)\{\s[^{}]*\}\s*$/g, '$1');
+  s = s.replace(/\\(?:text|textbf|mbox|mathrm|mathbf)\{([^{}]*)\}/g, '$1');
+  s = s.replace(/\\\$/g, '');
+  // `x = 5`, `a=\frac12`: keep the value of a single-letter assignment.
+  s = s.replace(/^[a-zA-Z]\s*=\s*/, '');
+  s = s.replace(/\s+/g, '');
+  s = s.replace(/\.$/, '');
+  // \frac12 → \frac{1}{2}, \frac1{2} → \frac{1}{2}, \sqrt2 → \sqrt{2}
+  s = s.replace(/\\frac(\d)(\d)/g, '\\frac{$1}{$2}').replace(/\\frac(\d)\{/g, '\\frac{$1}{').replace(/\\frac\{([^{}]+)\}(\d)/g, '\\frac{$1}{$2}');
+  s = s.replace(/\\sqrt(\d+)/g, '\\sqrt{$1}');
+  // 1,000,000 → 1000000 (only well-formed thousands groups)
+  if (/^-?\d{1,3}(,\d{3})+(\.\d+)?$/.test(s)) s = s.replace(/,/g, '');
+  if (/^\{.*\}$/.test(s) && balanced(s.slice(1, -1))) s = s.slice(1, -1);
+  return s;
+}
+
+/** An exact rational n/d (d > 0), or undefined when `s` is not a plain number. */
+export function toRational(s: string): { n: bigint; d: bigint } | undefined {
+  let m = /^(-?)\\frac\{(-?\d+(?:\.\d+)?)\}\{(-?\d+(?:\.\d+)?)\}$/.exec(s);
+  if (m) return divide(m[1] === '-' ? negate(decimal(m[2]!)) : decimal(m[2]!), decimal(m[3]!));
+  m = /^(-?\d+(?:\.\d+)?)\/(-?\d+(?:\.\d+)?)$/.exec(s);
+  if (m) return divide(decimal(m[1]!), decimal(m[2]!));
+  if (/^[-+]?(\d+\.?\d*|\.\d+)$/.test(s)) return decimal(s);
+  return undefined;
+}
+
+/** True when `answer` equals `truth` after normalisation (exactly, as rationals when both are numbers). */
+export function answersMatch(answer: string | undefined, truth: string): boolean {
+  if (answer === undefined) return false;
+  const a = normaliseAnswer(answer);
+  const t = normaliseAnswer(truth);
+  if (a === '') return false;
+  if (a === t) return true;
+  const ra = toRational(a);
+  const rt = toRational(t);
+  if (ra && rt) return ra.n * rt.d === rt.n * ra.d;
+  return false;
+}
+
+function decimal(s: string): { n: bigint; d: bigint } {
+  const neg = s.startsWith('-');
+  const body = s.replace(/^[-+]/, '');
+  const [int = '0', frac = ''] = body.split('.');
+  const d = 10n ** BigInt(frac.length);
+  const n = BigInt((int || '0') + frac);
+  return { n: neg ? -n : n, d };
+}
+
+function negate(r: { n: bigint; d: bigint }): { n: bigint; d: bigint } {
+  return { n: -r.n, d: r.d };
+}
+
+function divide(a: { n: bigint; d: bigint }, b: { n: bigint; d: bigint }): { n: bigint; d: bigint } | undefined {
+  if (b.n === 0n) return undefined;
+  const n = a.n * b.d;
+  const d = a.d * b.n;
+  return d < 0n ? { n: -n, d: -d } : { n, d };
+}
+
+function balanced(s: string): boolean {
+  let depth = 0;
+  for (const ch of s) {
+    if (ch === '{') depth++;
+    else if (ch === '}' && --depth < 0) return false;
+  }
+  return depth === 0;
+}
