@@ -112,9 +112,11 @@ export class ImageCache {
     const d = this.def(name);
     const started = Date.now();
     this.o.log?.info({ image: name, mode: d.mode }, 'building sandbox image');
-    const sb = await this.o.runtime.open({ image: d.base, files: d.files, network: d.network, tools: ['bash'] }, signal);
+    // The script runs as a file under its own bash, so `exit` or `set -e` end the script, not the tool shell.
+    const script = '.raas-image-setup.sh';
+    const sb = await this.o.runtime.open({ image: d.base, files: { ...d.files, [script]: d.setup }, network: d.network, tools: ['bash'] }, signal);
     try {
-      const r = await sb.bash(d.setup, { timeout_s: BUILD_TIMEOUT_S, signal });
+      const r = await sb.bash(`bash ${script}; rc=$?; rm -f ${script}; (exit $rc)`, { timeout_s: BUILD_TIMEOUT_S, signal });
       if (r.exit_code !== 0) {
         throw new RaasError('sandbox_error', `image "${name}": setup script failed (exit ${r.exit_code}${r.timed_out ? ', timed out' : ''}):\n${r.output.slice(-2000)}`);
       }

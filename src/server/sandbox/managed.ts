@@ -5,7 +5,7 @@ import { RaasError } from '../../protocol/errors.js';
 import type { Logger } from '../handlers/types.js';
 import type { BashOptions, BashResult, EditOp, EditResult, PythonOptions, PythonResult, Sandbox } from './types.js';
 import { ToolClient } from './client.js';
-import { alive, descendants, pidNamespace, processesInNamespace, signal } from './proc.js';
+import { alive, pidNamespace, processesInNamespace, sandboxTree, signal } from './proc.js';
 
 /** How to start one sandbox's tool server. */
 export interface LaunchPlan {
@@ -193,7 +193,7 @@ export class ManagedSandbox implements Sandbox {
   private async doClose(): Promise<void> {
     const pid = this.child.pid;
     // Without a pid namespace, remember the tree now: children reparent once the tool server dies.
-    const tree = this.ns === undefined && this.toolServerPid ? [this.toolServerPid, ...descendants(this.toolServerPid)] : [];
+    const tree = this.ns === undefined && this.toolServerPid ? sandboxTree(this.toolServerPid) : [];
     if (this.client && !this.exited) {
       this.client.call('shutdown', {}).catch(() => undefined);
       await this.waitExit(this.meta.graceMs);

@@ -3,6 +3,13 @@ import fs from 'node:fs';
 /** The process table as read from /proc: pid → parent pid. */
 export function processTable(): Map<number, number> {
   const table = new Map<number, number>();
+  for (const [pid, e] of processEntries()) table.set(pid, e.ppid);
+  return table;
+}
+
+/** pid → parent pid and session id of every live (non-zombie) process. */
+export function processEntries(): Map<number, { ppid: number; sid: number }> {
+  const table = new Map<number, { ppid: number; sid: number }>();
   for (const name of fs.readdirSync('/proc')) {
     if (!/^\d+$/.test(name)) continue;
     try {
@@ -10,7 +17,7 @@ export function processTable(): Map<number, number> {
       // The command name may contain spaces and parentheses: fields start after the last ')'.
       const rest = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
       if (rest[0] === 'Z') continue;
-      table.set(Number(name), Number(rest[1]));
+      table.set(Number(name), { ppid: Number(rest[1]), sid: Number(rest[3]) });
     } catch {
       /* exited while scanning */
     }
@@ -70,4 +77,16 @@ export function signal(pid: number, sig: NodeJS.Signals): void {
   } catch {
     /* gone */
   }
+}
+
+/**
+ * Without a pid namespace (process runtime), what belongs to a sandbox: the tool server's descendants
+ * plus every process in their sessions, which catches `(cmd &)` orphans reparented to init.
+ */
+export function sandboxTree(rootPid: number): number[] {
+  const entries = processEntries();
+  const tree = new Set([rootPid, ...descendants(rootPid)].filter((p) => entries.has(p)));
+  const sids = new Set([...tree].map((p) => entries.get(p)!.sid));
+  for (const [pid, e] of entries) if (sids.has(e.sid) && pid !== process.pid) tree.add(pid);
+  return [...tree];
 }
