@@ -1,4 +1,4 @@
-import { execFile } from 'node:child_process';
+import { execFile, execFileSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import path from 'node:path';
 import { ToolInputError, type BashAnswer, type BashRequest } from './bash-pty.js';
@@ -107,7 +107,12 @@ export class TmuxBash {
   }
 
   close(): void {
-    if (this.started) void this.t('kill-server').catch(() => undefined);
+    // Synchronous: the tmux server daemonizes, so nothing else would end it if we exited first.
+    try {
+      execFileSync('tmux', ['-S', this.socket, 'kill-server'], { env: this.env, stdio: 'ignore', timeout: 5000 });
+    } catch {
+      /* not running */
+    }
     this.started = false;
   }
 }
