@@ -101,3 +101,12 @@ export const FatalEvent = z.object({ event: z.literal('fatal'), data: z.object({
 export const SidecarEvent = z.discriminatedUnion('event', [StepProgressEvent, WarningEvent, FatalEvent]);
 export type SidecarEvent = z.infer<typeof SidecarEvent>;
 export const SIDECAR_EVENTS = ['step_progress', 'warning', 'fatal'] as const;
+
+/**
+ * The error codes sidecar answers carry (all in ERROR_CODES); docs/sidecar.md documents each and a
+ * test keeps both in sync. The first five come from the protocol itself, the rest from the ops.
+ */
+export const SIDECAR_ERROR_CODES = [
+  'parse_error', 'bad_request', 'unknown_op', 'line_too_long', 'not_ready',
+  'cancelled', 'timeout', 'config_invalid', 'dataset_exhausted', 'server_unreachable', 'no_llm_backends', 'backend_unavailable', 'internal',
+] as const;
