@@ -1,7 +1,7 @@
 """Batch → NeMo RL: its message-log form, with token ids cut from the ``tokens`` view by spans."""
 from __future__ import annotations
 
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from ._arrays import vector
 from .batch import Batch, Rollout
@@ -52,15 +52,17 @@ def _prompt_message(r: Rollout, first_index: Optional[int]) -> Dict[str, Any]:
     return {"role": role, "content": content, "token_ids": vector(r.tokens.prompt_ids, "int64")}
 
 
-def to_nemo_rl(batch: Batch) -> Dict[str, Any]:
+def to_nemo_rl(batch: Batch, *, tensor: Optional[Callable[[Any], Any]] = None) -> Dict[str, Any]:
     """NeMo RL's message-log form, one entry per rollout (group by group).
 
     Returns ``message_log`` (per rollout: a prompt message, then one message per span, each with
-    ``token_ids``; assistant messages also carry ``generation_logprobs``), ``rewards`` (shaped),
+    ``token_ids``; assistant messages also carry ``generation_logprobs``), ``rewards`` (shaped; also under NeMo RL's key ``total_reward``),
     ``task_rewards`` (before shaping), ``advantages``, ``group_ids``, ``idx`` (group index within the
     batch), ``task_name`` (data_source), ``length`` (total ids) and ``loss_multiplier`` (1.0).
-    Arrays are numpy when importable (convert with ``torch.as_tensor``), else lists.
+    Arrays are numpy when importable, else lists; ``tensor`` (e.g. ``torch.as_tensor``) is applied
+    to every numeric array (token_ids, generation_logprobs, rewards, ...), as NeMo RL holds tensors.
     """
+    conv: Callable[[Any], Any] = tensor if tensor is not None else (lambda x: x)
     message_log: List[List[Dict[str, Any]]] = []
     rewards: List[float] = []
     task_rewards: List[float] = []
@@ -75,6 +77,7 @@ def to_nemo_rl(batch: Batch) -> Dict[str, Any]:
             segs = _segments(r)
             first = min((s.message_index for s in t.spans), default=None) if t.spans else None
             log = [_prompt_message(r, first)]
+            log[0]["token_ids"] = conv(log[0]["token_ids"])
             for start, end, mi in segs:
                 mask = t.response_mask[start:end]
                 msg = r.messages[mi] if (r.messages is not None and mi is not None and mi < len(r.messages)) else None
@@ -84,10 +87,10 @@ def to_nemo_rl(batch: Batch) -> Dict[str, Any]:
                 entry: Dict[str, Any] = {
                     "role": role,
                     "content": msg.content if msg is not None else "",
-                    "token_ids": vector(t.response_ids[start:end], "int64"),
+                    "token_ids": conv(vector(t.response_ids[start:end], "int64")),
                 }
                 if role == "assistant":
-                    entry["generation_logprobs"] = vector(t.logprobs[start:end], "float32")
+                    entry["generation_logprobs"] = conv(vector(t.logprobs[start:end], "float32"))
                 if msg is not None and msg.tool_calls:
                     entry["tool_calls"] = msg.tool_calls
                 log.append(entry)
@@ -101,12 +104,14 @@ def to_nemo_rl(batch: Batch) -> Dict[str, Any]:
             length.append(len(t.prompt_ids) + len(t.response_ids))
     return {
         "message_log": message_log,
-        "rewards": vector(rewards, "float32"),
-        "task_rewards": vector(task_rewards, "float32"),
-        "advantages": vector(advantages, "float32"),
+        "rewards": conv(vector(rewards, "float32")),
+        # NeMo RL's GRPO reads the per-sample reward under this key
+        "total_reward": conv(vector(rewards, "float32")),
+        "task_rewards": conv(vector(task_rewards, "float32")),
+        "advantages": conv(vector(advantages, "float32")),
         "group_ids": vector(group_ids, "object"),
-        "idx": vector(idx, "int64"),
+        "idx": conv(vector(idx, "int64")),
         "task_name": list(task_name),
-        "length": vector(length, "int64"),
-        "loss_multiplier": vector([1.0] * len(rewards), "float32"),
+        "length": conv(vector(length, "int64")),
+        "loss_multiplier": conv(vector([1.0] * len(rewards), "float32")),
     }

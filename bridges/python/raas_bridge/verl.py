@@ -1,7 +1,7 @@
 """Batch → veRL: the arrays its agent loop hands to ``DataProto`` (no veRL or torch import here)."""
 from __future__ import annotations
 
-from typing import Any, Dict, List
+from typing import Any, Callable, Dict, List, Optional
 
 from ._arrays import matrix, vector
 from .batch import Batch
@@ -15,7 +15,8 @@ VERL_TENSOR_KEYS = (
 VERL_NON_TENSOR_KEYS = ("uid", "__num_turns__")
 
 
-def to_verl(batch: Batch, max_prompt_len: int, max_response_len: int, pad_id: int, *, truncation: str = "cut") -> Dict[str, Any]:
+def to_verl(batch: Batch, max_prompt_len: int, max_response_len: int, pad_id: int, *, truncation: str = "cut",
+            tensor: Optional[Callable[[Any], Any]] = None) -> Dict[str, Any]:
     """The dict of arrays veRL's ``DataProto.from_dict`` takes after its agent loop, one row per rollout.
 
     - ``prompts`` [N, max_prompt_len]: left-padded with ``pad_id``;
@@ -29,7 +30,8 @@ def to_verl(batch: Batch, max_prompt_len: int, max_response_len: int, pad_id: in
 
     Too-long sequences: ``truncation="cut"`` keeps the end of the prompt (where the generation prompt
     sits) and the start of the response; ``"error"`` raises RaasError ``bad_request`` instead.
-    Arrays are numpy (int64 / float32) when numpy is importable, else lists of lists.
+    Arrays are numpy (int64 / float32) when numpy is importable, else lists of lists; ``tensor``
+    (e.g. ``torch.as_tensor``) is applied to each tensor-part array.
     """
     if max_prompt_len <= 0 or max_response_len <= 0:
         raise RaasError("bad_request", "to_verl: max_prompt_len and max_response_len must be positive")
@@ -75,6 +77,8 @@ def to_verl(batch: Batch, max_prompt_len: int, max_response_len: int, pad_id: in
     out: Dict[str, Any] = {}
     for k in VERL_TENSOR_KEYS:
         out[k] = matrix(rows[k], "float32" if k in ("rollout_log_probs", "rm_scores") else "int64")
+        if tensor is not None:
+            out[k] = tensor(out[k])
     out["uid"] = vector(uid, "object")
     out["__num_turns__"] = vector(turns, "int32")
     return out

@@ -126,6 +126,7 @@ class ToNemoRlTest(unittest.TestCase):
         self.assertEqual([round(x, 6) for x in tolist(log[1]["generation_logprobs"])], [-0.1, -0.2])
         self.assertNotIn("generation_logprobs", log[2])
         self.assertEqual([round(x, 6) for x in tolist(out["rewards"])], [1.0, -0.5, 0.25])
+        self.assertEqual(tolist(out["total_reward"]), tolist(out["rewards"]))
         self.assertEqual(tolist(out["task_rewards"]), [1.0, 0.0, 0.25])
         self.assertEqual(tolist(out["group_ids"]), ["g0", "g0", "g1"])
         self.assertEqual(tolist(out["idx"]), [0, 0, 1])
@@ -159,6 +160,29 @@ class ToNemoRlTest(unittest.TestCase):
             mask = tolist(verl["response_mask"])[i]
             self.assertEqual(gen, [t for t, m in zip(resp, mask) if m])
             self.assertEqual(len(ids), tolist(nemo["length"])[i])
+
+
+class TensorHookTest(unittest.TestCase):
+    """``tensor=`` converts arrays as torch.as_tensor would, without the bridge importing torch."""
+
+    class Wrapped:
+        def __init__(self, v):
+            self.v = tolist(v)
+
+    def test_to_verl_converts_the_tensor_part_only(self):
+        out = to_verl(sample(), 4, 8, PAD, tensor=self.Wrapped)
+        for k in VERL_TENSOR_KEYS:
+            self.assertIsInstance(out[k], self.Wrapped, k)
+        self.assertEqual(tolist(out["uid"]), ["g0", "g0", "g1"])
+
+    def test_to_nemo_rl_converts_numeric_arrays(self):
+        out = to_nemo_rl(sample(), tensor=self.Wrapped)
+        log = out["message_log"][0]
+        self.assertEqual([m["token_ids"].v for m in log], [[1, 2, 3], [10, 11], [90, 91, 92], [12]])
+        self.assertIsInstance(log[1]["generation_logprobs"], self.Wrapped)
+        for k in ("rewards", "task_rewards", "advantages", "idx", "length", "loss_multiplier"):
+            self.assertIsInstance(out[k], self.Wrapped, k)
+        self.assertEqual(tolist(out["group_ids"]), ["g0", "g0", "g1"])
 
 
 class BatchParsingTest(unittest.TestCase):
