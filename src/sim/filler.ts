@@ -62,5 +62,6 @@ export class Filler {
 export function sampleLogprob(rand: () => number): number {
   const u = rand();
   const lp = u < 0.7 ? -u * 0.05 : Math.log(1 - u) * 1.5;
-  return Math.max(-9999, Math.round(lp * 1e6) / 1e6);
+  // `|| 0` turns -0 into 0: JSON writes -0 as 0, and a logprob must survive the wire unchanged.
+  return Math.max(-9999, Math.round(lp * 1e6) / 1e6) || 0;
 }

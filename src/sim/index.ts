@@ -5,7 +5,7 @@ import { RaasError, fieldPath } from '../protocol/errors.js';
 import { systemClock, type Clock } from '../util/clock.js';
 import { loadPolicies } from './policies/index.js';
 import type { SimPolicy } from './policy.js';
-import { SimEngine, type SimLogEntry } from './engine.js';
+import { SimEngine, type SimLogEntry, type SimOutput, type SimRequest } from './engine.js';
 import { SimOptions, type SimConfig } from './options.js';
 import { registerVllmRoutes, vllmError } from './vllm.js';
 import { registerSglangRoutes } from './sglang.js';
@@ -13,7 +13,7 @@ import { renderMetrics } from './metrics.js';
 
 export { SimOptions, REALISTIC_LATENCY } from './options.js';
 export type { SimConfig, SimLatency, SimFiller } from './options.js';
-export type { SimLogEntry } from './engine.js';
+export type { SimLogEntry, SimOutput, SimRequest } from './engine.js';
 export { parseMetrics } from './metrics.js';
 
 /** A running simulated backend. */
@@ -28,6 +28,8 @@ export interface SimHandle {
   readonly weightVersion: string;
   /** The resolved options. */
   readonly config: SimConfig;
+  /** Generates in-process, bypassing HTTP (same engine, cache, counters and log): for large test sweeps. */
+  generate(req: SimRequest, signal?: AbortSignal): Promise<SimOutput>;
 }
 
 /** Injected collaborators: a clock for the latency model, extra policies asked before the dataset ones. */
@@ -85,5 +87,6 @@ export async function startSim(opts: SimOptions = {}, deps: SimDeps = {}): Promi
       return engine.weightVersion;
     },
     config: cfg,
+    generate: (req, signal) => engine.generate(req, signal),
   };
 }

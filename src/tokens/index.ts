@@ -1,2 +1,5 @@
 export { makeTokenizer, qwen3Tokenizer } from './tokenizer.js';
 export type { Tokenizer, ChatMessage, ToolDefinition } from './tokenizer.js';
+export { loadTokenizer } from './local.js';
+export { auditDrift, modelTurns, roundTripDiff, viewsOfLine } from './drift.js';
+export type { DriftReport, DriftExample, TokenView } from './drift.js';
