@@ -1,0 +1,97 @@
+// The process table, read from /proc: the suite's "nothing left running" assertions. Other
+// engineers run sandboxes on this machine at the same time, so every check is scoped: descendants of
+// a pid we started, pid namespaces of our sandboxes, or command lines naming our own sandbox root.
+import fs from 'node:fs';
+
+export interface Proc {
+  pid: number;
+  ppid: number;
+  state: string;
+  cmd: string;
+}
+
+/** Every live (non-zombie) process. */
+export function processTable(): Proc[] {
+  const out: Proc[] = [];
+  for (const name of fs.readdirSync('/proc')) {
+    if (!/^\d+$/.test(name)) continue;
+    try {
+      const stat = fs.readFileSync(`/proc/${name}/stat`, 'utf8');
+      const rest = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+      if (rest[0] === 'Z' || rest[0] === 'X') continue;
+      const cmd = fs.readFileSync(`/proc/${name}/cmdline`, 'utf8').replace(/\0/g, ' ').trim();
+      out.push({ pid: Number(name), ppid: Number(rest[1]), state: rest[0], cmd });
+    } catch {
+      /* exited while scanning */
+    }
+  }
+  return out;
+}
+
+/** Live descendants of `pid` (not `pid` itself). */
+export function descendantsOf(pid: number, table = processTable()): Proc[] {
+  const kids = new Map<number, Proc[]>();
+  for (const p of table) kids.set(p.ppid, [...(kids.get(p.ppid) ?? []), p]);
+  const out: Proc[] = [];
+  const stack = [...(kids.get(pid) ?? [])];
+  while (stack.length) {
+    const p = stack.pop()!;
+    out.push(p);
+    stack.push(...(kids.get(p.pid) ?? []));
+  }
+  return out;
+}
+
+/** The pid namespace of a process, or undefined once it is gone. */
+export function pidNs(pid: number): string | undefined {
+  try {
+    return fs.readlinkSync(`/proc/${pid}/ns/pid`);
+  } catch {
+    return undefined;
+  }
+}
+
+/** Live processes whose pid namespace is one of `namespaces`. */
+export function inNamespaces(namespaces: Iterable<string>): Proc[] {
+  const want = new Set(namespaces);
+  if (want.size === 0) return [];
+  return processTable().filter((p) => {
+    const ns = pidNs(p.pid);
+    return ns !== undefined && want.has(ns);
+  });
+}
+
+/** Processes whose command line contains `needle` (e.g. our sandbox root in bwrap's arguments). */
+export function withCommand(needle: string): Proc[] {
+  return processTable().filter((p) => p.cmd.includes(needle) && p.pid !== process.pid);
+}
+
+/** Polls `find` until it returns nothing or `ms` passes; returns what is left. */
+export async function waitGone(find: () => Proc[], ms = 5000): Promise<Proc[]> {
+  const until = Date.now() + ms;
+  for (;;) {
+    const left = find();
+    if (left.length === 0 || Date.now() > until) return left;
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
+/** True while `pid` exists and is not a zombie. */
+export function alive(pid: number): boolean {
+  try {
+    const stat = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
+    const s = stat.slice(stat.lastIndexOf(')') + 2)[0];
+    return s !== 'Z' && s !== 'X';
+  } catch {
+    return false;
+  }
+}
+
+/** Number of sandbox workspaces under a sandbox root (`<root>/ws/*`). */
+export function workspaceCount(root: string): number {
+  try {
+    return fs.readdirSync(`${root}/ws`).length;
+  } catch {
+    return 0;
+  }
+}
