@@ -21,7 +21,8 @@ export const LlmPoolConfig = z.strictObject({
   routing: z.enum(['active', 'assigned', 'round_robin']).default('active'),
   /** Keep a group's jobs on one backend while its load is within `affinity_margin` of the least loaded. */
   group_affinity: z.boolean().default(true),
-  affinity_margin: z.number().int().nonnegative().default(4),
+  /** Default 8 (the default group size n): a group entering RUN at once can all land on one backend. */
+  affinity_margin: z.number().int().nonnegative().default(8),
   /** Backends registered at start. */
   backends: z.array(BackendConfig).default([]),
   /** `model` field sent to vLLM; when unset, the first id of the backend's /v1/models (or none). */

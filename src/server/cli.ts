@@ -69,6 +69,7 @@ export function registerServe(program: Command): void {
     .action(async (flags: ServeFlags) => {
       const { config, baseDir } = await loadServerConfig(flags.config, overridesOf(flags));
       const server = await startRolloutServer(config, { baseDir });
+      server.warmTokenizer();
       process.stdout.write(`raas serve listening on ${server.url} (routing ${config.llm.routing}, ${server.pool.size} LLM backend(s))\n`);
       let stopping = false;
       const stop = (signal: string): void => {

@@ -52,6 +52,8 @@ export interface RolloutServer {
   app: FastifyInstance;
   pipeline: Pipeline;
   pool: BackendPool;
+  /** Loads the tokenizer now instead of at the first job (raas serve does this before announcing its URL). */
+  warmTokenizer(): Tokenizer;
   /** Stops intake, cancels every job, closes sandboxes, answers every waiter, then closes HTTP. Safe twice. */
   close(): Promise<void>;
 }
@@ -74,7 +76,8 @@ export async function startRolloutServer(config: ServerConfigInput = {}, opts: R
   const clock = opts.clock ?? systemClock;
   const pool = new BackendPool(cfg.llm, opts.clientFactory ?? defaultClientFactory({ model: cfg.llm.model, requestTimeoutMs: cfg.llm.request_timeout_s * 1000 }));
   for (const b of cfg.llm.backends) pool.add(b.address, b.api ?? 'vllm', b.weight_version);
-  const tokenizer = opts.tokenizer ?? resolveTokenizer(cfg.tokenizer, opts.baseDir);
+  let tok = opts.tokenizer;
+  const tokenizer = (): Tokenizer => (tok ??= resolveTokenizer(cfg.tokenizer, opts.baseDir));
 
   let pipeline!: Pipeline;
   const metrics = new ServerMetrics({
@@ -110,7 +113,8 @@ export async function startRolloutServer(config: ServerConfigInput = {}, opts: R
   const app = buildApp({ config: cfg, pipeline, pool, metrics });
   logRef.log = app.log;
   try {
-    await app.listen({ host: cfg.host, port: cfg.port });
+    // A coordinator opens one connection per held /process answer: thousands may arrive at once.
+    await app.listen({ host: cfg.host, port: cfg.port, backlog: 4096 });
   } catch (err) {
     await pipeline.close();
     throw new RaasError('config_invalid', `cannot listen on ${cfg.host}:${cfg.port}: ${(err as Error).message}`, { cause: err });
@@ -126,6 +130,7 @@ export async function startRolloutServer(config: ServerConfigInput = {}, opts: R
     app,
     pipeline,
     pool,
+    warmTokenizer: tokenizer,
     close() {
       closing ??= (async () => {
         await pipeline.close();

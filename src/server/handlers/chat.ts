@@ -39,6 +39,20 @@ export const chatHandler: AgentHandler<ChatInstance> = {
   },
 };
 
+/** The prompt and observation ids are the same for every chat job: computed once per tokenizer. */
+const fixedIds = new WeakMap<object, Map<boolean, { prompt: number[]; observation: number[] }>>();
+function chatIds(tokenizer: RunContext<ChatInstance>['tokenizer'], enableThinking: boolean): { prompt: number[]; observation: number[] } {
+  let byMode = fixedIds.get(tokenizer);
+  if (!byMode) fixedIds.set(tokenizer, (byMode = new Map()));
+  let ids = byMode.get(enableThinking);
+  if (!ids) {
+    const msg = [{ role: 'user' as const, content: CHAT_USER_MESSAGE }];
+    ids = { prompt: tokenizer.renderPrompt(msg, { enableThinking }), observation: tokenizer.observationIds(msg, { enableThinking }) };
+    byMode.set(enableThinking, ids);
+  }
+  return ids;
+}
+
 async function runChat(ctx: RunContext<ChatInstance>): Promise<RunResult> {
   const { tokenizer, llm, signal } = ctx;
   const sp = ctx.job.samplingParams;
@@ -46,7 +60,8 @@ async function runChat(ctx: RunContext<ChatInstance>): Promise<RunResult> {
   const limits = lengthLimits(sp, { max_tokens_per_turn: (ctx.config.max_tokens_per_turn as number | undefined) ?? 256 });
   const user: Message = { role: 'user', content: CHAT_USER_MESSAGE };
   const messages: Message[] = [user];
-  const promptIds = tokenizer.renderPrompt([{ role: 'user', content: CHAT_USER_MESSAGE }], { enableThinking });
+  const fixed = chatIds(tokenizer, enableThinking);
+  const promptIds = [...fixed.prompt];
   const tokens: Tokens = { prompt_ids: promptIds, response_ids: [], response_mask: [], logprobs: [], spans: [] };
   const withInputIds = sp.token_level_generation === true || sp.return_message_ids === true;
   let generated = 0;
@@ -60,7 +75,7 @@ async function runChat(ctx: RunContext<ChatInstance>): Promise<RunResult> {
         // The observation: close the model's turn if it did not end with eos, then the user turn
         // and the generation prompt exactly as the template renders them.
         const last = tokens.response_ids[tokens.response_ids.length - 1];
-        const obs = [...(last === tokenizer.eosId ? [] : [tokenizer.eosId]), ...tokenizer.observationIds([{ role: 'user', content: CHAT_USER_MESSAGE }], { enableThinking })];
+        const obs = [...(last === tokenizer.eosId ? [] : [tokenizer.eosId]), ...fixed.observation];
         append(tokens, obs, 0, undefined, messages.length);
         messages.push({ ...user });
       }

@@ -29,7 +29,8 @@ export interface PipelineOptions {
   config: ServerConfig;
   registry: HandlerRegistry;
   pool: BackendPool;
-  tokenizer: Tokenizer;
+  /** The tokenizer handlers get as ctx.tokenizer; resolved on first use (loading Qwen3 takes ~1 s). */
+  tokenizer: () => Tokenizer;
   clock: Clock;
   /** Wall clock (ms since epoch) for the journal's ttl across restarts. */
   wallNow?: () => number;

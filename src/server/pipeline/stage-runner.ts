@@ -102,6 +102,7 @@ export class StageRunner {
   }
 
   private context(job: Job, stage: Stage, sandboxes: StageSandboxes): StageContext<unknown> & Record<string, unknown> {
+    const tokenizer = this.o.tokenizer;
     const base = {
       job: {
         id: job.id,
@@ -115,7 +116,9 @@ export class StageRunner {
       config: this.o.config.handlers[job.handler.name] ?? {},
       log: this.o.log,
       sandboxes,
-      tokenizer: this.o.tokenizer,
+      get tokenizer() {
+        return tokenizer();
+      },
     };
     if (stage === 'init') return base;
     if (stage === 'run') {
