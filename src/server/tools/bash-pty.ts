@@ -1,4 +1,4 @@
-import { spawn as spawnPty, type IPty } from 'node-pty';
+import type { IPty } from 'node-pty';
 import { randomBytes } from 'node:crypto';
 import { writeFileSync, unlinkSync } from 'node:fs';
 import path from 'node:path';
@@ -71,6 +71,8 @@ export class PtyBash {
   async start(): Promise<void> {
     const env: Record<string, string> = { ...(this.opts.env ?? {}), PS1: '', PS2: '', PAGER: 'cat', GIT_PAGER: 'cat', HISTFILE: '' };
     const [file, args] = withLimits('/bin/bash', this.opts.limits, ['/bin/bash', '--noprofile', '--norc', '--noediting', '-i']);
+    // Loaded on first use: a sandbox that never runs bash starts without the native module.
+    const { spawn: spawnPty } = await import('node-pty');
     const pty = spawnPty(file, args, { name: env.TERM ?? 'xterm', cols: 250, rows: 50, cwd: this.opts.workspace, env });
     this.pty = pty;
     pty.onData((d) => this.onData(d));

@@ -33,7 +33,8 @@ export class TmuxBash {
 
   constructor(private readonly opts: ToolServerOptions) {
     this.socket = path.join(opts.tmp_dir ?? '/tmp', `.raas-tmux-${this.nonce}.sock`);
-    this.env = { ...(opts.env ?? {}), PATH: opts.env?.PATH ?? process.env.PATH ?? '/usr/bin:/bin' };
+    // tmux runs pane commands through $SHELL, else the passwd shell, which is nologin for the sandbox user.
+    this.env = { ...(opts.env ?? {}), PATH: opts.env?.PATH ?? process.env.PATH ?? '/usr/bin:/bin', SHELL: '/bin/bash' };
     this.pollMs = opts.tmux_poll_ms ?? OPENHANDS_POLL_MS;
     this.marker = new RegExp(`\\[RAAS_${this.nonce}:(\\d+)\\]`, 'g');
   }
@@ -44,7 +45,7 @@ export class TmuxBash {
 
   private async start(): Promise<void> {
     const shell = `${ulimitPrefix(this.opts.limits)}exec /bin/bash --noprofile --norc`;
-    await this.t('new-session', '-d', '-s', 'raas', '-x', '250', '-y', '50', '-c', this.opts.workspace, shell);
+    await this.t('-f', '/dev/null', 'new-session', '-d', '-s', 'raas', '-x', '250', '-y', '50', '-c', this.opts.workspace, shell);
     await this.t('send-keys', '-t', 'raas', '-l', `export PS1='[RAAS_${this.nonce}:$?]\\n' PS2='' PAGER=cat GIT_PAGER=cat HISTFILE=`);
     await this.t('send-keys', '-t', 'raas', 'Enter');
     await this.waitMarkers(1, 10_000);

@@ -1,0 +1,134 @@
+/**
+ * `npm run bench:tools`: tool latency side by side in one run, medians and p95, plus ratios.
+ *   (a) `echo hi` through the full path (client → Unix socket → tool server → PTY bash → back) in bwrap
+ *   (b) the tmux baseline (OpenHands: send-keys + capture-pane polling) at 500 ms and at 10 ms
+ *   (c) a fresh `bash -c` spawn per command
+ *   (d) python `x = 1`: persistent interpreter vs a fresh `python3 -c` per call
+ *   (e) sandbox start until the tool server answers: bwrap vs process runtime
+ * Flags: --quick (fewer iterations), --json (machine-readable line at the end).
+ */
+import { execFile } from 'node:child_process';
+import { createSandboxRuntime } from '../src/server/sandbox/index.js';
+import type { Sandbox } from '../src/server/sandbox/types.js';
+
+const quick = process.argv.includes('--quick');
+const N = quick ? 100 : 500;
+
+interface Stat {
+  name: string;
+  n: number;
+  p50: number;
+  p95: number;
+}
+
+function stat(name: string, xs: number[]): Stat {
+  const s = [...xs].sort((a, b) => a - b);
+  const q = (p: number): number => s[Math.min(s.length - 1, Math.floor(p * (s.length - 1)))];
+  return { name, n: xs.length, p50: q(0.5), p95: q(0.95) };
+}
+
+async function time(n: number, warm: number, fn: () => Promise<unknown>): Promise<number[]> {
+  for (let i = 0; i < warm; i++) await fn();
+  const out: number[] = [];
+  for (let i = 0; i < n; i++) {
+    const t = performance.now();
+    await fn();
+    out.push(performance.now() - t);
+  }
+  return out;
+}
+
+function run(file: string, args: string[]): Promise<string> {
+  return new Promise((resolve, reject) => execFile(file, args, (e, out) => (e ? reject(e) : resolve(out))));
+}
+
+async function expectOutput(sb: Sandbox, cmd: string, want: string): Promise<void> {
+  const r = await sb.bash(cmd);
+  if (!r.output.includes(want)) throw new Error(`unexpected output ${JSON.stringify(r.output)}`);
+}
+
+async function main(): Promise<void> {
+  const results: Stat[] = [];
+  const log = (s: Stat): void => {
+    results.push(s);
+    process.stderr.write(`${s.name.padEnd(44)} n=${String(s.n).padStart(4)}  p50 ${s.p50.toFixed(3)} ms  p95 ${s.p95.toFixed(3)} ms\n`);
+  };
+
+  const bwrap = createSandboxRuntime({ runtime: 'bwrap' });
+  const proc = createSandboxRuntime({ runtime: 'process' }, { log: { warn: () => undefined, info: () => undefined, debug: () => undefined, error: () => undefined } });
+
+  // (a) full path in bwrap
+  const sb = await bwrap.open({});
+  log(stat('(a) echo hi, PTY bash in bwrap (full path)', await time(N, 50, () => expectOutput(sb, 'echo hi', 'hi'))));
+
+  // (d) python persistent vs fresh
+  log(stat('(d) python x = 1, persistent (bwrap)', await time(N, 50, () => sb.python('x = 1'))));
+  log(stat('(d) python x = 1, fresh python3 -c per call', await time(quick ? 20 : 60, 3, () => run('/usr/bin/python3', ['-c', 'x = 1']))));
+  await sb.close();
+
+  // (b) tmux baseline, same full path, in bwrap
+  for (const poll of [500, 10]) {
+    const rt = createSandboxRuntime({ runtime: 'bwrap', bash_backend: 'tmux', tmux_poll_ms: poll });
+    const t = await rt.open({ tools: ['bash'] });
+    const n = poll >= 500 ? (quick ? 6 : 20) : quick ? 30 : 100;
+    log(stat(`(b) echo hi, tmux baseline poll ${poll} ms (bwrap)`, await time(n, 2, () => expectOutput(t, 'echo hi', 'hi'))));
+    await rt.close();
+  }
+
+  // (c) a fresh bash -c per command
+  log(stat('(c) echo hi, fresh bash -c spawn', await time(quick ? 50 : 200, 5, () => run('/bin/bash', ['-c', 'echo hi']))));
+
+  // (e) start until the tool server answers
+  for (const [name, rt] of [['bwrap', bwrap], ['process', proc]] as const) {
+    const xs: number[] = [];
+    const n = quick ? 10 : 30;
+    for (let i = 0; i < n + 2; i++) {
+      const t = performance.now();
+      const s = await rt.open({});
+      await s.edit({ command: 'view', path: '.' });
+      if (i >= 2) xs.push(performance.now() - t);
+      const c = performance.now();
+      await s.close();
+      if (i >= 2) closeMs.push(performance.now() - c);
+    }
+    log(stat(`(e) sandbox start → tool server answers, ${name}`, xs));
+  }
+  await bwrap.close();
+  await proc.close();
+
+  const get = (prefix: string): Stat => results.find((r) => r.name.startsWith(prefix))!;
+  const a = get('(a)');
+  const tmux500 = get('(b) echo hi, tmux baseline poll 500');
+  const tmux10 = get('(b) echo hi, tmux baseline poll 10 ');
+  const fresh = get('(c)');
+  const pyP = get('(d) python x = 1, persistent');
+  const pyF = get('(d) python x = 1, fresh');
+  const eB = get('(e) sandbox start → tool server answers, bwrap');
+  const eP = get('(e) sandbox start → tool server answers, process');
+  const ratios = {
+    'tmux 500 ms / PTY (p50)': tmux500.p50 / a.p50,
+    'tmux 10 ms / PTY (p50)': tmux10.p50 / a.p50,
+    'bash -c spawn / PTY (p50)': fresh.p50 / a.p50,
+    'fresh python3 / persistent (p50)': pyF.p50 / pyP.p50,
+    'bwrap start / process start (p50)': eB.p50 / eP.p50,
+  };
+  const lines = ['| measurement | n | p50 ms | p95 ms |', '|---|---:|---:|---:|'];
+  for (const r of results) lines.push(`| ${r.name} | ${r.n} | ${r.p50.toFixed(3)} | ${r.p95.toFixed(3)} |`);
+  lines.push('', '| ratio | value |', '|---|---:|');
+  for (const [k, v] of Object.entries(ratios)) lines.push(`| ${k} | ${v.toFixed(1)}× |`);
+  lines.push(
+    '',
+    `Targets: (a) p50 ≤ 1 ms: ${a.p50 <= 1 ? 'met' : 'MISSED'} (${a.p50.toFixed(3)}); (a) ≥ 100× faster than tmux at 0.5 s: ${ratios['tmux 500 ms / PTY (p50)'] >= 100 ? 'met' : 'MISSED'}; ` +
+      `(d) persistent p50 ≤ 1 ms: ${pyP.p50 <= 1 ? 'met' : 'MISSED'} (${pyP.p50.toFixed(3)}); (e) bwrap p50 ≤ 150 ms: ${eB.p50 <= 150 ? 'met' : 'MISSED'} (${eB.p50.toFixed(1)}).`,
+    `Sandbox close (graceful stop → process-table check), bwrap and process mixed: p50 ${stat('close', closeMs).p50.toFixed(1)} ms.`,
+  );
+  process.stdout.write(lines.join('\n') + '\n');
+  if (process.argv.includes('--json')) process.stdout.write(JSON.stringify({ results, ratios }) + '\n');
+}
+
+const closeMs: number[] = [];
+
+main().catch((e: unknown) => {
+  process.stderr.write(`bench:tools failed: ${(e as Error).stack ?? String(e)}\n`);
+  process.exit(1);
+});
