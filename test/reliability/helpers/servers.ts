@@ -42,8 +42,18 @@ export interface ServeProcess {
 }
 
 /** Spawns `node dist/src/cli.js serve --port 0 <args>` and waits for its "listening on" line. */
-export async function serveProcess(args: string[], env: Record<string, string> = {}): Promise<ServeProcess> {
-  const child = spawn(process.execPath, [CLI, 'serve', '--port', '0', ...args], { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, ...env } });
+export function serveProcess(args: string[], env: Record<string, string> = {}): Promise<ServeProcess> {
+  return cliProcess(['serve', '--port', '0', ...args], env);
+}
+
+/** Spawns `node dist/src/cli.js sim-llm --port 0 <args>` (a simulated backend that can be SIGKILLed). */
+export function simProcess(args: string[] = []): Promise<ServeProcess> {
+  return cliProcess(['sim-llm', '--port', '0', ...args]);
+}
+
+/** Spawns `node dist/src/cli.js <args>` and waits until it prints "listening on <url>". */
+export async function cliProcess(args: string[], env: Record<string, string> = {}): Promise<ServeProcess> {
+  const child = spawn(process.execPath, [CLI, ...args], { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, ...env } });
   let buf = '';
   const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((r) => child.once('exit', (code, signal) => r({ code, signal })));
   const url = await new Promise<string>((resolve, reject) => {
@@ -54,8 +64,8 @@ export async function serveProcess(args: string[], env: Record<string, string> =
     };
     child.stdout!.on('data', onData);
     child.stderr!.on('data', onData);
-    void exited.then(({ code, signal }) => reject(new Error(`raas serve exited (${code ?? signal}) before listening: ${buf.slice(-2000)}`)));
-    setTimeout(() => reject(new Error(`raas serve did not print its URL within 20 s: ${buf.slice(-2000)}`)), 20_000).unref();
+    void exited.then(({ code, signal }) => reject(new Error(`${args[0]} exited (${code ?? signal}) before listening: ${buf.slice(-2000)}`)));
+    setTimeout(() => reject(new Error(`${args[0]} did not print its URL within 30 s: ${buf.slice(-2000)}`)), 30_000).unref();
   });
   return {
     url,
