@@ -5,7 +5,7 @@ import { RaasError } from '../protocol/errors.js';
 import { REALISTIC_LATENCY, startSim, type SimOptions } from './index.js';
 
 /** Reads a sim config YAML (the keys of SimOptions); a missing or bad file names the fix. */
-function readConfig(file: string): SimOptions {
+export function readSimConfig(file: string): SimOptions {
   let text: string;
   try {
     text = readFileSync(file, 'utf8');
@@ -32,7 +32,7 @@ export function registerSimLlm(program: Command): void {
     .option('--dataset <file...>', 'dataset files (JSONL/Parquet) the scripted policies recognise')
     .option('--realistic-latency', 'use a realistic latency model (an 8B model on one GPU) instead of zero')
     .action(async (flags: { port?: number; host?: string; seed?: number; config?: string; dataset?: string[]; realisticLatency?: boolean }) => {
-      const opts: SimOptions = flags.config ? readConfig(flags.config) : {};
+      const opts: SimOptions = flags.config ? readSimConfig(flags.config) : {};
       if (flags.port !== undefined) opts.port = flags.port;
       if (flags.host !== undefined) opts.host = flags.host;
       if (flags.seed !== undefined) opts.seed = flags.seed;
