@@ -48,6 +48,8 @@ export function normaliseAnswer(raw: string): string {
   // 1,000,000 → 1000000 (only well-formed thousands groups)
   if (/^-?\d{1,3}(,\d{3})+(\.\d+)?$/.test(s)) s = s.replace(/,/g, '');
   if (/^\{.*\}$/.test(s) && balanced(s.slice(1, -1))) s = s.slice(1, -1);
+  // (x) → x, but not a tuple or an interval such as (1,2).
+  if (/^\(.*\)$/.test(s) && !s.includes(',') && balanced(s.slice(1, -1), '(', ')')) s = s.slice(1, -1);
   return s;
 }
 
@@ -94,11 +96,11 @@ function divide(a: { n: bigint; d: bigint }, b: { n: bigint; d: bigint }): { n: 
   return d < 0n ? { n: -n, d: -d } : { n, d };
 }
 
-function balanced(s: string): boolean {
+function balanced(s: string, open = '{', close = '}'): boolean {
   let depth = 0;
   for (const ch of s) {
-    if (ch === '{') depth++;
-    else if (ch === '}' && --depth < 0) return false;
+    if (ch === open) depth++;
+    else if (ch === close && --depth < 0) return false;
   }
   return depth === 0;
 }
