@@ -34,3 +34,9 @@ export async function waitNamespaceEmpty(ns: string, ms = 3000): Promise<number[
     await new Promise((r) => setTimeout(r, 25));
   }
 }
+
+/** Records what an escape attempt observed (printed with the test output, one line per attempt). */
+export function observed(attempt: string, what: unknown): void {
+  const text = typeof what === 'string' ? what : JSON.stringify(what);
+  console.info(`[observed] ${attempt}: ${text.replace(/\s+/g, ' ').trim().slice(0, 300)}`);
+}

@@ -2,7 +2,7 @@ import fs from 'node:fs';
 import { spawnSync } from 'node:child_process';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createSandboxRuntime, type ManagedSandbox, type Runtime } from '../../src/server/sandbox/index.js';
-import { healthCheck, hostServer, testRoot, waitNamespaceEmpty } from './helpers.js';
+import { healthCheck, hostServer, observed, testRoot, waitNamespaceEmpty } from './helpers.js';
 
 const root = process.getuid?.() === 0;
 const sandboxUid = root ? Number(spawnSync('id', ['-u', 'raas-sandbox'], { encoding: 'utf8' }).stdout.trim()) : process.getuid!();
@@ -39,23 +39,28 @@ describe(`bwrap sandbox security (${root ? 'root → raas-sandbox' : 'unprivileg
   it('cannot open a TCP connection to a server on the host 127.0.0.1', async () => {
     expect(await healthCheck(host.port)).toBeLessThan(5000);
     const r = await sb.bash(`timeout 3 bash -c 'echo > /dev/tcp/127.0.0.1/${host.port}' && echo CONNECTED || echo REFUSED`);
+    observed('tcp to host 127.0.0.1 (bash)', r.output);
     expect(r.output).toContain('REFUSED');
     const p = await sb.python(`import socket\ns = socket.socket()\ns.settimeout(2)\ntry:\n    s.connect(("127.0.0.1", ${host.port})); print("CONNECTED")\nexcept OSError as e:\n    print("REFUSED", e)`);
+    observed('tcp to host 127.0.0.1 (python)', p.stdout);
     expect(p.stdout).toContain('REFUSED');
     expect((await sb.bash('cat /sys/class/net/*/operstate 2>/dev/null; ls /sys/class/net 2>/dev/null || ip -o link 2>/dev/null')).output).not.toMatch(/eth|ens|enp|wlan|docker/);
   });
 
   it('cannot write outside the workspace', async () => {
     const r = await sb.bash('for p in /usr/x /etc/x /x /opt/raas/tool-server/x /run/x /home/x; do touch $p 2>/dev/null && echo "WROTE $p"; done; echo done');
+    observed('writes outside the workspace', r.output);
     expect(r.output).toBe('done\n');
     // /tmp is private and size-capped (16 MiB here).
     const big = await sb.bash('head -c 64M /dev/zero > /tmp/big; echo rc=$?; du -m /tmp/big | cut -f1');
+    observed('64 MiB into a 16 MiB /tmp', big.output);
     expect(big.output).toMatch(/No space left|rc=1/);
     expect(fs.existsSync('/x')).toBe(false);
   });
 
   it('cannot see host processes', async () => {
     const r = await sb.bash('ls /proc | grep -E "^[0-9]+$" | wc -l; test -e /proc/' + process.pid + ' && echo HOST-PID-VISIBLE');
+    observed('host processes', r.output);
     expect(r.output).not.toContain('HOST-PID-VISIBLE');
     expect(Number(r.output.trim().split('\n')[0])).toBeLessThan(20);
   });
@@ -63,12 +68,14 @@ describe(`bwrap sandbox security (${root ? 'root → raas-sandbox' : 'unprivileg
   it('does not receive the parent environment (fake secret absent)', async () => {
     expect(process.env.RAAS_FAKE_SECRET).toBeDefined();
     const r = await sb.bash('env; cat /proc/1/environ /proc/self/environ 2>/dev/null | tr "\\0" "\\n"');
+    observed('environment', r.output);
     expect(r.output).not.toContain('hunter2');
     expect((await sb.python('import os; "RAAS_FAKE_SECRET" in os.environ')).result).toBe('False');
   });
 
   it('cannot read /etc/shadow', async () => {
     const r = await sb.bash('cat /etc/shadow; echo rc=$?');
+    observed('/etc/shadow', r.output);
     expect(r.output).toMatch(/Permission denied/);
     expect(r.output).toContain('rc=1');
   });
@@ -78,8 +85,11 @@ describe(`bwrap sandbox security (${root ? 'root → raas-sandbox' : 'unprivileg
     const ns = bomb.pidNamespace!;
     const r = bomb.bash('bomb() { bomb | bomb & }; bomb; sleep 2; echo survived', { timeout_s: 6 });
     await new Promise((res) => setTimeout(res, 500));
-    expect(await healthCheck(host.port)).toBeLessThan(5000);
+    const health = await healthCheck(host.port);
+    observed('host health check during fork bomb (ms)', health.toFixed(1));
+    expect(health).toBeLessThan(5000);
     const out = await r;
+    observed('fork bomb', out.output);
     expect(out.output).toMatch(/Resource temporarily unavailable|retry|survived/);
     await bomb.close();
     expect(bomb.leftover).toEqual([]);
@@ -90,8 +100,12 @@ describe(`bwrap sandbox security (${root ? 'root → raas-sandbox' : 'unprivileg
     const hog = await rt.open({ limits: { memory_mb: 256 } }) as ManagedSandbox;
     const ns = hog.pidNamespace!;
     const p = hog.python('x = bytearray(2 * 1024**3)');
-    expect(await healthCheck(host.port)).toBeLessThan(5000);
-    expect((await p).error?.type).toBe('MemoryError');
+    const health = await healthCheck(host.port);
+    observed('host health check during memory hog (ms)', health.toFixed(1));
+    expect(health).toBeLessThan(5000);
+    const hogged = await p;
+    observed('memory hog (python)', hogged.error ?? hogged);
+    expect(hogged.error?.type).toBe('MemoryError');
     const b = await hog.bash('python3 -c "x = bytearray(2 * 1024**3)" 2>&1 | tail -1');
     expect(b.output).toContain('MemoryError');
     await hog.close();
