@@ -75,6 +75,8 @@ interface JobRec {
 
 interface GroupRec {
   jobs: JobRec[];
+  /** Where jobs of this group went when their server cancelled them unasked (kept together there). */
+  moveTarget?: ServerState;
 }
 
 /**
@@ -222,7 +224,7 @@ export class RolloutFleet {
   }
 
   private place(group: GroupRec, preferred?: ServerState): void {
-    const jobs = group.jobs.filter((j) => !j.settled);
+    const jobs = group.jobs.filter((j) => !j.settled && !j.attempt);
     if (jobs.length === 0) return;
     const server = preferred ?? this.leastLoaded();
     if (!server) {
@@ -233,12 +235,12 @@ export class RolloutFleet {
   }
 
   /** The healthy server with the fewest in-flight jobs; ties rotate so an idle fleet fills evenly. */
-  private leastLoaded(): ServerState | undefined {
+  private leastLoaded(exclude?: ReadonlySet<ServerState>): ServerState | undefined {
     let best: ServerState | undefined;
     const n = this.list.length;
     for (let k = 0; k < n; k++) {
       const s = this.list[(this.rotate + k) % n];
-      if (s.healthy && (best === undefined || s.inFlight < best.inFlight)) best = s;
+      if (s.healthy && !exclude?.has(s) && (best === undefined || s.inFlight < best.inFlight)) best = s;
     }
     this.rotate = (this.rotate + 1) % n;
     return best;
@@ -252,7 +254,9 @@ export class RolloutFleet {
       (result) => {
         this.release(attempt);
         if (job.settled) this.counters.duplicates++; // e.g. the cancelled copy after a recovery
-        else if (job.attempt === attempt) this.settle(job, { result });
+        else if (job.attempt !== attempt) return;
+        else if (result.critical_error === 'cancelled' && !job.cancelRequested && this.relocate(job, server)) return;
+        else this.settle(job, { result });
       },
       (err: unknown) => {
         this.release(attempt);
@@ -314,6 +318,24 @@ export class RolloutFleet {
     }
   }
 
+  /**
+   * The server cancelled a job nobody here asked to cancel: it is shutting down or was told to
+   * /stop. Run the job on another server that never held it (the group's other moved jobs go to
+   * the same one); false when there is none, and the cancelled result stands.
+   */
+  private relocate(job: JobRec, server: ServerState): boolean {
+    const exclude = new Set([...job.former, server]);
+    const g = job.group;
+    const target = g.moveTarget?.healthy && !exclude.has(g.moveTarget) ? g.moveTarget : this.leastLoaded(exclude);
+    if (!target) return false;
+    g.moveTarget = target;
+    job.attempt = undefined;
+    job.former.add(server);
+    this.counters.failed_over++;
+    this.launch(job, target);
+    return true;
+  }
+
   /** A server answers again: recover what it finished meanwhile, then place waiting groups. */
   private markUp(server: ServerState): void {
     server.healthy = true;
@@ -330,15 +352,16 @@ export class RolloutFleet {
       return; // it went away again; the copy elsewhere continues
     }
     if (job.settled) return;
-    if (res?.result) {
+    if (res?.result && res.result.critical_error !== 'cancelled') {
       const copy = job.attempt?.server;
       this.counters.recovered++;
       this.settle(job, { result: res.result }, true);
       // The copy we started elsewhere is now a duplicate: stop it so it does not burn rollout time.
       if (copy && copy !== server) this.track(copy.client.cancel(job.id, { retries: 1 }).catch(() => {}));
-    } else if (res && job.attempt?.server !== server) {
-      job.former.delete(server);
-      this.track(server.client.cancel(job.id, { retries: 1 }).catch(() => {})); // a stale duplicate of the moved job
+    } else if (res && !res.result && job.attempt?.server !== server) {
+      // Still running there: a stale duplicate of the moved job. It stays in `former`, since that
+      // server's copy of this id is now cancelled and must not be attached to again.
+      this.track(server.client.cancel(job.id, { retries: 1 }).catch(() => {}));
     } else if (!res) {
       job.former.delete(server); // lost in a crash or expired: the moved copy is the only one
     }

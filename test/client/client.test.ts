@@ -101,7 +101,7 @@ describe('RolloutClient routes against a real fastify server', () => {
   });
 
   it('holds hundreds of concurrent long polls over the keep-alive agent', async () => {
-    const n = 300;
+    const n = 200;
     const ps = Array.from({ length: n }, (_, i) => client.process({ instance: { data_source: 'chat', hold_ms: -1 }, job_id: `many-${i}` }));
     await until(() => Array.from({ length: n }, (_, i) => srv.jobs.has(`many-${i}`)).every(Boolean), 'all jobs to start');
     await Promise.all(Array.from({ length: n }, (_, i) => client.cancel(`many-${i}`)));
