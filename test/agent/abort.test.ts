@@ -4,12 +4,13 @@ import { TimeoutError } from '../../src/protocol/errors.js';
 import { startSim, type SimHandle } from '../../src/sim/index.js';
 import { qwen3Tokenizer } from '../../src/tokens/index.js';
 import { SimSession } from './sim-session.js';
+import { untilRunning } from '../sim/helpers.js';
 
 const tok = qwen3Tokenizer();
 
-// A slow backend: every turn is 200-400 tokens at 1 ms per token, so a weight update or a cancel
+// A slow backend: every turn is 400-500 tokens at 1 ms per token, so a weight update or a cancel
 // lands in the middle of a turn.
-const SLOW = { seed: 9, request_log: 100, latency: { decode_ms_per_token: 1 }, filler: { median_tokens: 280, sigma: 0.1, min_tokens: 200, max_tokens: 400 } };
+const SLOW = { seed: 9, request_log: 100, latency: { decode_ms_per_token: 1 }, filler: { median_tokens: 450, sigma: 0.1, min_tokens: 400, max_tokens: 500 } };
 
 function opts(sim: SimHandle, signal: AbortSignal, api: 'vllm' | 'sglang' = 'sglang'): AgentOptions {
   return {
@@ -37,7 +38,7 @@ describe('agent and backend aborts (real simulator with decode latency)', () => 
     it(`continues a turn the backend aborts for a weight update, recording each part's version (${api})`, async () => {
       const before = sim.requestLog.length;
       const run = runAgent(opts(sim, new AbortController().signal, api));
-      await new Promise((r) => setTimeout(r, 60));
+      await untilRunning(sim.url, 1);
       const version = `v-${api}`;
       const upd = await post(`${sim.url}/finish_weight_update`, { weight_version: version });
       expect(upd.status).toBe(200);
@@ -62,7 +63,7 @@ describe('agent and backend aborts (real simulator with decode latency)', () => 
 
   it('SGLang /abort_request by rid cuts a request with finish_reason abort', async () => {
     const gen = post(`${sim.url}/generate`, { input_ids: [1, 2, 3], rid: 'cut-me', sampling_params: { max_new_tokens: 500, sampling_seed: 1 } });
-    await new Promise((r) => setTimeout(r, 40));
+    await untilRunning(sim.url, 1);
     expect((await post(`${sim.url}/abort_request`, { rid: 'cut-me' })).status).toBe(200);
     const j = (await (await gen).json()) as any;
     expect(j.meta_info.finish_reason.type).toBe('abort');
@@ -72,7 +73,7 @@ describe('agent and backend aborts (real simulator with decode latency)', () => 
   it('cancellation resolves with the trajectory so far (cancelled / timeout)', async () => {
     const ctrl = new AbortController();
     const run = runAgent(opts(sim, ctrl.signal));
-    await new Promise((r) => setTimeout(r, 30));
+    await untilRunning(sim.url, 1);
     ctrl.abort();
     const t = await run;
     expect(t.finish_reason).toBe('cancelled');
@@ -81,12 +82,10 @@ describe('agent and backend aborts (real simulator with decode latency)', () => 
 
     const ctrl2 = new AbortController();
     const run2 = runAgent(opts(sim, ctrl2.signal));
-    await new Promise((r) => setTimeout(r, 30));
+    await untilRunning(sim.url, 1);
     ctrl2.abort(new TimeoutError('job timed out'));
     expect((await run2).finish_reason).toBe('timeout');
     // The backend stops generating for a client that left.
-    await new Promise((r) => setTimeout(r, 20));
-    const metrics = await (await fetch(`${sim.url}/metrics`)).text();
-    expect(metrics).toMatch(/vllm:num_requests_running\{[^}]*\} 0/);
+    await untilRunning(sim.url, 0);
   });
 });

@@ -10,6 +10,7 @@ import { startSim, parseMetrics } from '../../src/sim/index.js';
 import type { PolicyContext } from '../../src/sim/policy.js';
 import { qwen3Tokenizer } from '../../src/tokens/index.js';
 import type { Clock } from '../../src/util/clock.js';
+import { untilRunning } from './helpers.js';
 
 const tok = qwen3Tokenizer();
 // Reads the (faked) timers at call time, so vi.useFakeTimers() drives the latency model.
@@ -103,7 +104,7 @@ describe('weight updates over HTTP', () => {
     try {
       const post = (p: string, body: unknown): Promise<Response> => fetch(`${sim.url}${p}`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
       const inflight = post('/generate', { input_ids: [1, 2, 3], sampling_params: { max_new_tokens: 400 } });
-      await new Promise((r) => setTimeout(r, 50));
+      await untilRunning(sim.url, 1);
       const upd = await post('/update_weights_from_disk', { model_path: '/ckpt/step-1', weight_version: 'step-1' });
       expect(await upd.json()).toMatchObject({ success: true, num_paused_requests: 1 });
       const cut = (await (await inflight).json()) as any;
