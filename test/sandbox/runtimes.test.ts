@@ -59,6 +59,32 @@ describe('apptainer runtime (binary absent here: exact command line)', () => {
   });
 });
 
+describe('bwrap open(): abort and bad specs', () => {
+  const root = testRoot('open');
+  afterAll(() => fs.rmSync(root, { recursive: true, force: true }));
+
+  it('an abort during start rejects with the reason and leaves no process or workspace', async () => {
+    const rt = createSandboxRuntime({ runtime: 'bwrap', root });
+    rt.prepare();
+    const ac = new AbortController();
+    const p = rt.open({}, ac.signal);
+    setTimeout(() => ac.abort(new Error('job cancelled during INIT')), 5);
+    await expect(p).rejects.toThrow('job cancelled during INIT');
+    expect(fs.readdirSync(path.join(root, 'ws'))).toEqual([]);
+    expect(fs.readdirSync(path.join(root, 'run'))).toEqual([]);
+    await rt.close();
+  });
+
+  it('SandboxSpec.files keys must stay inside the workspace', async () => {
+    const rt = createSandboxRuntime({ runtime: 'bwrap', root });
+    for (const key of ['../escape.txt', '/etc/x', 'a/../../b']) {
+      await expect(rt.open({ files: { [key]: 'x' } })).rejects.toMatchObject({ code: 'bad_request', message: expect.stringContaining('SandboxSpec.files') });
+    }
+    expect(fs.existsSync(path.join(root, 'escape.txt'))).toBe(false);
+    await rt.close();
+  });
+});
+
 describe('process runtime (no isolation, explicit only)', () => {
   const root = testRoot('proc');
   afterAll(() => fs.rmSync(root, { recursive: true, force: true }));

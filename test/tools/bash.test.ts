@@ -100,6 +100,12 @@ describe('PTY bash in the tool server (real node-pty, real bash)', () => {
     expect((await bash('echo back')).output).toBe('back\n');
   });
 
+  it('a command cannot silence the sentinel by assigning PROMPT_COMMAND', async () => {
+    const r = await bash('PROMPT_COMMAND=true; echo next');
+    expect(r.output).toMatch(/readonly variable/);
+    expect((await bash('echo still')).exit_code).toBe(0);
+  });
+
   it('a new shell starts after exit', async () => {
     const r = await bash('exit 4');
     expect(r.output).toMatch(/bash exited/);

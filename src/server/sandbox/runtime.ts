@@ -100,10 +100,12 @@ export class Runtime implements SandboxRuntime {
     // Runtimes that share the host network get their own loopback address.
     const sharesNet = this.kind === 'process' || spec.network === true;
     let address: string | undefined;
+    // Assigned once start() returns; cleanup may run inside start() (a failed start) before that.
+    let sb: ManagedSandbox | undefined;
     try {
       if (sharesNet) address = this.leaseTable(p.root).acquire();
       const plan = this.plan(p, dirs, spec, address);
-      const sb = await ManagedSandbox.start(
+      sb = await ManagedSandbox.start(
         plan,
         {
           id,
@@ -113,7 +115,7 @@ export class Runtime implements SandboxRuntime {
           graceMs: this.config.close_grace_ms,
           log: this.log,
           cleanup: () => {
-            this.open_.delete(sb);
+            if (sb) this.open_.delete(sb);
             if (address) this.leaseTable(p.root).release(address);
             if (!this.config.keep_workspaces) removeDirs(dirs);
           },

@@ -81,7 +81,8 @@ export class PtyBash {
       this.waiter = { onMarker: () => resolve(), onExit: () => reject(new Error('bash exited during start')) };
     });
     // The setup line itself is echoed (echo is still on); everything before the first sentinel is dropped.
-    pty.write(`stty -echo -onlcr; PROMPT_COMMAND='printf "\\036RAAS_${this.nonce}_%s\\037" "$?"'; PS1=''; PS2=''\n`);
+    // readonly: a command that assigns PROMPT_COMMAND gets an error instead of silencing the sentinel.
+    pty.write(`stty -echo -onlcr; PROMPT_COMMAND='printf "\\036RAAS_${this.nonce}_%s\\037" "$?"'; readonly PROMPT_COMMAND; PS1=''; PS2=''\n`);
     await ready;
     this.waiter = undefined;
     this.out = new CappedText(this.opts.output_cap ?? 30_000);
