@@ -69,7 +69,8 @@ export function registerServe(program: Command): void {
     .action(async (flags: ServeFlags) => {
       const { config, baseDir } = await loadServerConfig(flags.config, overridesOf(flags));
       const server = await startRolloutServer(config, { baseDir });
-      server.warmTokenizer();
+      // The tokenizer loads at the first job that needs it (~1.5 s of CPU), so sandbox-less or
+      // tokenizer-less handler sets start at once.
       process.stdout.write(`raas serve listening on ${server.url} (routing ${config.llm.routing}, ${server.pool.size} LLM backend(s))\n`);
       let stopping = false;
       const stop = (signal: string): void => {
