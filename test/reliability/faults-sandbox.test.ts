@@ -1,0 +1,139 @@
+// Faults of real bwrap sandboxes under a job (rel-sandbox handler, loaded by path): the sandbox
+// SIGKILLed from outside, its tool server crashing, its workspace filling up (sandbox root on a
+// size-limited tmpfs). The job ends with a critical_error in bounded time, the workspace is removed,
+// nothing of the sandbox stays in the process table, and the server keeps serving.
+import { execFileSync } from 'node:child_process';
+import fs from 'node:fs';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { RolloutServer } from '../../src/server/index.js';
+import { observe } from './helpers/observe.js';
+import { descendantsOf, inNamespaces, pidNs, processTable, waitGone, withCommand, workspaceCount, type Proc } from './helpers/procs.js';
+import { inProcessServer, postJson, request, sandboxRoot, until } from './helpers/servers.js';
+
+const isRoot = process.getuid?.() === 0;
+/** rel-sandbox never calls the LLM, but /process needs a registered backend (503 no_llm_backends otherwise). */
+const NO_LLM = 'http://127.0.0.1:9';
+
+/** bwrap processes of our sandbox root (outer ones and their pid-1 copies inside the namespace). */
+function bwraps(root: string): Proc[] {
+  return withCommand(root).filter((p) => /(^|\/)bwrap /.test(p.cmd));
+}
+
+/** The outer bwrap of each open sandbox: started by this (in-process) server. */
+function outerBwraps(root: string): Proc[] {
+  return bwraps(root).filter((p) => p.ppid === process.pid);
+}
+
+async function sandboxOfJob(root: string): Promise<{ outer: Proc; ns: string; tree: Proc[] }> {
+  await until(() => outerBwraps(root).length === 1 && descendantsOf(outerBwraps(root)[0].pid).some((p) => p.cmd.includes('tool-server/main.js')), 'the job\'s sandbox running', 20_000);
+  const outer = outerBwraps(root)[0];
+  const tree = descendantsOf(outer.pid);
+  const inner = tree.find((p) => p.cmd.includes('tool-server/main.js'))!;
+  return { outer, ns: pidNs(inner.pid)!, tree };
+}
+
+describe('faults: sandboxes killed, tool servers crashing, workspaces filling up', () => {
+  const root = sandboxRoot('fsb');
+  let server: RolloutServer;
+
+  beforeAll(async () => {
+    server = await inProcessServer({ sandbox: { runtime: 'bwrap', root, close_grace_ms: 200 }, llm: { backends: [{ address: NO_LLM }] } });
+  });
+  afterAll(async () => {
+    await server?.close();
+    fs.rmSync(root, { recursive: true, force: true });
+  });
+
+  const job = (id: string, commands: string[], files?: Record<string, string>) =>
+    postJson(`${server.url}/process`, { job_id: id, instance: { data_source: 'rel-sandbox', commands, ...(files ? { files } : {}) } }, { timeoutMs: 60_000 });
+
+  it('a sandbox SIGKILLed from outside mid-RUN: critical_error "run", workspace removed, no process left', async () => {
+    const t0 = performance.now();
+    const pending = job('sbx-kill', ['echo started', 'sleep 30', 'echo SANDBOX-OK']);
+    const { outer, ns, tree } = await sandboxOfJob(root);
+    await until(async () => (await request(`${server.url}/jobs/sbx-kill`)).body.state === 'run', 'job in RUN');
+    process.kill(outer.pid, 'SIGKILL');
+    const r = await pending;
+    const s = (performance.now() - t0) / 1000;
+    expect(r.body).toMatchObject({ critical_error: 'run', success: false });
+    expect(s).toBeLessThan(25);
+    const left = await waitGone(() => [...inNamespaces([ns]), ...tree.filter((p) => processTable().some((q) => q.pid === p.pid && q.cmd === p.cmd))]);
+    expect(left).toEqual([]);
+    await until(() => workspaceCount(root) === 0, 'workspace removed');
+    observe({
+      section: 'faults',
+      name: 'sandbox SIGKILLed from outside (outer bwrap) mid-RUN',
+      observed: `job answered after ${s.toFixed(1)} s with critical_error "run", error "${String(r.body.error).slice(0, 200)}"; ${tree.length} sandbox processes gone, workspace removed`,
+      figures: { jobs: 1, lost_jobs: 0, orphans: left.length },
+    });
+  }, 60_000);
+
+  it('the tool server crashing mid-command: critical_error "run", nothing left', async () => {
+    const pending = job('sbx-crash', ['sleep 30', 'echo SANDBOX-OK']);
+    const { outer, ns, tree } = await sandboxOfJob(root);
+    await until(async () => (await request(`${server.url}/jobs/sbx-crash`)).body.state === 'run', 'job in RUN');
+    const toolServer = tree.find((p) => p.cmd.includes('tool-server/main.js'))!;
+    process.kill(toolServer.pid, 'SIGKILL');
+    const r = await pending;
+    expect(r.body).toMatchObject({ critical_error: 'run', success: false });
+    const left = await waitGone(() => [...inNamespaces([ns]), ...bwraps(root).filter((p) => p.pid === outer.pid)]);
+    expect(left).toEqual([]);
+    await until(() => workspaceCount(root) === 0, 'workspace removed');
+    const ok = await job('sbx-after-crash', ['echo SANDBOX-OK']);
+    expect(ok.body).toMatchObject({ critical_error: null, reward: 1 });
+    observe({
+      section: 'faults',
+      name: 'tool server crash (SIGKILL to the node tool server inside the sandbox)',
+      observed: `job ended critical_error "run", error "${String(r.body.error).slice(0, 200)}"; sandbox namespace empty, workspace removed; the next sandboxed job succeeded`,
+      figures: { jobs: 2, lost_jobs: 0, orphans: left.length },
+    });
+  }, 60_000);
+
+  it.skipIf(!isRoot)('the workspace filling up (sandbox root on a 24 MiB tmpfs): ENOSPC inside, INIT failure when full, space reclaimed', async () => {
+    const fillRoot = sandboxRoot('fill');
+    fs.mkdirSync(fillRoot, { recursive: true });
+    execFileSync('mount', ['-t', 'tmpfs', '-o', 'size=24m,mode=0755', 'tmpfs', fillRoot]);
+    const small = await inProcessServer({ sandbox: { runtime: 'bwrap', root: fillRoot, close_grace_ms: 200 }, llm: { backends: [{ address: NO_LLM }] } });
+    try {
+      const usedMb = () => Number(execFileSync('df', ['-m', '--output=used', fillRoot], { encoding: 'utf8' }).trim().split('\n')[1]);
+      // 1. A command writes past the free space: the write fails inside, the job still finishes.
+      const r = await postJson(`${small.url}/process`, { job_id: 'fill-1', instance: { data_source: 'rel-sandbox', commands: ['head -c 64M /dev/zero > big.bin; echo rc=$?', 'echo SANDBOX-OK'] } }, { timeoutMs: 60_000 });
+      expect(r.body.critical_error).toBe(null);
+      const out = String(r.body.details?.outputs?.[0] ?? r.body.messages?.[0]?.content);
+      expect(out).toMatch(/No space left on device/);
+      await until(() => workspaceCount(fillRoot) === 0, 'workspace removed');
+      const afterJob = usedMb();
+      expect(afterJob).toBeLessThan(8);
+      // 2. The disk is full before the job: creating its workspace fails, the job ends in INIT.
+      const hog = `${fillRoot}/hog.bin`;
+      try {
+        execFileSync('sh', ['-c', `head -c 64M /dev/zero > ${hog}`], { stdio: 'ignore' });
+      } catch {
+        /* ENOSPC is the point */
+      }
+      const full = await postJson(`${small.url}/process`, { job_id: 'fill-2', instance: { data_source: 'rel-sandbox', commands: ['echo SANDBOX-OK'], files: { 'data.txt': 'x'.repeat(64 * 1024) } } }, { timeoutMs: 60_000 });
+      expect(full.body).toMatchObject({ critical_error: 'init', success: false });
+      expect((await request(`${small.url}/health`)).status).toBe(200);
+      fs.rmSync(hog);
+      // 3. Space back: the same server runs sandboxed jobs again.
+      const again = await postJson(`${small.url}/process`, { job_id: 'fill-3', instance: { data_source: 'rel-sandbox', commands: ['echo SANDBOX-OK'] } }, { timeoutMs: 60_000 });
+      expect(again.body).toMatchObject({ critical_error: null, reward: 1 });
+      expect(await waitGone(() => bwraps(fillRoot))).toEqual([]);
+      observe({
+        section: 'faults',
+        name: 'workspace filling up (sandbox root on a 24 MiB tmpfs)',
+        observed: `writing 64 MiB inside: "${out.trim().split('\n').slice(-2).join(' ').slice(0, 160)}", job finished (critical_error null), workspace removed (${afterJob} MiB used after); with the disk full beforehand: critical_error "init", error "${String(full.body.error).slice(0, 160)}"; after freeing space the next job succeeded`,
+        figures: { jobs: 3, lost_jobs: 0, orphans: 0 },
+      });
+    } finally {
+      await small.close();
+      execFileSync('umount', ['-l', fillRoot]);
+      fs.rmSync(fillRoot, { recursive: true, force: true });
+    }
+  }, 90_000);
+
+  it('nothing of the sandboxes is left: no bwrap of this root, no workspace', async () => {
+    expect(await waitGone(() => bwraps(root))).toEqual([]);
+    expect(workspaceCount(root)).toBe(0);
+  });
+});
