@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { formatPlan, parsePlaceConfig, planPlacement, type Lookup, type PlacementPlan } from '../../src/placement/index.js';
+import { formatPlan, loadPlaceConfig, parsePlaceConfig, planPlacement, type Lookup, type PlacementPlan } from '../../src/placement/index.js';
 
 /** A resolver over a fixed table (a real implementation of the Lookup seam, like /etc/hosts). */
 const table = (t: Record<string, string[]>): Lookup => async (host) => {
@@ -92,5 +92,11 @@ describe('place config', () => {
     expect(cfg.mode).toBe('replace');
     expect(() => parsePlaceConfig({ rollout_servers: ['http://a:1'], llm_servers: [{ address: 'x', api: 'tgi' }] }, 'p.yaml')).toThrow(/p\.yaml: llm_servers\[0\]/);
     expect(() => parsePlaceConfig({ rollout_servers: [], llm_servers: ['x'] })).toThrow(/rollout_servers/);
+  });
+
+  it('the example configs/place.yaml parses and plans', async () => {
+    const cfg = await loadPlaceConfig('configs/place.yaml');
+    const plan = await planPlacement(cfg.rollout_servers, cfg.llm_servers, { fill_empty: cfg.fill_empty });
+    expect(plan.assignments.map((a) => a.llm_servers.map((l) => l.phase))).toEqual([[1, 2], [1]]);
   });
 });
