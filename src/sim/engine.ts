@@ -61,6 +61,9 @@ export class SimEngine {
   private readonly queue: Array<() => void> = [];
   private readonly filler: Filler;
   private unseeded = 0;
+  // Remainders of aborted responses, keyed by the sequence a continuation will send (prompt + ids so
+  // far): the re-sent request finishes the same response, as the agent's abort-continuation expects.
+  private readonly continuations = new Map<string, number[]>();
 
   constructor(
     readonly cfg: SimConfig,
@@ -119,6 +122,7 @@ export class SimEngine {
       this.inFlight.delete(req.request_id);
     }
     const aborted = ctrl.signal.aborted && produced < ids.length;
+    if (aborted) this.rememberContinuation([...req.prompt_ids, ...ids.slice(0, produced)], plan.slice(produced));
     const out: SimOutput = aborted
       ? { ids: ids.slice(0, produced), logprobs: logprobs.slice(0, produced), finish: 'abort', matched: null, weight_version, cached_tokens: cached, abort_message: abortMessage }
       : { ids, logprobs, finish, matched, weight_version, cached_tokens: cached };
@@ -166,6 +170,12 @@ export class SimEngine {
 
   /** The whole response the "model" would produce: a policy's scripted turn or filler, ending in eos. */
   private plan(req: SimRequest, seed: number): number[] {
+    const key = continuationKey(req.prompt_ids);
+    const rest = this.continuations.get(key);
+    if (rest) {
+      this.continuations.delete(key);
+      return rest;
+    }
     if (this.policies.length > 0) {
       const ctx = {
         promptText: this.tokenizer.decode(req.prompt_ids),
@@ -181,6 +191,13 @@ export class SimEngine {
       }
     }
     return this.filler.ids(rng(seedOf('filler', seed)));
+  }
+
+  private rememberContinuation(sequence: number[], rest: number[]): void {
+    if (rest.length === 0) return;
+    this.continuations.set(continuationKey(sequence), rest);
+    // Bounded: a client that never continues must not grow the map forever.
+    if (this.continuations.size > 4096) this.continuations.delete(this.continuations.keys().next().value as string);
   }
 
   /** Cuts the plan after the first stop id (eos always stops), or at max_tokens. */
@@ -244,4 +261,8 @@ export class SimEngine {
     if (next) next();
     else this.running--;
   }
+}
+
+function continuationKey(ids: readonly number[]): string {
+  return `${ids.length}:${hashIds(ids)}:${hashIds(ids.slice(-64))}`;
 }

@@ -58,6 +58,9 @@ describe('agent and backend aborts (real simulator with decode latency)', () => 
       expect(t.messages[1]!.logprobs).toEqual([...sent[0]!.logprobs, ...sent[1]!.logprobs]);
       expect(t.num_turns).toBe(2);
       expect(t.weight_versions).toEqual([turn0.weight_version, version]);
+      // The continuation finishes the very response the aborted call was producing.
+      const again = (await (await post(`${sim.url}/generate`, { input_ids: sent[0]!.prompt_ids, sampling_params: { max_new_tokens: sent[0]!.max_tokens, sampling_seed: sent[0]!.seed } })).json()) as { output_ids: number[] };
+      expect(t.messages[1]!.token_ids).toEqual(again.output_ids);
     });
   }
 
