@@ -67,8 +67,16 @@ export class PtyBash {
     this.out = new CappedText(opts.output_cap ?? 30_000);
   }
 
-  /** Starts the shell and waits for its first prompt. */
-  async start(): Promise<void> {
+  private starting: Promise<void> | undefined;
+
+  /** Starts the shell (once; concurrent callers share the start) and waits for its first prompt. */
+  start(): Promise<void> {
+    if (this.pty && !this.starting) return Promise.resolve();
+    this.starting ??= this.spawnShell().finally(() => (this.starting = undefined));
+    return this.starting;
+  }
+
+  private async spawnShell(): Promise<void> {
     const env: Record<string, string> = { ...(this.opts.env ?? {}), PS1: '', PS2: '', PAGER: 'cat', GIT_PAGER: 'cat', HISTFILE: '' };
     const [file, args] = withLimits('/bin/bash', this.opts.limits, ['/bin/bash', '--noprofile', '--norc', '--noediting', '-i']);
     // Loaded on first use: a sandbox that never runs bash starts without the native module.
@@ -125,7 +133,7 @@ export class PtyBash {
     if (this.closed) throw new ToolInputError('bash is closed');
     this.busy = true;
     try {
-      if (!this.pty) await this.start();
+      if (!this.pty || this.starting) await this.start();
       return await this.exec(req);
     } finally {
       this.busy = false;

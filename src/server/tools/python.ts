@@ -44,6 +44,11 @@ export class PythonKernel {
 
   constructor(private readonly opts: ToolServerOptions) {}
 
+  /** Starts the interpreter ahead of the first cell (the tool server warms enabled tools after it is ready). */
+  warm(): void {
+    if (!this.child && !this.closed) this.start();
+  }
+
   private start(): ChildProcess {
     const py = this.opts.python ?? '/usr/bin/python3';
     // The driver goes through a file so the process table shows a short command line.

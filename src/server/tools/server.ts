@@ -162,6 +162,15 @@ export class ToolServer {
     }
   }
 
+  /**
+   * Starts bash and python in the background once the socket listens, so the first command does not
+   * pay for the shell's start. A failure here surfaces on the first real request.
+   */
+  warm(): void {
+    if (this.bash instanceof PtyBash) this.bash.start().catch(() => undefined);
+    this.python?.warm();
+  }
+
   /** Stops the children and the listener. Safe twice. */
   async close(): Promise<void> {
     if (this.closing) return;
