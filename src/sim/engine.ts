@@ -61,6 +61,7 @@ export class SimEngine {
   private readonly queue: Array<() => void> = [];
   private readonly filler: Filler;
   private unseeded = 0;
+  private prefillFreeAt = 0;
   // Remainders of aborted responses, keyed by the sequence a continuation will send (prompt + ids so
   // far): the re-sent request finishes the same response, as the agent's abort-continuation expects.
   private readonly continuations = new Map<string, number[]>();
@@ -107,8 +108,16 @@ export class SimEngine {
         this.counters.prefix_cache_hits += cached;
         this.counters.prompt_tokens += req.prompt_ids.length;
         const lat = this.cfg.latency;
-        const prefillMs = lat.overhead_ms + (req.prompt_ids.length - cached) * lat.prefill_ms_per_token;
-        if (prefillMs > 0) await sleep(prefillMs, ctrl.signal, this.clock);
+        if (lat.overhead_ms > 0) await sleep(lat.overhead_ms, ctrl.signal, this.clock);
+        const prefillMs = (req.prompt_ids.length - cached) * lat.prefill_ms_per_token;
+        if (prefillMs > 0) {
+          // Prefill is compute-bound: one backend prefills one request at a time, so uncached
+          // tokens of any request delay every other request's prefill on that backend.
+          const now = this.clock.now();
+          const start = Math.max(now, this.prefillFreeAt);
+          this.prefillFreeAt = start + prefillMs;
+          await sleep(this.prefillFreeAt - now, ctrl.signal, this.clock);
+        }
         this.cache.insert(req.prompt_ids);
         produced = await this.decode(ids.length, ctrl.signal);
       } finally {

@@ -6,7 +6,7 @@ import { z } from 'zod';
  */
 export const SimLatency = z
   .strictObject({
-    /** Milliseconds per prompt token that misses the prefix cache. */
+    /** Milliseconds per prompt token that misses the prefix cache; a backend prefills one request at a time. */
     prefill_ms_per_token: z.number().nonnegative().default(0),
     /** Milliseconds per generated token for a request running alone. */
     decode_ms_per_token: z.number().nonnegative().default(0),

@@ -54,6 +54,19 @@ describe('latency model (fake timers)', () => {
     expect(e.counters).toMatchObject({ prefix_cache_queries: 128, prefix_cache_hits: 64 });
   });
 
+  it('prefills one request at a time per backend', async () => {
+    const e = engine({ prefill_ms_per_token: 1 });
+    const done: string[] = [];
+    void e.generate(req(ids(50), 'a')).then(() => done.push('a'));
+    void e.generate(req(ids(30, 9000), 'b')).then(() => done.push('b'));
+    await vi.advanceTimersByTimeAsync(50);
+    expect(done).toEqual(['a']);
+    await vi.advanceTimersByTimeAsync(29);
+    expect(done).toEqual(['a']);
+    await vi.advanceTimersByTimeAsync(1);
+    expect(done).toEqual(['a', 'b']);
+  });
+
   it('slows decode with concurrency and queues past max_num_seqs', async () => {
     const e = engine({ decode_ms_per_token: 2, concurrency_slowdown: 0.5, max_num_seqs: 2 });
     const done: string[] = [];
