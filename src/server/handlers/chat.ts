@@ -71,20 +71,22 @@ async function runChat(ctx: RunContext<ChatInstance>): Promise<RunResult> {
   try {
     const modelLen = await llm.maxModelLen(signal);
     for (let t = 0; t < ctx.job.instance.turns; t++) {
-      if (t > 0) {
-        // The observation: close the model's turn if it did not end with eos, then the user turn
-        // and the generation prompt exactly as the template renders them.
-        const last = tokens.response_ids[tokens.response_ids.length - 1];
-        const obs = [...(last === tokenizer.eosId ? [] : [tokenizer.eosId]), ...fixed.observation];
-        append(tokens, obs, 0, undefined, messages.length);
-        messages.push({ ...user });
-      }
-      const prompt = [...tokens.prompt_ids, ...tokens.response_ids];
-      const next = nextMaxTokens(limits, generated, prompt.length, modelLen);
+      // The observation: close the model's turn if it did not end with eos, then the user turn and
+      // the generation prompt exactly as the template renders them.
+      const last = tokens.response_ids[tokens.response_ids.length - 1];
+      const obs = t === 0 ? [] : [...(last === tokenizer.eosId ? [] : [tokenizer.eosId]), ...fixed.observation];
+      const promptLen = tokens.prompt_ids.length + tokens.response_ids.length + obs.length;
+      // No room for another turn: stop before appending an observation nothing would answer.
+      const next = nextMaxTokens(limits, generated, promptLen, modelLen);
       if ('finish' in next) {
         finish = next.finish;
         break;
       }
+      if (t > 0) {
+        append(tokens, obs, 0, undefined, messages.length);
+        messages.push({ ...user });
+      }
+      const prompt = [...tokens.prompt_ids, ...tokens.response_ids];
       const r = await llm.generate({ prompt_ids: prompt, max_tokens: next.max_tokens, stop_token_ids: stop, signal });
       turns++;
       generated += r.ids.length;
