@@ -12,29 +12,16 @@ import { RaasError } from '../../protocol/errors.js';
  * read). Content-addressed, so a rebuild never changes files under a running sandbox.
  */
 export function installToolServer(root: string): string {
-  const src = compiledToolsDir();
-  const pty = nodePtyDir();
-  const files = fs.readdirSync(src).filter((f) => f.endsWith('.js')).sort();
-  const ptyFiles = [
-    'package.json',
-    ...fs
-      .readdirSync(path.join(pty, 'lib'), { recursive: true, encoding: 'utf8' })
-      .filter((f) => f.endsWith('.js') && !f.endsWith('.test.js'))
-      .map((f) => path.join('lib', f)),
-    'build/Release/pty.node',
-  ].sort();
+  const files = readSources();
   const h = createHash('sha256');
-  for (const f of files) h.update(f).update(fs.readFileSync(path.join(src, f)));
-  for (const f of ptyFiles) h.update(f).update(fs.readFileSync(path.join(pty, f)));
+  for (const [f, buf] of files) h.update(f).update(buf);
   const dir = path.join(root, 'tool-server', h.digest('hex').slice(0, 16));
   if (fs.existsSync(path.join(dir, 'main.js'))) return dir;
 
   const tmp = `${dir}.tmp-${process.pid}-${randomBytes(3).toString('hex')}`;
   fs.mkdirSync(tmp, { recursive: true, mode: 0o755 });
-  for (const f of files) copy(path.join(src, f), path.join(tmp, f));
-  fs.writeFileSync(path.join(tmp, 'package.json'), JSON.stringify({ name: 'raas-tool-server', private: true, type: 'module' }) + '\n', { mode: 0o644 });
-  for (const f of ptyFiles) copy(path.join(pty, f), path.join(tmp, 'node_modules/node-pty', f));
-  fs.chmodSync(path.join(tmp, 'node_modules/node-pty/build/Release/pty.node'), 0o755);
+  // Written from the bytes that were hashed, so the directory always matches its name.
+  for (const [f, buf] of files) write(path.join(tmp, f), buf, f.endsWith('.node') ? 0o755 : 0o644);
   try {
     fs.renameSync(tmp, dir);
   } catch {
@@ -44,10 +31,35 @@ export function installToolServer(root: string): string {
   return dir;
 }
 
-function copy(from: string, to: string): void {
+/**
+ * The files of the install, relative path → bytes. A build running at the same moment (tsc rewrites
+ * dist/ in place) can leave a file empty for an instant: re-read until none is.
+ */
+function readSources(): Array<[string, Buffer]> {
+  const src = compiledToolsDir();
+  const pty = nodePtyDir();
+  const ptyFiles = [
+    'package.json',
+    ...fs
+      .readdirSync(path.join(pty, 'lib'), { recursive: true, encoding: 'utf8' })
+      .filter((f) => f.endsWith('.js') && !f.endsWith('.test.js'))
+      .map((f) => path.join('lib', f)),
+    'build/Release/pty.node',
+  ].sort();
+  for (let attempt = 0; ; attempt++) {
+    const out: Array<[string, Buffer]> = [];
+    for (const f of fs.readdirSync(src).filter((n) => n.endsWith('.js')).sort()) out.push([f, fs.readFileSync(path.join(src, f))]);
+    out.push(['package.json', Buffer.from(JSON.stringify({ name: 'raas-tool-server', private: true, type: 'module' }) + '\n')]);
+    for (const f of ptyFiles) out.push([path.join('node_modules/node-pty', f), fs.readFileSync(path.join(pty, f))]);
+    if (out.every(([, b]) => b.length > 0) || attempt >= 20) return out;
+    Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 100);
+  }
+}
+
+function write(to: string, buf: Buffer, mode: number): void {
   fs.mkdirSync(path.dirname(to), { recursive: true, mode: 0o755 });
-  fs.copyFileSync(from, to);
-  fs.chmodSync(to, 0o644);
+  fs.writeFileSync(to, buf, { mode });
+  fs.chmodSync(to, mode);
 }
 
 /** Makes the directories on the path to `dir` traversable (o+x) so the sandbox user reaches it. */
