@@ -198,3 +198,30 @@ function httpRequest(url: string, method: string, data: string | undefined, agen
     req.end(data);
   });
 }
+
+/**
+ * One request with the path sent exactly as given (fetch and URL normalise "/a/../b" to "/b" before
+ * sending, which would test the client instead of the server).
+ */
+export function rawRequest(base: string, method: string, rawPath: string, headers: Record<string, string> = {}): Promise<Answer> {
+  const u = new URL(base);
+  return new Promise((resolve, reject) => {
+    const req = http.request({ host: u.hostname, port: u.port, method, path: rawPath, headers, agent: false, timeout: 30_000 }, (res) => {
+      const chunks: Buffer[] = [];
+      res.on('data', (c: Buffer) => chunks.push(c));
+      res.on('end', () => {
+        const text = Buffer.concat(chunks).toString('utf8');
+        let body: unknown = null;
+        try {
+          body = JSON.parse(text);
+        } catch {
+          /* not JSON */
+        }
+        resolve({ status: res.statusCode ?? 0, headers: new Headers(res.headers as Record<string, string>), text, body });
+      });
+    });
+    req.on('timeout', () => req.destroy(new Error('no answer within 30 s')));
+    req.on('error', reject);
+    req.end();
+  });
+}
