@@ -1,10 +1,9 @@
 import { randomUUID } from 'node:crypto';
 import { z } from 'zod';
-import { RaasError } from '../protocol/errors.js';
+import { RaasError, fieldPath } from '../protocol/errors.js';
 import { CancelResponse, JobResponse, ProcessRequest, Result } from '../protocol/process.js';
 import { AddLlmServerRequest, LlmServersResponse } from '../protocol/llm.js';
 import { OkResponse, StatusResponse } from '../protocol/status.js';
-import { fieldPath } from '../protocol/errors.js';
 import { Transport, type CallOptions, type TransportOptions } from './transport.js';
 
 /** Options of {@link RolloutClient}. */

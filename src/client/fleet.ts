@@ -1,83 +1,13 @@
 import { randomUUID } from 'node:crypto';
+import pLimit from 'p-limit';
 import { CancelledError, RaasError } from '../protocol/errors.js';
 import type { Result } from '../protocol/process.js';
 import { systemClock, type Clock } from '../util/clock.js';
-import { RolloutClient, type ProcessInput, type RolloutClientOptions } from './client.js';
+import { RolloutClient, type ProcessInput } from './client.js';
+import type { Attempt, FleetServerInfo, FleetStats, GroupRec, JobRec, RolloutFleetOptions, ServerState } from './fleet-types.js';
+
+export type { FleetServerInfo, FleetStats, RolloutFleetOptions } from './fleet-types.js';
 import { abortReason } from './transport.js';
-
-/** Options of {@link RolloutFleet}. */
-export interface RolloutFleetOptions {
-  servers: Array<{ url: string; token?: string }>;
-  /** Period of GET /health per server (default 2000 ms). */
-  health_interval_ms?: number;
-  /**
-   * Consecutive failed health checks before a server counts as down (default 2): one slow answer
-   * from a loaded server must not move all its groups. A /process call that fails past its retries
-   * marks the server down at once.
-   */
-  unhealthy_after?: number;
-  clock?: Clock;
-  /**
-   * Options for each server's client. The fleet's defaults retry less than a lone client
-   * (2 retries, 100 ms → 1 s) because a dead server is better handled by failing over.
-   */
-  client?: Omit<RolloutClientOptions, 'url' | 'token'>;
-}
-
-/** A server as {@link RolloutFleet.servers} reports it. */
-export interface FleetServerInfo {
-  url: string;
-  healthy: boolean;
-  in_flight: number;
-}
-
-/** Counters for logs and tests. */
-export interface FleetStats {
-  submitted: number;
-  /** Jobs moved to another server because theirs stopped answering. */
-  failed_over: number;
-  /** Results fetched through GET /jobs/:id from a server that came back. */
-  recovered: number;
-  /** Terminal results that arrived for a job id already settled, and were ignored. */
-  duplicates: number;
-}
-
-interface ServerState {
-  url: string;
-  client: RolloutClient;
-  healthy: boolean;
-  inFlight: number;
-  checking: boolean;
-  failedChecks: number;
-}
-
-/** One /process call of a job on one server; it occupies an in-flight slot there until it ends or is abandoned. */
-interface Attempt {
-  server: ServerState;
-  ac: AbortController;
-  released: boolean;
-}
-
-interface JobRec {
-  id: string;
-  req: ProcessInput;
-  group: GroupRec;
-  /** The current attempt; after settling it may still run (a duplicate being cancelled). */
-  attempt: Attempt | undefined;
-  /** Servers that held the job before a failover: one of them may still finish it. */
-  former: Set<ServerState>;
-  cancelRequested: boolean;
-  settled: boolean;
-  promise: Promise<Result>;
-  resolve: (r: Result) => void;
-  reject: (e: unknown) => void;
-}
-
-interface GroupRec {
-  jobs: JobRec[];
-  /** Where jobs of this group went when their server cancelled them unasked (kept together there). */
-  moveTarget?: ServerState;
-}
 
 /**
  * Many rollout servers behind one submission API. A group goes as a whole to the healthy server
@@ -95,6 +25,7 @@ export class RolloutFleet {
   private readonly clock: Clock;
   private readonly intervalMs: number;
   private readonly unhealthyAfter: number;
+  private readonly healthTimeoutMs: number;
   private timer: unknown;
   private rotate = 0;
   private closing: Promise<void> | undefined;
@@ -105,6 +36,7 @@ export class RolloutFleet {
     this.clock = opts.clock ?? systemClock;
     this.intervalMs = opts.health_interval_ms ?? 2000;
     this.unhealthyAfter = Math.max(1, opts.unhealthy_after ?? 2);
+    this.healthTimeoutMs = opts.health_timeout_ms ?? 2000;
     const clientOpts = { retries: 2, backoff: { base_ms: 100, max_ms: 1000 }, ...opts.client, clock: this.clock };
     const seen = new Set<string>();
     this.list = opts.servers.map((s, i) => {
@@ -339,7 +271,9 @@ export class RolloutFleet {
   /** A server answers again: recover what it finished meanwhile, then place waiting groups. */
   private markUp(server: ServerState): void {
     server.healthy = true;
-    for (const job of this.jobs.values()) if (job.former.has(server)) this.track(this.recover(job, server));
+    // A server back after a long outage may owe thousands of results: ask for them a few at a time.
+    const limit = pLimit(16);
+    for (const job of this.jobs.values()) if (job.former.has(server)) this.track(limit(() => this.recover(job, server)));
     const waiting = this.pending.splice(0);
     for (const g of waiting) this.place(g);
   }
@@ -371,7 +305,7 @@ export class RolloutFleet {
     if (server.checking || this.closing) return;
     server.checking = true;
     try {
-      const ok = await server.client.health({ timeout_ms: Math.max(200, Math.min(2000, this.intervalMs)) });
+      const ok = await server.client.health({ timeout_ms: this.healthTimeoutMs });
       if (this.closing) return;
       server.failedChecks = ok ? 0 : server.failedChecks + 1;
       if (ok && !server.healthy) this.markUp(server);

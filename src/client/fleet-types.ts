@@ -1,0 +1,79 @@
+import type { Result } from '../protocol/process.js';
+import type { Clock } from '../util/clock.js';
+import type { ProcessInput, RolloutClient, RolloutClientOptions } from './client.js';
+
+/** Options of {@link RolloutFleet}. */
+export interface RolloutFleetOptions {
+  servers: Array<{ url: string; token?: string }>;
+  /** Period of GET /health per server (default 2000 ms). */
+  health_interval_ms?: number;
+  /**
+   * Consecutive failed health checks before a server counts as down (default 2): one slow answer
+   * from a loaded server must not move all its groups. A /process call that fails past its retries
+   * marks the server down at once.
+   */
+  unhealthy_after?: number;
+  /** Timeout of one health check (default 2000 ms), independent of the period: a loaded server answers late, not never. */
+  health_timeout_ms?: number;
+  clock?: Clock;
+  /**
+   * Options for each server's client. The fleet's defaults retry less than a lone client
+   * (2 retries, 100 ms → 1 s) because a dead server is better handled by failing over.
+   */
+  client?: Omit<RolloutClientOptions, 'url' | 'token'>;
+}
+
+/** A server as {@link RolloutFleet.servers} reports it. */
+export interface FleetServerInfo {
+  url: string;
+  healthy: boolean;
+  in_flight: number;
+}
+
+/** Counters for logs and tests. */
+export interface FleetStats {
+  submitted: number;
+  /** Jobs moved to another server because theirs stopped answering. */
+  failed_over: number;
+  /** Results fetched through GET /jobs/:id from a server that came back. */
+  recovered: number;
+  /** Terminal results that arrived for a job id already settled, and were ignored. */
+  duplicates: number;
+}
+
+export interface ServerState {
+  url: string;
+  client: RolloutClient;
+  healthy: boolean;
+  inFlight: number;
+  checking: boolean;
+  failedChecks: number;
+}
+
+/** One /process call of a job on one server; it occupies an in-flight slot there until it ends or is abandoned. */
+export interface Attempt {
+  server: ServerState;
+  ac: AbortController;
+  released: boolean;
+}
+
+export interface JobRec {
+  id: string;
+  req: ProcessInput;
+  group: GroupRec;
+  /** The current attempt; after settling it may still run (a duplicate being cancelled). */
+  attempt: Attempt | undefined;
+  /** Servers that held the job before a failover: one of them may still finish it. */
+  former: Set<ServerState>;
+  cancelRequested: boolean;
+  settled: boolean;
+  promise: Promise<Result>;
+  resolve: (r: Result) => void;
+  reject: (e: unknown) => void;
+}
+
+export interface GroupRec {
+  jobs: JobRec[];
+  /** Where jobs of this group went when their server cancelled them unasked (kept together there). */
+  moveTarget?: ServerState;
+}
