@@ -102,8 +102,7 @@ export class StageRunner {
   }
 
   private context(job: Job, stage: Stage, sandboxes: StageSandboxes): StageContext<unknown> & Record<string, unknown> {
-    const tokenizer = this.o.tokenizer;
-    const base = {
+    const ctx: Record<string, unknown> = {
       job: {
         id: job.id,
         instance: job.instance,
@@ -116,17 +115,20 @@ export class StageRunner {
       config: this.o.config.handlers[job.handler.name] ?? {},
       log: this.o.log,
       sandboxes,
-      get tokenizer() {
-        return tokenizer();
-      },
     };
-    if (stage === 'init') return base;
+    // Resolved on first read only (never spread this object: a spread would read it).
+    const tokenizer = this.o.tokenizer;
+    Object.defineProperty(ctx, 'tokenizer', { get: tokenizer, enumerable: true });
     if (stage === 'run') {
       job.session = new JobLlmSession({ pool: this.o.pool, jobId: job.id, groupId: job.request.group_id, sampling: job.request.sampling_params, clock: this.o.clock, observer: this.o.observer });
       job.session.bind();
-      return { ...base, runtime: job.runtime, init: job.init ?? {}, llm: job.session };
+      ctx.runtime = job.runtime;
+      ctx.init = job.init ?? {};
+      ctx.llm = job.session;
+    } else if (stage === 'eval') {
+      ctx.run = job.run ?? fallbackRun();
     }
-    return { ...base, run: job.run ?? fallbackRun() };
+    return ctx as unknown as StageContext<unknown> & Record<string, unknown>;
   }
 
   private call(job: Job, stage: Stage, ctx: any): Promise<unknown> {

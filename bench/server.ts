@@ -1,0 +1,132 @@
+/**
+ * Rollout server overhead: jobs/s and p50/p99 latency of POST /process with a no-op handler at 64
+ * and 256 concurrent clients, next to the same client against a bare fastify route that echoes the
+ * body, in one run. Servers run in a child process so the client does not share their event loop.
+ *
+ *   npm run bench:server            (BENCH_REQUESTS=4000 BENCH_ROUNDS=3 to change the sample)
+ */
+import { fork } from 'node:child_process';
+import http from 'node:http';
+import { fileURLToPath } from 'node:url';
+import Fastify from 'fastify';
+import { z } from 'zod';
+import { HandlerRegistry, builtinHandlers, startRolloutServer } from '../src/server/index.js';
+import type { AgentHandler } from '../src/server/handlers/types.js';
+
+const REQUESTS = Number(process.env.BENCH_REQUESTS ?? 3000);
+const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
+const CONCURRENCY = [64, 256];
+
+/** A handler that does nothing in each stage: what is left is the server's own cost. */
+const noop: AgentHandler<Record<string, unknown>> = {
+  name: 'noop',
+  instance: z.looseObject({}),
+  init: async () => ({}),
+  run: async () => ({ messages: [], tokens: { prompt_ids: [], response_ids: [], response_mask: [], logprobs: [] }, finish_reason: 'finish', artifacts: {} }),
+  eval: async () => ({ reward: 1, resolved: true }),
+};
+
+async function serveChild(): Promise<void> {
+  const registry = new HandlerRegistry(builtinHandlers());
+  registry.register(noop);
+  // Workers sized like a busy server; the backend is never called by the no-op handler.
+  const raas = await startRolloutServer(
+    { port: 0, log_level: 'warn', workers: { init: 256, run: 256, eval: 256 }, llm: { backends: [{ address: 'http://127.0.0.1:9' }] } },
+    { registry },
+  );
+  const bare = Fastify({ logger: false, keepAliveTimeout: 65_000 });
+  bare.post('/process', async (req) => req.body);
+  await bare.listen({ port: 0, host: '127.0.0.1', backlog: 4096 });
+  const barePort = (bare.server.address() as { port: number }).port;
+  process.send!({ raas: raas.port, bare: barePort });
+  process.on('message', async () => {
+    await raas.close();
+    await bare.close();
+    process.exit(0);
+  });
+}
+
+interface Sample {
+  jobsPerS: number;
+  p50: number;
+  p99: number;
+}
+
+/** One measurement: `total` requests from `concurrency` keep-alive clients. */
+async function measure(port: number, concurrency: number, total: number, bodyOf: (i: number) => string): Promise<Sample> {
+  const agent = new http.Agent({ keepAlive: true, maxSockets: concurrency });
+  const lat: number[] = [];
+  let next = 0;
+  const one = (i: number): Promise<void> =>
+    new Promise((resolve, reject) => {
+      const body = bodyOf(i);
+      const t0 = performance.now();
+      const req = http.request({ host: '127.0.0.1', port, path: '/process', method: 'POST', agent, headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) } }, (res) => {
+        res.on('data', () => undefined);
+        res.on('end', () => {
+          if (res.statusCode !== 200) return reject(new Error(`status ${res.statusCode}`));
+          lat.push(performance.now() - t0);
+          resolve();
+        });
+      });
+      req.on('error', reject);
+      req.end(body);
+    });
+  const start = performance.now();
+  await Promise.all(
+    Array.from({ length: concurrency }, async () => {
+      while (next < total) await one(next++);
+    }),
+  );
+  const wall = (performance.now() - start) / 1000;
+  agent.destroy();
+  lat.sort((a, b) => a - b);
+  return { jobsPerS: total / wall, p50: lat[Math.floor(lat.length * 0.5)], p99: lat[Math.floor(lat.length * 0.99)] };
+}
+
+const median = (xs: number[]): number => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
+
+async function main(): Promise<void> {
+  // BENCH_PROFILE=<dir> writes a CPU profile of the server process there.
+  const execArgv = process.env.BENCH_PROFILE ? [...process.execArgv, '--cpu-prof', `--cpu-prof-dir=${process.env.BENCH_PROFILE}`] : process.execArgv;
+  const child = fork(fileURLToPath(import.meta.url), [], { env: { ...process.env, RAAS_BENCH_ROLE: 'servers' }, stdio: 'inherit', execArgv });
+  const ports = await new Promise<{ raas: number; bare: number }>((resolve) => child.once('message', (m) => resolve(m as { raas: number; bare: number })));
+  let run = 0;
+  const body = (i: number) => JSON.stringify({ instance: { data_source: 'noop', instance_id: `i${i}` }, sampling_params: { temperature: 1, max_tokens_per_turn: 64 }, job_id: `b${run}-${i}` });
+  const rows: string[] = [];
+  for (const c of CONCURRENCY) {
+    run++;
+    await measure(ports.bare, c, 500, body); // warm-up both
+    run++;
+    await measure(ports.raas, c, 500, body);
+    const bare: Sample[] = [];
+    const raas: Sample[] = [];
+    for (let r = 0; r < ROUNDS; r++) {
+      // Alternate, so load from other processes hits both sides alike.
+      run++;
+      bare.push(await measure(ports.bare, c, REQUESTS, body));
+      run++;
+      raas.push(await measure(ports.raas, c, REQUESTS, body));
+    }
+    const b = { jobsPerS: median(bare.map((s) => s.jobsPerS)), p50: median(bare.map((s) => s.p50)), p99: median(bare.map((s) => s.p99)) };
+    const x = { jobsPerS: median(raas.map((s) => s.jobsPerS)), p50: median(raas.map((s) => s.p50)), p99: median(raas.map((s) => s.p99)) };
+    rows.push(
+      `| ${c} | ${b.jobsPerS.toFixed(0)} | ${b.p50.toFixed(1)} / ${b.p99.toFixed(1)} | ${x.jobsPerS.toFixed(0)} | ${x.p50.toFixed(1)} / ${x.p99.toFixed(1)} | ${(x.jobsPerS / b.jobsPerS).toFixed(2)} | ${(x.p99 - b.p99).toFixed(1)} |`,
+    );
+  }
+  child.send('stop');
+  await new Promise((r) => child.once('exit', r));
+  process.stdout.write(
+    [
+      `POST /process, no-op handler vs bare fastify echo; ${REQUESTS} requests x ${ROUNDS} rounds per cell, medians; node ${process.version}`,
+      '',
+      '| clients | bare jobs/s | bare p50 / p99 ms | raas jobs/s | raas p50 / p99 ms | ratio (target >= 0.5) | added p99 ms (target <= 5) |',
+      '|---|---|---|---|---|---|---|',
+      ...rows,
+      '',
+    ].join('\n'),
+  );
+}
+
+if (process.env.RAAS_BENCH_ROLE === 'servers') await serveChild();
+else await main();
