@@ -61,7 +61,7 @@ export class SimEngine {
   private readonly queue: Array<() => void> = [];
   private readonly filler: Filler;
   private unseeded = 0;
-  private prefillFreeAt = 0;
+  private prefillTail: Promise<void> = Promise.resolve();
   // Remainders of aborted responses, keyed by the sequence a continuation will send (prompt + ids so
   // far): the re-sent request finishes the same response, as the agent's abort-continuation expects.
   private readonly continuations = new Map<string, number[]>();
@@ -103,22 +103,9 @@ export class SimEngine {
     try {
       await this.acquire(ctrl.signal);
       try {
-        cached = this.cache.lookup(req.prompt_ids);
-        this.counters.prefix_cache_queries += req.prompt_ids.length;
-        this.counters.prefix_cache_hits += cached;
-        this.counters.prompt_tokens += req.prompt_ids.length;
         const lat = this.cfg.latency;
         if (lat.overhead_ms > 0) await sleep(lat.overhead_ms, ctrl.signal, this.clock);
-        const prefillMs = (req.prompt_ids.length - cached) * lat.prefill_ms_per_token;
-        if (prefillMs > 0) {
-          // Prefill is compute-bound: one backend prefills one request at a time, so uncached
-          // tokens of any request delay every other request's prefill on that backend.
-          const now = this.clock.now();
-          const start = Math.max(now, this.prefillFreeAt);
-          this.prefillFreeAt = start + prefillMs;
-          await sleep(this.prefillFreeAt - now, ctrl.signal, this.clock);
-        }
-        this.cache.insert(req.prompt_ids);
+        cached = lat.prefill_ms_per_token > 0 ? await this.serialPrefill(req.prompt_ids, ctrl.signal) : this.prefill(req.prompt_ids);
         produced = await this.decode(ids.length, ctrl.signal);
       } finally {
         this.release();
@@ -202,6 +189,37 @@ export class SimEngine {
     return this.filler.ids(rng(seedOf('filler', seed)));
   }
 
+  /** Looks the prompt up in the prefix cache (counted as vLLM counts it, in tokens) and caches it. */
+  private prefill(prompt: readonly number[]): number {
+    const cached = this.cache.lookup(prompt);
+    this.counters.prefix_cache_queries += prompt.length;
+    this.counters.prefix_cache_hits += cached;
+    this.counters.prompt_tokens += prompt.length;
+    this.cache.insert(prompt);
+    return cached;
+  }
+
+  /**
+   * Prefill is compute-bound: a backend prefills one request at a time, in arrival order. The cache
+   * is looked up when a request's turn comes, so the n rollouts of a group that arrive together
+   * compute their shared prompt once, as vLLM's scheduler reuses blocks computed by earlier steps.
+   */
+  private async serialPrefill(prompt: readonly number[], signal: AbortSignal): Promise<number> {
+    const prev = this.prefillTail;
+    let done!: () => void;
+    this.prefillTail = new Promise<void>((r) => (done = r));
+    try {
+      await abortable(prev, signal);
+      const cached = this.prefill(prompt);
+      const ms = (prompt.length - cached) * this.cfg.latency.prefill_ms_per_token;
+      if (ms > 0) await sleep(ms, signal, this.clock);
+      return cached;
+    } finally {
+      // An aborted waiter still passes the turn on, only after the one before it is done.
+      void prev.then(done);
+    }
+  }
+
   private rememberContinuation(sequence: number[], rest: number[]): void {
     if (rest.length === 0) return;
     this.continuations.set(continuationKey(sequence), rest);
@@ -274,4 +292,17 @@ export class SimEngine {
 
 function continuationKey(ids: readonly number[]): string {
   return `${ids.length}:${hashIds(ids)}:${hashIds(ids.slice(-64))}`;
+}
+
+/** Waits for `p`, or rejects with the signal's reason when it aborts first. */
+function abortable(p: Promise<void>, signal: AbortSignal): Promise<void> {
+  if (signal.aborted) return Promise.reject(signal.reason);
+  return new Promise<void>((resolve, reject) => {
+    const onAbort = (): void => reject(signal.reason);
+    signal.addEventListener('abort', onAbort, { once: true });
+    void p.then(() => {
+      signal.removeEventListener('abort', onAbort);
+      resolve();
+    });
+  });
 }
