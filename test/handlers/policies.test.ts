@@ -1,4 +1,7 @@
+import fs from 'node:fs';
+import os from 'node:os';
 import path from 'node:path';
+import { parquetWriteFile } from 'hyparquet-writer';
 import { describe, expect, it } from 'vitest';
 import { loadPolicies, policiesFor } from '../../src/sim/policies/index.js';
 import { successProbability, toTaskRows, type TaskRow } from '../../src/sim/policies/rows.js';
@@ -93,6 +96,39 @@ describe('scripted sim policies', async () => {
     const row = readJsonl('math-verl.jsonl')[2]!;
     const msgs = firstMessages('system', 'unused', row.prompt as never);
     expect(ask(policies, ctx(prompt(msgs), 2))).toContain('<tool_call>');
+  });
+
+  it('reads veRL rows from Parquet', async () => {
+    const rows = readJsonl('math-verl.jsonl').slice(0, 2);
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'raas-h4-pq-'));
+    try {
+      const file = path.join(dir, 'train.parquet');
+      parquetWriteFile({
+        filename: file,
+        columnData: [
+          { name: 'data_source', data: rows.map((r) => r.data_source as string), type: 'STRING' },
+          { name: 'prompt', data: rows.map((r) => r.prompt) },
+          { name: 'reward_model', data: rows.map((r) => r.reward_model) },
+          { name: 'extra_info', data: rows.map((r) => r.extra_info) },
+        ],
+      });
+      const fromParquet = await loadPolicies([file], { seed: 1 });
+      expect(fromParquet.map((p) => p.name)).toEqual(['math']);
+      expect(ask(fromParquet, ctx(prompt(firstMessages('s', 'x', rows[1]!.prompt as never)), 4))).toContain('<tool_call>');
+    } finally {
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it('names the file and line of a bad JSONL row', async () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'raas-h4-bad-'));
+    try {
+      fs.writeFileSync(path.join(dir, 'bad.jsonl'), '{"data_source":"math","problem":"q","answer":"1"}\nnot json\n');
+      await expect(loadPolicies([path.join(dir, 'bad.jsonl')], { seed: 1 })).rejects.toThrow(/bad\.jsonl line 2 is not JSON/);
+      await expect(loadPolicies([path.join(dir, 'absent.jsonl')], { seed: 1 })).rejects.toThrow(/cannot read .*absent\.jsonl/);
+    } finally {
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
   });
 
   it('parses a transcript: first user, assistant calls, latest tool responses, thinking flag', () => {
