@@ -46,6 +46,14 @@ describe('persistent python in the tool server (real /usr/bin/python3)', () => {
     expect((await py('y')).result).toBe('5');
   });
 
+  it('an aborted cell is interrupted; the next cell runs with the state kept', async () => {
+    const ac = new AbortController();
+    const p = t.client.call('python', { code: 'import time\nz = 3\ntime.sleep(30)' }, ac.signal);
+    setTimeout(() => ac.abort(new Error('cancelled by the job')), 150);
+    await expect(p).rejects.toThrow('cancelled by the job');
+    expect((await py('z * x')).result).toBe('60');
+  });
+
   it('syntax errors are answers, not crashes', async () => {
     const r = await py('def (');
     expect(r.error?.type).toBe('SyntaxError');

@@ -12,7 +12,7 @@ async function main(): Promise<void> {
   const server = new ToolServer(opts, () => process.exit(0));
   await server.listen();
   process.stdout.write(JSON.stringify({ ready: true, pid: process.pid }) + '\n');
-  setImmediate(() => server.warm());
+  server.warmAfterFirstAnswer = true;
   process.stdin.on('end', () => void server.close().then(() => process.exit(0)));
   process.stdin.on('error', () => undefined);
   process.stdin.resume();

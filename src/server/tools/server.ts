@@ -26,11 +26,15 @@ export class ToolServer {
   private readonly bash: BashBackend | undefined;
   private readonly python: PythonKernel | undefined;
   private readonly editor: Editor | undefined;
-  /** Running request id → what to interrupt on cancel. */
-  private readonly inflight = new Map<number, () => void>();
+  /** Running request id → its tool, how to interrupt it, and its completion. */
+  private readonly inflight = new Map<number, { tool: 'bash' | 'python'; interrupt: () => void; done?: Promise<unknown> }>();
+  /** A cancelled call still unwinding (Ctrl-C, KeyboardInterrupt): the next call of that tool waits for it. */
+  private readonly settling = new Map<'bash' | 'python', Promise<unknown>>();
   private readonly maxInput: number;
   private readonly sockets = new Set<net.Socket>();
   private closing = false;
+  /** Warm the tools once the first answer is out (set by main; tests start tools on demand). */
+  warmAfterFirstAnswer = false;
 
   constructor(private readonly opts: ToolServerOptions, private readonly onShutdown: () => void = () => undefined) {
     const tools = opts.tools ?? ['bash', 'python', 'editor'];
@@ -105,6 +109,10 @@ export class ToolServer {
       send({ id, ok: false, error: { code, message: (e as Error).message } });
     } finally {
       if (id !== null) this.inflight.delete(id);
+      if (this.warmAfterFirstAnswer) {
+        this.warmAfterFirstAnswer = false;
+        setImmediate(() => this.warm());
+      }
     }
   }
 
@@ -130,19 +138,21 @@ export class ToolServer {
       case 'bash': {
         const bash = need(this.bash, 'bash');
         const command = bytes(req.command ?? '', 'command');
-        if (id !== null) this.inflight.set(id, () => bash.interrupt());
-        return bash.run({
+        const args = {
           command,
           timeout_s: seconds(req.timeout_s, 'timeout_s'),
           no_change_timeout_s: seconds(req.no_change_timeout_s, 'no_change_timeout_s'),
           is_input: req.is_input === true,
-        });
+        };
+        await this.settled(id, 'bash');
+        return this.track(id, 'bash', () => bash.interrupt(), bash.run(args));
       }
       case 'python': {
         const py = need(this.python, 'python');
         const code = bytes(req.code, 'code');
-        if (id !== null) this.inflight.set(id, () => py.interrupt());
-        return py.run(code, seconds(req.timeout_s, 'timeout_s'));
+        const timeout = seconds(req.timeout_s, 'timeout_s');
+        await this.settled(id, 'python');
+        return this.track(id, 'python', () => py.interrupt(), py.run(code, timeout));
       }
       case 'edit': {
         const ed = need(this.editor, 'editor');
@@ -151,9 +161,17 @@ export class ToolServer {
         for (const k of ['file_text', 'old_str', 'new_str']) if (op[k] !== undefined) bytes(op[k], k);
         return ed.run(op);
       }
-      case 'cancel':
-        this.inflight.get(Number(req.target))?.();
-        return { cancelled: this.inflight.has(Number(req.target)) };
+      case 'cancel': {
+        const call = this.inflight.get(Number(req.target));
+        if (!call) return { cancelled: false };
+        if (call.done) {
+          const settle = call.done.catch(() => undefined);
+          this.settling.set(call.tool, settle);
+          void settle.then(() => this.settling.get(call.tool) === settle && this.settling.delete(call.tool));
+        }
+        call.interrupt();
+        return { cancelled: true };
+      }
       case 'shutdown':
         setImmediate(() => void this.close().then(this.onShutdown));
         return { stopping: true };
@@ -162,9 +180,30 @@ export class ToolServer {
     }
   }
 
+  private track<T>(id: number | null, tool: 'bash' | 'python', interrupt: () => void, done: Promise<T>): Promise<T> {
+    if (id !== null) this.inflight.set(id, { tool, interrupt, done });
+    return done;
+  }
+
   /**
-   * Starts bash and python in the background once the socket listens, so the first command does not
-   * pay for the shell's start. A failure here surfaces on the first real request.
+   * Waits (at most 3 s) for a cancelled call of the same tool to unwind before the next one runs.
+   * A call cancelled while it waits never runs.
+   */
+  private async settled(id: number | null, tool: 'bash' | 'python'): Promise<void> {
+    const s = this.settling.get(tool);
+    if (!s) return;
+    let cancelled = false;
+    if (id !== null) this.inflight.set(id, { tool, interrupt: () => void (cancelled = true) });
+    let timer: NodeJS.Timeout | undefined;
+    await Promise.race([s, new Promise((r) => (timer = setTimeout(r, 3000)))]);
+    clearTimeout(timer);
+    if (cancelled) throw new ToolInputError('cancelled before it started');
+  }
+
+  /**
+   * Starts bash and python in the background so a later command does not pay for their start. Run
+   * after the first answer, not at start: spawning (a synchronous fork) would delay that answer. A
+   * failure here surfaces on the next real request.
    */
   warm(): void {
     if (this.bash instanceof PtyBash) this.bash.start().catch(() => undefined);
