@@ -61,6 +61,8 @@ export function registerTrain(program: Command): void {
       } finally {
         dispose();
       }
+      // Everything is closed; exit now rather than wait on a stray keep-alive handle.
+      process.exit(process.exitCode ?? 0);
     });
 
   program

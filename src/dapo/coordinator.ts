@@ -14,6 +14,12 @@ import { groupRequests, type GroupRecord } from './group.js';
 import { syntheticResult } from './synthetic.js';
 import { registerBackends } from './backends.js';
 
+/** `RAAS_DEBUG=dapo` traces the coordinator's lifecycle on stderr. */
+const DEBUG = /\bdapo\b/.test(process.env.RAAS_DEBUG ?? '');
+const debug = (msg: string): void => {
+  if (DEBUG) process.stderr.write(`[dapo] ${msg}\n`);
+};
+
 /** Options beside the config (tests inject a clock). */
 export interface CoordinatorOptions {
   clock?: Clock;
@@ -279,11 +285,16 @@ export class Coordinator {
       }
       if (this.core && this.fleet && opts.cancel !== false) {
         const ids = this.core.cancelAll();
-        await Promise.allSettled(ids.map((id) => this.fleet!.cancel(id)));
+        debug(`close: cancelling ${ids.length} jobs`);
+        await Promise.allSettled(ids.map((id) => this.fleet!.cancel(id).catch((e: unknown) => debug(`cancel ${id}: ${(e as Error).message}`))));
       }
+      debug('close: cancels acknowledged; closing fleet');
       await this.fleet?.close();
+      debug('close: fleet closed');
       await Promise.allSettled([...this.background]);
+      debug('close: background settled; stopping embedded servers');
       await this.env?.close();
+      debug('close: done');
     })();
     return this.closing;
   }

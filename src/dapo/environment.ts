@@ -5,6 +5,13 @@ import { RaasError } from '../protocol/errors.js';
 import { startRolloutServer } from '../server/index.js';
 import { startSim, type SimHandle } from '../sim/index.js';
 
+const debug = (msg: string): void => {
+  if (/\bdapo\b/.test(process.env.RAAS_DEBUG ?? '')) process.stderr.write(`[dapo] ${msg}\n`);
+};
+
+/** How long close() waits for embedded rollout servers. */
+const CLOSE_DEADLINE_MS = 10_000;
+
 /** The rollout servers and LLM backends a coordinator works with, and what it must stop at close. */
 export interface Environment {
   servers: ServerRef[];
@@ -28,8 +35,17 @@ async function startEmbedded(cfg: TrainConfig, opts: EmbeddedConfig): Promise<En
   const sims: SimHandle[] = [];
   const servers: Array<{ url: string; close(): Promise<void> }> = [];
   const closeAll = async (): Promise<void> => {
-    await Promise.allSettled(servers.map((s) => s.close()));
+    debug(`embedded: closing ${servers.length} rollout server(s)`);
+    // A server whose close hangs (seen with sandboxed jobs mid-cancel) must not hang the trainer:
+    // after the deadline we go on; bwrap sandboxes run with --die-with-parent and end with us.
+    const all = Promise.allSettled(servers.map((s) => s.close()));
+    let timer: NodeJS.Timeout | undefined;
+    const late = await Promise.race([all.then(() => false), new Promise<boolean>((r) => (timer = setTimeout(() => r(true), CLOSE_DEADLINE_MS)))]);
+    clearTimeout(timer);
+    if (late) process.stderr.write(`raas: an embedded rollout server did not close within ${CLOSE_DEADLINE_MS / 1000}s; continuing (its sandboxes end with this process)\n`);
+    debug(`embedded: closing ${sims.length} simulator(s)`);
     await Promise.allSettled(sims.map((s) => s.close()));
+    debug('embedded: closed');
   };
   try {
     for (let i = 0; i < opts.backends; i++) {

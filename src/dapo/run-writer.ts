@@ -51,8 +51,9 @@ export class RunWriter {
 
   /** Creates the run directory, replacing the outputs of an earlier run of the same name. */
   async open(): Promise<void> {
-    await mkdir(path.join(this.dir, 'batches'), { recursive: true });
+    await rm(path.join(this.dir, 'batches'), { recursive: true, force: true });
     await rm(path.join(this.dir, 'batches.jsonl'), { force: true });
+    await mkdir(path.join(this.dir, 'batches'), { recursive: true });
   }
 
   batchPath(step: number): string {
