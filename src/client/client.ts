@@ -1,7 +1,8 @@
 import { randomUUID } from 'node:crypto';
 import { z } from 'zod';
 import { RaasError, fieldPath } from '../protocol/errors.js';
-import { CancelResponse, JobResponse, ProcessRequest, Result } from '../protocol/process.js';
+import { CancelResponse, ProcessRequest, type JobResponse, type Result } from '../protocol/process.js';
+import { JobResponseFast, ResultFast } from './fast-schemas.js';
 import { AddLlmServerRequest, LlmServersResponse } from '../protocol/llm.js';
 import { OkResponse, StatusResponse } from '../protocol/status.js';
 import { Transport, type CallOptions, type TransportOptions } from './transport.js';
@@ -45,7 +46,7 @@ export class RolloutClient {
   async process(req: ProcessInput, opts: ProcessOptions = {}): Promise<Result> {
     const body = parseRequest({ ...req, job_id: req.job_id ?? randomUUID() });
     try {
-      return (await this.t.call('POST', '/process', Result, body, { ...opts, timeout_ms: null }))!;
+      return (await this.t.call('POST', '/process', ResultFast, body, { ...opts, timeout_ms: null }))!;
     } catch (err) {
       if (opts.signal?.aborted && opts.cancelOnAbort !== false) await this.cancelQuietly(body.job_id!);
       throw err;
@@ -59,7 +60,7 @@ export class RolloutClient {
 
   /** GET /jobs/:id, or undefined when the server does not know the id (never seen, expired, lost in a crash). */
   async job(jobId: string, opts: CallOptions = {}): Promise<JobResponse | undefined> {
-    return this.t.call('GET', `/jobs/${encodeURIComponent(jobId)}`, JobResponse, undefined, { ...opts, notFoundAsUndefined: true });
+    return this.t.call('GET', `/jobs/${encodeURIComponent(jobId)}`, JobResponseFast, undefined, { ...opts, notFoundAsUndefined: true });
   }
 
   /** GET /status. */
