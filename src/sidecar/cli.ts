@@ -10,17 +10,18 @@ export function registerSidecar(program: Command): void {
     .command('sidecar')
     .description('serve the coordinator to a Python trainer: JSON lines on stdin/stdout, logs on stderr (docs/sidecar.md)')
     .requiredOption('-c, --config <path>', 'training config (YAML), as for raas train')
+    .option('--return-messages', 'put messages (with their token ids) on every rollout, as return_messages: true in the config')
     .option('--max-line-bytes <n>', 'longest request line accepted', (v) => positiveInt(v, '--max-line-bytes'), SIDECAR_LIMITS.max_line_bytes)
     .option('--progress-interval-s <s>', 'step_progress event period while next_batch waits (0: off)', (v) => nonNegative(v, '--progress-interval-s'), 2)
     .option('--close-timeout-s <s>', 'longest wait for a clean close before exiting', (v) => nonNegative(v, '--close-timeout-s'), 30)
     .addOption(new Option('--log-level <level>', 'stderr log level').choices(['debug', 'info', 'warn', 'error', 'silent']).default('info'))
-    .action(async (o: { config: string; maxLineBytes: number; progressIntervalS: number; closeTimeoutS: number; logLevel: LogLevel }) => {
+    .action(async (o: { config: string; returnMessages?: boolean; maxLineBytes: number; progressIntervalS: number; closeTimeoutS: number; logLevel: LogLevel }) => {
       await serveStdio(
         async (log) => {
           // Imported here so that nothing the coordinator loads runs before stdout is guarded.
           const { loadTrainConfig } = await import('../dapo/index.js');
           const { dapoBackend } = await import('./dapo-backend.js');
-          const config = loadTrainConfig(o.config);
+          const config = loadTrainConfig(o.config, o.returnMessages ? { return_messages: true } : {});
           return dapoBackend(config, { configDir: path.dirname(path.resolve(o.config)), log });
         },
         {

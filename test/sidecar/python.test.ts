@@ -1,20 +1,27 @@
-import { spawnSync } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 
-function unittest(python: string, args: string[]): ReturnType<typeof spawnSync> {
-  return spawnSync(python, ['-m', 'unittest', ...args], {
-    cwd: path.join(root, 'bridges/python'),
-    env: { ...process.env, RAAS_NODE: process.execPath, PYTHONDONTWRITEBYTECODE: '1' },
-    encoding: 'utf8',
-    timeout: 45_000,
+/** Runs `python -m unittest <args>` in bridges/python; resolves with its exit code and output. */
+function unittest(python: string, args: string[]): Promise<{ code: number | null; out: string }> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(python, ['-m', 'unittest', ...args], {
+      cwd: path.join(root, 'bridges/python'),
+      env: { ...process.env, RAAS_NODE: process.execPath, PYTHONDONTWRITEBYTECODE: '1' },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let out = '';
+    child.stdout.on('data', (d: Buffer) => (out += d.toString('utf8')));
+    child.stderr.on('data', (d: Buffer) => (out += d.toString('utf8')));
+    child.once('error', reject);
+    child.once('exit', (code) => resolve({ code, out }));
   });
 }
 
-/** A python3 on PATH that has numpy, when /usr/bin/python3 has none (the adapters' array path). */
+/** A python3 with numpy (on PATH or /usr/bin), for the adapters' array path. */
 function numpyPython(): string | undefined {
   for (const py of ['python3', '/usr/bin/python3']) {
     if (spawnSync(py, ['-c', 'import numpy'], { stdio: 'ignore' }).status === 0) return py;
@@ -22,19 +29,24 @@ function numpyPython(): string | undefined {
   return undefined;
 }
 
-describe('Python bridge (python3 -m unittest)', () => {
-  it('passes its unittest suite: adapters, client against a real sidecar process, demo integration', () => {
-    const r = unittest('/usr/bin/python3', ['discover', '-s', 'tests', '-t', '.', '-v']);
-    if (r.status !== 0) console.error(r.stdout, r.stderr);
-    expect(r.error).toBeUndefined();
-    expect(r.stderr).toMatch(/\nOK/);
-    expect(r.status).toBe(0);
-  }, 50_000);
+async function expectPass(python: string, args: string[]): Promise<void> {
+  const r = await unittest(python, args);
+  if (r.code !== 0) console.error(r.out);
+  expect(r.out).toMatch(/\nOK/);
+  expect(r.code).toBe(0);
+}
+
+describe('Python bridge (python3 -m unittest in bridges/python)', () => {
+  it('adapters and the client against a real sidecar process (scripted backend)', async () => {
+    await expectPass('/usr/bin/python3', ['-v', 'tests.test_adapters', 'tests.test_client']);
+  }, 90_000);
+
+  it('three steps on an embedded config through RaasSidecar, no process left', async () => {
+    await expectPass('/usr/bin/python3', ['-v', 'tests.test_integration']);
+  }, 240_000);
 
   const py = numpyPython();
-  it.runIf(py !== undefined)('adapters give the same answers with numpy arrays', () => {
-    const r = unittest(py!, ['tests.test_adapters']);
-    if (r.status !== 0) console.error(r.stdout, r.stderr);
-    expect(r.status).toBe(0);
-  });
+  it.runIf(py !== undefined)('adapters give the same answers with numpy arrays', async () => {
+    await expectPass(py!, ['tests.test_adapters']);
+  }, 30_000);
 });
