@@ -33,26 +33,35 @@ def main() -> int:
             print(f"[sidecar warning] {ev['data']['message']}", file=sys.stderr)
 
     try:
-        with RaasSidecar(args.config, on_event=on_event) as rs:
-            print(f"raas {rs.info['raas_version']}: batch_size={rs.info['batch_size']} group_size={rs.info['group_size']}")
-            for _ in range(args.steps):
-                batch = rs.next_batch()
-                # veRL: DataProto.from_dict(tensors={k: torch.as_tensor(v) ...}, non_tensors=...)
-                verl = to_verl(batch, args.max_prompt_len, args.max_response_len, pad_id=151643)
-                # NeMo RL: message logs with token_ids and generation_logprobs, plus rewards
-                nemo = to_nemo_rl(batch)
-                rewards = [r.shaped_reward for r in batch.rollouts]
-                generated = sum(int(sum(row)) for row in verl["response_mask"])
-                print(
-                    f"step {batch.step}: policy v{batch.policy_version}, {len(batch.groups)} groups, {len(batch)} rollouts, "
-                    f"{generated} generated tokens, mean reward {sum(rewards) / len(rewards):.3f}, "
-                    f"{len(nemo['message_log'])} message logs"
-                )
-                # ... the optimizer step and the weight sync to the inference servers go here ...
-                v = rs.update_weights()["policy_version"]
-                print(f"  weights updated: policy_version {v}")
+        rs = RaasSidecar(args.config, on_event=on_event)
     except RaasError as e:
         print(f"raas error {e.code}: {e.message}", file=sys.stderr)
+        return 1
+    try:
+        print(f"raas {rs.info['raas_version']}: batch_size={rs.info['batch_size']} group_size={rs.info['group_size']}")
+        for _ in range(args.steps):
+            batch = rs.next_batch()
+            # veRL: DataProto.from_dict(*split_verl(to_verl(..., tensor=torch.as_tensor)))
+            verl = to_verl(batch, args.max_prompt_len, args.max_response_len, pad_id=151643)
+            # NeMo RL: message logs with token_ids and generation_logprobs, plus rewards
+            nemo = to_nemo_rl(batch)
+            rewards = [r.shaped_reward for r in batch.rollouts]
+            generated = sum(int(sum(row)) for row in verl["response_mask"])
+            print(
+                f"step {batch.step}: policy v{batch.policy_version}, {len(batch.groups)} groups, {len(batch)} rollouts, "
+                f"{generated} generated tokens, mean reward {sum(rewards) / len(rewards):.3f}, "
+                f"{len(nemo['message_log'])} message logs"
+            )
+            # ... the optimizer step and the weight sync to the inference servers go here ...
+            v = rs.update_weights()["policy_version"]
+            print(f"  weights updated: policy_version {v}")
+    except RaasError as e:
+        print(f"raas error {e.code}: {e.message}", file=sys.stderr)
+        rs.close()
+        return 1
+    code = rs.close()
+    if code != 0:
+        print(f"the sidecar exited with code {code} (see its log above)", file=sys.stderr)
         return 1
     return 0
 
