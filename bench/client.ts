@@ -5,9 +5,9 @@
  * (groups of 8). The servers are separate processes answering at once, so what is measured is the
  * trainer side's own CPU per job and the job rate it sustains at 256 concurrent requests.
  *
- *   npx tsx bench/client.ts [--jobs 4000] [--rounds 5]
+ *   npx tsx bench/client.ts [--jobs 4000] [--rounds 5] [--tokens 64]   (tokens per token array of a result)
  *
- * Writes bench/results/client.json. Variants run interleaved, round by round; medians are reported.
+ * Writes bench/results/client-<tokens>.json. Variants run interleaved, round by round; medians are reported.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdir, writeFile } from 'node:fs/promises';
@@ -16,6 +16,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import got from 'got';
 import { RolloutClient, RolloutFleet } from '../src/client/index.js';
+import { Result } from '../src/protocol/process.js';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const arg = (name: string, dflt: number): number => {
@@ -24,6 +25,7 @@ const arg = (name: string, dflt: number): number => {
 };
 const JOBS = arg('jobs', 4000);
 const ROUNDS = arg('rounds', 5);
+const TOKENS = arg('tokens', 64);
 const CONCURRENCY = 256;
 
 async function startEcho(): Promise<{ url: string; proc: ChildProcess }> {
@@ -70,6 +72,8 @@ async function main(): Promise<void> {
   const variants: Record<string, (i: number) => Promise<unknown>> = {
     'got keep-alive (baseline)': rawGot(keepAlive),
     'got without keep-alive': rawGot(noKeepAlive),
+    'got + protocol Result.parse (naive typed client)': async (i) =>
+      Result.parse(await got.post(`${a.url}/process`, { json: req(i + round * JOBS), agent: { http: keepAlive }, retry: { limit: 0 } }).json()),
     'RolloutClient.process': (i) => client.process(req(i + round * JOBS)),
     // Groups of 8: submit when i is a group's first index; the others wait on their own promise.
     'RolloutFleet.submitGroup (2 servers, n=8)': (() => {
@@ -100,9 +104,9 @@ async function main(): Promise<void> {
     return { variant: name, jobs_per_s: Math.round(rate), cpu_us_per_job: Math.round(cpu), rate_ratio: +(rate / baseRate).toFixed(2), cpu_ratio: +(cpu / baseCpu).toFixed(2) };
   });
   console.table(rows);
-  const out = { bench: 'client', jobs_per_round: JOBS, rounds: ROUNDS, concurrency: CONCURRENCY, date: new Date().toISOString(), rows };
+  const out = { bench: 'client', tokens_per_array: TOKENS, jobs_per_round: JOBS, rounds: ROUNDS, concurrency: CONCURRENCY, date: new Date().toISOString(), rows };
   await mkdir(path.join(here, 'results'), { recursive: true });
-  await writeFile(path.join(here, 'results/client.json'), `${JSON.stringify(out, null, 2)}\n`);
+  await writeFile(path.join(here, `results/client-${TOKENS}.json`), `${JSON.stringify(out, null, 2)}\n`);
   client.close();
   await fleet.close();
   keepAlive.destroy();

@@ -2,10 +2,12 @@ import Fastify from 'fastify';
 
 /**
  * The client benchmark's server, run as its own process so its CPU is not counted as the client's:
- * answers /process at once with a protocol-valid result (a 64-token response, like a short turn).
+ * answers /process at once with a protocol-valid result of `argv[2]` tokens (default 64) in each token array.
  */
+// The answer is the same for every job but its id: serialise it once.
 const app = Fastify({ logger: false, keepAliveTimeout: 60_000 });
-const ids = Array.from({ length: 64 }, (_, i) => 1000 + i);
+const tokens = Number(process.argv[2] ?? 64);
+const ids = Array.from({ length: tokens }, (_, i) => 1000 + (i % 5000));
 app.post('/process', async (req) => {
   const jobId = (req.body as { job_id: string }).job_id;
   return {
