@@ -1,4 +1,4 @@
-import { CancelledError } from '../protocol/errors.js';
+import { CancelledError, RaasError } from '../protocol/errors.js';
 import {
   SIDECAR_EVENTS, SIDECAR_OPS, SIDECAR_PROTOCOL_VERSION, SidecarEnvelope, SidecarRequest, type SidecarId,
 } from '../protocol/sidecar.js';
@@ -22,6 +22,9 @@ export interface SessionOptions {
 }
 
 type Req = SidecarRequest;
+
+/** After this long a close reports a `warning` event. */
+const SLOW_CLOSE_MS = 5000;
 
 /**
  * One sidecar conversation: parses request lines, runs ops, answers each id exactly once.
@@ -105,8 +108,16 @@ export class SidecarSession {
 
   private async doClose(reason: string): Promise<void> {
     for (const ac of this.inflight) ac.abort(new CancelledError(`cancelled: ${reason}`));
-    await this.chain;
-    await this.closeCoordinator();
+    // Cancelling many running jobs can take a while; say so rather than look hung.
+    const slow = this.clock.setTimeout(() => {
+      this.opts.log.warn(`closing: the coordinator is still cancelling its jobs after ${SLOW_CLOSE_MS / 1000} s`);
+    }, SLOW_CLOSE_MS);
+    try {
+      await this.chain;
+      await this.closeCoordinator();
+    } finally {
+      this.clock.clearTimeout(slow);
+    }
   }
 
   /** Waits until every started op has sent its answer. */
@@ -117,7 +128,7 @@ export class SidecarSession {
   private dispatch(req: Req): void {
     switch (req.op) {
       case 'hello':
-        return this.answer(req.id, () => this.hello());
+        return this.answer(req.id, () => this.hello(req.protocol_version));
       case 'status':
         return this.answer(req.id, () => this.status());
       case 'shutdown': {
@@ -150,7 +161,10 @@ export class SidecarSession {
     }
   }
 
-  private hello(): object {
+  private hello(clientVersion: number | undefined): object {
+    if (clientVersion !== undefined && clientVersion > SIDECAR_PROTOCOL_VERSION) {
+      throw new RaasError('bad_request', `hello: protocol_version ${clientVersion} is newer than this sidecar's (${SIDECAR_PROTOCOL_VERSION}); upgrade raas or use an older client`);
+    }
     const info = this.opts.backend.info();
     return {
       protocol_version: SIDECAR_PROTOCOL_VERSION,

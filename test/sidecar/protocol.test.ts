@@ -39,6 +39,10 @@ describe('sidecar protocol (in-process, scripted backend)', () => {
     expect(a.result.ops).toEqual(['hello', 'next_batch', 'update_weights', 'status', 'checkpoint', 'resume', 'eval', 'shutdown']);
     h.send({ id: 's', op: 'status' });
     expect((await h.answer('s')).result).toEqual({ state: 'idle' });
+    h.send({ id: 'v', op: 'hello', protocol_version: 99 });
+    const v = await h.answer('v');
+    expect(v.error.code).toBe('bad_request');
+    expect(v.error.message).toContain('protocol_version 99');
     expect(backend.state.started).toBe(0);
     h.end();
     await h.done;
@@ -135,6 +139,25 @@ describe('sidecar protocol (in-process, scripted backend)', () => {
       expect(h.lines.length).toBe(after);
       h.end();
       await h.done;
+    });
+
+    it('warns while a close is slow, and still answers shutdown', async () => {
+      vi.useFakeTimers();
+      const backend = scriptedBackend({ close_delay_ms: 12_000 });
+      const h = harness(backend);
+      h.send({ id: 1, op: 'status' });
+      h.send({ id: 2, op: 'update_weights' });
+      await vi.advanceTimersByTimeAsync(1);
+      h.send({ id: 3, op: 'shutdown' });
+      await vi.advanceTimersByTimeAsync(6_000);
+      expect(h.lines.filter((l) => l.event === 'warning').map((l) => l.data.message)).toEqual([
+        'closing: the coordinator is still cancelling its jobs after 5 s',
+      ]);
+      expect(h.lines.some((l) => l.id === 3)).toBe(false);
+      await vi.advanceTimersByTimeAsync(6_000);
+      await h.done;
+      expect(h.lines.at(-1)).toEqual({ id: 3, ok: true, result: { closed: true } });
+      expect(backend.state.open).toBe(0);
     });
 
     it('answers timeout when next_batch waits past timeout_s', async () => {
