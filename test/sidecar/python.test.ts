@@ -38,7 +38,7 @@ async function expectPass(python: string, args: string[]): Promise<void> {
 
 describe('Python bridge (python3 -m unittest in bridges/python)', () => {
   it('adapters and the client against a real sidecar process (scripted backend)', async () => {
-    await expectPass('/usr/bin/python3', ['-v', 'tests.test_adapters', 'tests.test_client']);
+    await expectPass('/usr/bin/python3', ['-v', 'tests.test_compat', 'tests.test_adapters', 'tests.test_client']);
   }, 90_000);
 
   it('three steps on an embedded config through RaasSidecar, no process left', async () => {
