@@ -105,7 +105,7 @@ export class RolloutClient {
     return (await this.t.call('POST', '/stop', OkResponse, {}, opts))!;
   }
 
-  /** Frees the keep-alive sockets. Safe to call twice; held /process calls fail with server_unreachable. */
+  /** Ends calls in progress (they reject with CancelledError; jobs keep running on the server) and frees the keep-alive sockets. Safe twice. */
   close(): void {
     if (this.closed) return;
     this.closed = true;

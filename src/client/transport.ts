@@ -52,6 +52,8 @@ export class Transport {
   private readonly ownAgents: Required<Agents> | undefined;
   private readonly opts: TransportOptions;
   private readonly clock: Clock;
+  private readonly inflight = new Set<AbortController>();
+  private closed = false;
 
   constructor(opts: TransportOptions) {
     let parsed: URL;
@@ -92,17 +94,29 @@ export class Transport {
   ): Promise<z.infer<S> | undefined> {
     const retries = opts.retries ?? this.opts.retries ?? 4;
     const timeoutMs = opts.timeout_ms === undefined ? (this.opts.timeout_ms ?? 30_000) : opts.timeout_ms;
+    if (this.closed) throw new CancelledError(`RolloutClient for ${this.url} is closed`);
+    // One controller per call, aborted by the caller's signal or by close(): a held /process must
+    // not outlive the client (nor reconnect through its retries).
+    const ac = new AbortController();
+    const onAbort = (): void => ac.abort(opts.signal!.reason);
+    if (opts.signal?.aborted) onAbort();
+    else opts.signal?.addEventListener('abort', onAbort, { once: true });
+    this.inflight.add(ac);
+    const call = { ...opts, signal: ac.signal };
     try {
-      return await withRetries(() => this.attempt(method, path, schema, body, opts, timeoutMs), {
+      return await withRetries(() => this.attempt(method, path, schema, body, call, timeoutMs), {
         retries,
         backoff: this.opts.backoff ?? DEFAULT_BACKOFF,
         clock: this.clock,
-        signal: opts.signal,
+        signal: ac.signal,
         random: this.opts.random,
       });
     } catch (err) {
-      if (opts.signal?.aborted) throw abortReason(opts.signal);
+      if (ac.signal.aborted) throw abortReason(ac.signal);
       throw err;
+    } finally {
+      opts.signal?.removeEventListener('abort', onAbort);
+      this.inflight.delete(ac);
     }
   }
 
@@ -152,8 +166,13 @@ export class Transport {
     return parsed.data;
   }
 
-  /** Frees the sockets of agents this transport created (never ones the caller passed in). */
+  /** Ends every call in progress (CancelledError) and frees the sockets of agents this transport created (never ones the caller passed in). Safe twice. */
   close(): void {
+    if (this.closed) return;
+    this.closed = true;
+    const reason = new CancelledError(`RolloutClient for ${this.url} closed`);
+    for (const ac of this.inflight) ac.abort(reason);
+    this.inflight.clear();
     this.ownAgents?.http.destroy();
     this.ownAgents?.https.destroy();
   }

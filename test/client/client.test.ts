@@ -96,6 +96,17 @@ describe('RolloutClient routes against a real fastify server', () => {
     expect((await p).critical_error).toBe('cancelled');
   });
 
+  it('close() ends a held /process at once without cancelling the job on the server', async () => {
+    const own = new RolloutClient({ url: srv.url, token: 's3cret' });
+    const p = own.process({ instance: { data_source: 'chat', hold_ms: -1 }, job_id: 'closed-1' });
+    await until(() => srv.jobs.has('closed-1'), 'the job to start');
+    own.close();
+    await expect(p).rejects.toBeInstanceOf(CancelledError);
+    expect(srv.jobs.get('closed-1')?.state).toBe('run');
+    await expect(own.status()).rejects.toThrow(/closed/);
+    await client.cancel('closed-1');
+  });
+
   it('rejects URLs that are not http(s) with a message naming the fix', () => {
     expect(() => new RolloutClient({ url: 'localhost:8000' })).toThrow(/http:\/\//);
   });
