@@ -39,7 +39,17 @@ export const sweHandler: AgentHandler<SweInstance> = {
       defaults: { max_iterations: 30 },
     });
     // The patch is captured even when the trajectory was cut: partial work is what gets graded.
-    if (ctx.runtime && !ctx.signal.aborted) run.artifacts.git_patch = await capturePatch(ctx.runtime, ctx.signal);
+    // A failed capture (a sandbox that died) grades as an empty patch instead of losing the trajectory.
+    if (ctx.runtime && !ctx.signal.aborted) {
+      try {
+        run.artifacts.git_patch = await capturePatch(ctx.runtime, ctx.signal);
+      } catch (err) {
+        if (ctx.signal.aborted) throw err;
+        run.artifacts.git_patch = '';
+        run.artifacts.capture_error = err instanceof Error ? err.message : String(err);
+        ctx.log.warn({ job_id: ctx.job.id, err: run.artifacts.capture_error }, 'swe: could not capture git diff');
+      }
+    }
     return run;
   },
   async eval(ctx) {
