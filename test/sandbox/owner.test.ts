@@ -23,12 +23,18 @@ describe('sandbox owned by another process', () => {
       stdio: ['ignore', 'pipe', 'inherit'],
     });
     const line = await new Promise<string>((resolve) => createInterface({ input: child.stdout! }).once('line', resolve));
-    const info = JSON.parse(line) as { ns: string; probes: Record<string, string> };
+    const info = JSON.parse(line) as { ns: string; workspace: string; probes: Record<string, string> };
     expect(info.probes.bg).toBe('started\n');
     expect((await waitNamespaceEmpty(info.ns, 0)).length).toBeGreaterThan(2);
     child.kill('SIGKILL');
     // --die-with-parent: the sandbox dies with its owner, background and setsid children included.
     expect(await waitNamespaceEmpty(info.ns, 3000)).toEqual([]);
+    // The killed owner could not remove its workspace; the next runtime on this root does.
+    expect(fs.existsSync(info.workspace)).toBe(true);
+    const { createSandboxRuntime } = await import('../../src/server/sandbox/index.js');
+    createSandboxRuntime({ runtime: 'bwrap', root }).prepare();
+    expect(fs.existsSync(info.workspace)).toBe(false);
+    expect(fs.readdirSync(path.join(root, 'run'))).toEqual([]);
   });
 
   it.runIf(isRoot)('unprivileged: bwrap runs as the calling user (setpriv to nobody) with the same isolation', async () => {

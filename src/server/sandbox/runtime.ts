@@ -13,7 +13,7 @@ import { ImageCache } from './image-cache.js';
 import { LoopbackLeases } from './leases.js';
 import { ManagedSandbox, type LaunchPlan } from './managed.js';
 import { ensureDir, installToolServer } from './prepare.js';
-import { createDirs, removeDirs, type SandboxDirs } from './workspace.js';
+import { createDirs, removeDirs, sweepOrphans, type SandboxDirs } from './workspace.js';
 
 /** What the first open() prepares once: binaries, identity, tool server install. */
 interface Prepared {
@@ -78,9 +78,11 @@ export class Runtime implements SandboxRuntime {
     }
     const node = c.node ?? process.execPath;
     ensureDir(root);
-    for (const d of ['ws', 'run', 'tool-server']) ensureDir(path.join(root, d));
+    for (const d of ['ws', 'run', 'owners', 'tool-server']) ensureDir(path.join(root, d));
     checkSocketPath(path.join(root, 'run', 'x'.repeat(17), 'tools.sock'), 'sandbox socket (under sandbox.root)');
     const toolServer = installToolServer(root);
+    const orphans = sweepOrphans(root);
+    if (orphans) this.log?.info({ root, removed: orphans }, 'removed workspaces of sandboxes whose server is gone');
     this.images = new ImageCache({ root: path.join(root, 'images'), runtime: this, log: this.log });
     this.prepared = { root, toolServer, identity, binary, node };
     return this.prepared;

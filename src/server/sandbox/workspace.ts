@@ -15,6 +15,9 @@ export interface SandboxDirs {
 export function createDirs(root: string, id: string, files: Record<string, string> | undefined, owner: SandboxIdentity | undefined, imageDir?: string): SandboxDirs {
   const workspace = path.join(root, 'ws', id);
   const run = path.join(root, 'run', id);
+  // Who owns the sandbox, outside anything the sandbox can write, for the janitor after a crash.
+  fs.mkdirSync(path.join(root, 'owners'), { recursive: true, mode: 0o755 });
+  fs.writeFileSync(path.join(root, 'owners', id), String(process.pid));
   if (imageDir) fs.cpSync(imageDir, workspace, { recursive: true, verbatimSymlinks: true, preserveTimestamps: true });
   fs.mkdirSync(workspace, { recursive: true, mode: 0o755 });
   fs.mkdirSync(run, { recursive: true, mode: 0o700 });
@@ -44,7 +47,9 @@ function chownTree(dir: string, uid: number, gid: number): void {
 
 /** Removes a sandbox's directories, including read-only trees the agent left behind. */
 export function removeDirs(dirs: SandboxDirs): void {
-  for (const d of [dirs.workspace, dirs.run]) {
+  const id = path.basename(dirs.workspace);
+  const root = path.dirname(path.dirname(dirs.workspace));
+  for (const d of [dirs.workspace, dirs.run, path.join(root, 'owners', id)]) {
     try {
       fs.rmSync(d, { recursive: true, force: true });
     } catch {
@@ -60,5 +65,42 @@ function makeWritable(dir: string): void {
     for (const e of fs.readdirSync(dir, { withFileTypes: true })) if (e.isDirectory()) makeWritable(path.join(dir, e.name));
   } catch {
     /* best effort */
+  }
+}
+
+/**
+ * Removes the directories of sandboxes whose owning process is gone (a server killed with SIGKILL
+ * cannot clean up; --die-with-parent already ended their processes). Runs when a runtime prepares.
+ * Returns how many were removed.
+ */
+export function sweepOrphans(root: string): number {
+  const owners = path.join(root, 'owners');
+  let removed = 0;
+  let ids: string[];
+  try {
+    ids = fs.readdirSync(owners);
+  } catch {
+    return 0;
+  }
+  for (const id of ids) {
+    let pid = 0;
+    try {
+      pid = Number(fs.readFileSync(path.join(owners, id), 'utf8'));
+    } catch {
+      continue;
+    }
+    if (pid > 0 && pidAlive(pid)) continue;
+    removeDirs({ workspace: path.join(root, 'ws', id), run: path.join(root, 'run', id) });
+    removed++;
+  }
+  return removed;
+}
+
+function pidAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (e) {
+    return (e as NodeJS.ErrnoException).code === 'EPERM';
   }
 }
