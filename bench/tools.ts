@@ -7,7 +7,8 @@
  *   (e) sandbox start until the tool server answers: bwrap vs process runtime
  * Flags: --quick (fewer iterations), --json (machine-readable line at the end).
  */
-import { execFile } from 'node:child_process';
+import { execFile, spawn } from 'node:child_process';
+import { resolveIdentity } from '../src/server/sandbox/host.js';
 import { createSandboxRuntime } from '../src/server/sandbox/index.js';
 import type { Sandbox } from '../src/server/sandbox/types.js';
 
@@ -93,6 +94,22 @@ async function main(): Promise<void> {
     }
     log(stat(`(e) sandbox start → tool server answers, ${name}`, xs));
   }
+  // (e) floors measured in the same run: what any node process costs to start, on the host and in bwrap.
+  const id = process.getuid?.() === 0 ? resolveIdentity('raas-sandbox') : undefined;
+  const floorArgs = ['--unshare-user', '--unshare-pid', '--unshare-ipc', '--unshare-uts', '--unshare-net', '--die-with-parent', '--new-session', '--clearenv',
+    '--ro-bind', '/usr', '/usr', '--symlink', 'usr/bin', '/bin', '--symlink', 'usr/lib', '/lib', '--symlink', 'usr/lib64', '/lib64', '--ro-bind', '/etc', '/etc',
+    '--proc', '/proc', '--dev', '/dev'];
+  const spawnWait = (file: string, args: string[], asSandbox: boolean): Promise<void> =>
+    new Promise((resolve, reject) => {
+      // The same clean environment the tool server gets (no NODE_OPTIONS or CA bundles from the host).
+      const c = spawn(file, args, { stdio: 'ignore', env: { PATH: '/usr/bin:/bin' }, uid: asSandbox ? id?.uid : undefined, gid: asSandbox ? id?.gid : undefined });
+      c.on('error', reject);
+      c.on('exit', () => resolve());
+    });
+  const nFloor = quick ? 10 : 30;
+  log(stat('(e) floor: node -e 0 on the host', await time(nFloor, 2, () => spawnWait(process.execPath, ['-e', '0'], false))));
+  log(stat('(e) floor: bwrap … true', await time(nFloor, 2, () => spawnWait('bwrap', [...floorArgs, '/usr/bin/true'], true))));
+  log(stat('(e) floor: bwrap … node -e 0', await time(nFloor, 2, () => spawnWait('bwrap', [...floorArgs, process.execPath, '-e', '0'], true))));
   await bwrap.close();
   await proc.close();
 
@@ -105,12 +122,14 @@ async function main(): Promise<void> {
   const pyF = get('(d) python x = 1, fresh');
   const eB = get('(e) sandbox start → tool server answers, bwrap');
   const eP = get('(e) sandbox start → tool server answers, process');
+  const floorNode = get('(e) floor: bwrap … node');
   const ratios = {
     'tmux 500 ms / PTY (p50)': tmux500.p50 / a.p50,
     'tmux 10 ms / PTY (p50)': tmux10.p50 / a.p50,
     'bash -c spawn / PTY (p50)': fresh.p50 / a.p50,
     'fresh python3 / persistent (p50)': pyF.p50 / pyP.p50,
     'bwrap start / process start (p50)': eB.p50 / eP.p50,
+    'bwrap start / bare node in bwrap (p50)': eB.p50 / floorNode.p50,
   };
   const lines = ['| measurement | n | p50 ms | p95 ms |', '|---|---:|---:|---:|'];
   for (const r of results) lines.push(`| ${r.name} | ${r.n} | ${r.p50.toFixed(3)} | ${r.p95.toFixed(3)} |`);
