@@ -120,6 +120,15 @@ describe('math, code and swe end to end (rollout server + simulated backend + bw
     expect(full.tokens.prompt_ids.length + full.tokens.response_ids.length).toBeLessThanOrEqual(560);
   }, 120_000);
 
+  it('math with thinking on: the model thinks, then acts; veRL rows graded the same way', async () => {
+    const row = readJsonl('math-verl.jsonl')[1]!;
+    const [r] = await group(row, 1, 'thinking', { enable_thinking: true });
+    expect(r).toMatchObject({ critical_error: null, finish_reason: 'finish', data_source: 'math', instance_id: (row.extra_info as { index: string }).index });
+    const assistants = r.messages.filter((m: any) => m.role === 'assistant');
+    for (const m of assistants) expect(m.content).toMatch(/^<think>\n[\s\S]*<\/think>\n\n/);
+    expect(r.reward).toBe(answersMatch(r.details.answer, String((row.reward_model as { ground_truth: string }).ground_truth)) ? 1 : 0);
+  }, 60_000);
+
   it('rejects bad instances with a 400 naming the field, before any sandbox', async () => {
     const cases: Array<[Record<string, unknown>, RegExp]> = [
       [{ data_source: 'math', problem: 'What is 1+1?' }, /answer/],

@@ -58,6 +58,12 @@ describe('scripted sim policies', async () => {
     }
   });
 
+  it('runs code on the example of the statement, not on hidden tests', async () => {
+    const { statementExample } = await import('../../src/sim/policies/tasks.js');
+    for (const r of code) expect(statementExample(r.problem as string), String(r.instance_id)).toBe((r.tests as Array<{ input: string }>)[0]!.input);
+    expect(statementExample('no example here')).toBeUndefined();
+  });
+
   it('leaves prompts it does not know (chat) to the filler', () => {
     expect(ask(policies, ctx(prompt([{ role: 'user', content: CHAT_USER_MESSAGE }]), 1))).toBeUndefined();
     expect(ask(policies, ctx('plain text without a chat template', 1))).toBeUndefined();

@@ -38,7 +38,8 @@ export const mathPlan: PlanBuilder<MathRow> = (row, right, variant) => {
 export const codePlan: PlanBuilder<CodeRow> = (row, right, variant) => {
   const ref = row.instance.reference_solution ?? 'print()\n';
   const source = right ? ref : mutateProgram(ref);
-  const example = row.instance.tests[0]!.input;
+  // Run the statement's own example when it has one (what a model can see); else the first test.
+  const example = statementExample(row.instance.problem) ?? row.instance.tests[0]!.input;
   const steps: Step[] = [];
   if (variant === 1) steps.push({ call: { name: 'execute_bash', arguments: { command: 'ls -la' } }, say: ['Let me look at the workspace first.'], think: 'Check the workspace.' });
   steps.push({
@@ -100,6 +101,12 @@ function nearMiss(files: ReturnType<typeof parseUnifiedDiff>): ReturnType<typeof
 
 function finalStep(build: (out: string[]) => { say: string; call: PolicyCall }, think: string): Step {
   return { call: (out) => build(out).call, say: (out) => build(out).say, think };
+}
+
+/** The input of an "Example input:" block in a statement (up to "Example output:"). */
+export function statementExample(problem: string): string | undefined {
+  const m = /Example input:\s*\n([\s\S]*?)\n\s*Example output:/i.exec(problem);
+  return m ? `${m[1]!.replace(/\s+$/, '')}\n` : undefined;
 }
 
 function firstSentence(text: string): string {
