@@ -109,6 +109,8 @@ export async function startRolloutServer(config: ServerConfigInput = {}, opts: R
       move: () => metrics.move(),
     },
   });
+  // Only a server configured for sandboxes loads the sandbox code at start.
+  if (Object.keys(cfg.sandbox).length > 0) await pipeline.sandboxes.validate();
   await pipeline.openJournal();
   const app = buildApp({ config: cfg, pipeline, pool, metrics });
   logRef.log = app.log;

@@ -39,6 +39,7 @@ describe('the pipeline closes the sandboxes each stage opened', () => {
       openAt.extraDuringRun = alive((opened.extra as unknown as { pid?: number }).pid);
       openAt.runtimeDuringRun = (await ctx.runtime!.bash('echo ok')).output.includes('ok');
       if (ctx.job.instance.cancel_in_run) {
+        openAt.waiting = true;
         await new Promise((_, reject) => {
           if (ctx.signal.aborted) reject(ctx.signal.reason);
           ctx.signal.addEventListener('abort', () => reject(ctx.signal.reason));
@@ -73,16 +74,22 @@ describe('the pipeline closes the sandboxes each stage opened', () => {
   it('closes stage sandboxes at stage end, and the runtime right after RUN', async () => {
     const r = await post(`${srv.url}/process`, { instance: { data_source: 'boxes' } });
     expect(r.body.critical_error).toBeNull();
-    expect(openAt).toEqual({ extraDuringRun: false, runtimeDuringRun: true, runtimeDuringEval: false });
+    expect(openAt).toMatchObject({ extraDuringRun: false, runtimeDuringRun: true, runtimeDuringEval: false });
     for (const k of ['runtime', 'extra', 'run', 'eval']) await expectClosed(opened[k]);
   }, 60_000);
 
   it('closes them on cancel', async () => {
     for (const k of Object.keys(opened)) delete opened[k];
     const held = post(`${srv.url}/process`, { instance: { data_source: 'boxes', cancel_in_run: true }, job_id: 'box-cancel' });
-    for (let i = 0; i < 200 && !opened.run; i++) await new Promise((r) => setTimeout(r, 50));
+    delete openAt.waiting;
+    // Cancel once RUN waits on its signal (a cooperative stage: its sandboxes close before the answer).
+    for (let i = 0; i < 400 && !openAt.waiting; i++) await new Promise((r) => setTimeout(r, 50));
     await post(`${srv.url}/cancel`, { job_id: 'box-cancel' });
     expect((await held).body.critical_error).toBe('cancelled');
     for (const k of ['runtime', 'extra', 'run']) await expectClosed(opened[k]);
   }, 60_000);
+
+  it('refuses a bad sandbox setting at start, naming the key', async () => {
+    await expect(startRolloutServer({ port: 0, log_level: 'silent', sandbox: { runtime: 'docker' } })).rejects.toMatchObject({ code: 'config_invalid', message: expect.stringContaining('sandbox.runtime') });
+  });
 });

@@ -28,6 +28,17 @@ export class LazySandboxRuntime {
     return this.runtime.then((rt) => rt.open(spec, signal));
   }
 
+  /** Validates the sandbox settings now (at server start) so a bad key fails fast, not at the first open. */
+  async validate(): Promise<void> {
+    const mod = (await import('../sandbox/index.js')) as Record<string, unknown>;
+    const schema = mod.SandboxConfig as { safeParse?(v: unknown): { success: boolean; error?: { issues: Array<{ path: PropertyKey[]; message: string }> } } } | undefined;
+    const r = schema?.safeParse?.(this.config);
+    if (r && !r.success) {
+      const i = r.error!.issues[0];
+      throw new RaasError('config_invalid', `sandbox.${i.path.map(String).join('.')}: ${i.message}`);
+    }
+  }
+
   async close(): Promise<void> {
     this.closed = true;
     const rt = await this.runtime?.catch(() => undefined);
