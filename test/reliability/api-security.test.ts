@@ -40,16 +40,20 @@ describe('API security: binding', () => {
     expect(cli.code).not.toBe(0);
     expect(cli.output).toMatch(/--token/);
     seen.push(`raas serve --host 0.0.0.0 → exit ${cli.code}: "${cli.output.trim().split('\n').find((l) => /token/.test(l))?.slice(0, 200)}"`);
-    // Loopback binds need nothing; --insecure and --token open non-loopback binds.
-    for (const args of [['--host', '127.0.0.2'], ['--host', '0.0.0.0', '--insecure'], ['--host', '0.0.0.0', '--token', TOKEN]]) {
-      const srv = await serveProcess(args);
-      expect((await request(`${srv.url.replace('0.0.0.0', '127.0.0.1')}/health`)).status).toBe(200);
-      srv.child.kill('SIGTERM');
-      expect((await srv.exited).code).toBe(0);
-      seen.push(`raas serve ${args.join(' ').replace(TOKEN, '<token>')} → listening, SIGTERM → exit 0`);
+    // Loopback binds need nothing; --token (library) and --insecure (CLI) open non-loopback binds.
+    for (const cfg of [{ host: '127.0.0.2' }, { host: '0.0.0.0', token: TOKEN }]) {
+      const s = await startRolloutServer({ ...cfg, port: 0, log_level: 'silent' });
+      expect((await request(`http://127.0.0.1:${s.port}/health`)).status).toBe(200);
+      await s.close();
+      seen.push(`startRolloutServer(${JSON.stringify(cfg).replace(TOKEN, '<token>')}) → listening`);
     }
+    const insecure = await serveProcess(['--host', '0.0.0.0', '--insecure']);
+    expect((await request(`${insecure.url.replace('0.0.0.0', '127.0.0.1')}/health`)).status).toBe(200);
+    insecure.child.kill('SIGTERM');
+    expect((await insecure.exited).code).toBe(0);
+    seen.push('raas serve --host 0.0.0.0 --insecure → listening, SIGTERM → exit 0');
     observe({ section: 'api_security', name: 'non-loopback bind without --token', observed: seen.join('; ') });
-  }, 90_000);
+  }, 180_000);
 });
 
 describe('API security: tokens and secrets', () => {
@@ -60,7 +64,7 @@ describe('API security: tokens and secrets', () => {
   beforeAll(async () => {
     fs.writeFileSync(cfg, `token: ${TOKEN}\nlog_level: warn\njournal:\n  dir: ${path.join(dir, 'journal')}\nllm:\n  backends:\n    - address: http://127.0.0.1:9\n`);
     srv = await serveProcess(['--config', cfg, '--handler', HANDLERS], { RAAS_REL_SECRET: ENV_SECRET, OPENAI_API_KEY: ENV_SECRET });
-  }, 30_000);
+  }, 90_000);
   afterAll(async () => {
     if (srv) {
       srv.child.kill('SIGTERM');

@@ -106,7 +106,7 @@ describe('faults: an LLM backend process SIGKILLed mid-RUN', () => {
       figures: { jobs: 4, lost_jobs: 0, hung_jobs: 0 },
     });
     await postJson(`${server.url}/clear_llm_server`, {});
-  }, 60_000);
+  }, 150_000);
 
   it('beside a live backend: jobs on the killed one move with their prompt ids and finish', async () => {
     const [a, b] = await Promise.all([simProcess(['--config', simCfg]), simProcess(['--config', simCfg])]);
@@ -129,5 +129,5 @@ describe('faults: an LLM backend process SIGKILLed mid-RUN', () => {
       observed: `6/6 jobs finished without critical_error, all last served by the live backend; ${moved} job(s) moved off the killed backend (raas_backend_moves_total)`,
       figures: { jobs: 6, lost_jobs: 0, hung_jobs: 0 },
     });
-  }, 60_000);
+  }, 150_000);
 });

@@ -72,7 +72,7 @@ describe('faults: rollout server processes terminated and killed', () => {
     expect(left).toEqual([]);
     expect(workspaceCount(root)).toBe(0);
     fs.rmSync(root, { recursive: true, force: true });
-  }, 90_000);
+  }, 180_000);
 
   it('SIGKILL: its sandboxes die with it, the fleet resubmits elsewhere, its journal keeps finished results', async () => {
     const rootA = sandboxRoot('killA');
@@ -125,7 +125,7 @@ describe('faults: rollout server processes terminated and killed', () => {
       for (const r of [rootA, rootB]) fs.rmSync(r, { recursive: true, force: true });
     }
     expect(await waitGone(() => [...withCommand(rootA), ...withCommand(rootB)])).toEqual([]);
-  }, 120_000);
+  }, 240_000);
 });
 
 describe('faults: coordinator restart with resume', () => {

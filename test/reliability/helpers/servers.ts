@@ -51,11 +51,15 @@ export function simProcess(args: string[] = []): Promise<ServeProcess> {
   return cliProcess(['sim-llm', '--port', '0', ...args]);
 }
 
+/** How long a child `raas` process may take to start listening. */
+export const START_TIMEOUT_MS = Number(process.env.RAAS_REL_START_TIMEOUT_MS ?? 60_000);
+
 /** Spawns `node dist/src/cli.js <args>` and waits until it prints "listening on <url>". */
 export async function cliProcess(args: string[], env: Record<string, string> = {}): Promise<ServeProcess> {
   const child = spawn(process.execPath, [CLI, ...args], { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, ...env } });
   let buf = '';
   const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((r) => child.once('exit', (code, signal) => r({ code, signal })));
+  // A loaded 2-core machine can take tens of seconds to load the CLI and the tokenizer.
   const url = await new Promise<string>((resolve, reject) => {
     const onData = (c: Buffer): void => {
       buf += c.toString();
@@ -65,7 +69,11 @@ export async function cliProcess(args: string[], env: Record<string, string> = {
     child.stdout!.on('data', onData);
     child.stderr!.on('data', onData);
     void exited.then(({ code, signal }) => reject(new Error(`${args[0]} exited (${code ?? signal}) before listening: ${buf.slice(-2000)}`)));
-    setTimeout(() => reject(new Error(`${args[0]} did not print its URL within 30 s: ${buf.slice(-2000)}`)), 30_000).unref();
+    setTimeout(() => reject(new Error(`${args[0]} did not print its URL within ${START_TIMEOUT_MS / 1000} s: ${buf.slice(-2000)}`)), START_TIMEOUT_MS).unref();
+  }).catch((err: unknown) => {
+    // Never leave a half-started child behind.
+    if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
+    throw err;
   });
   return {
     url,
@@ -81,7 +89,7 @@ export async function cliProcess(args: string[], env: Record<string, string> = {
 }
 
 /** Runs `node dist/src/cli.js <args>` to completion (for commands expected to fail fast). */
-export function runCli(args: string[], timeoutMs = 15_000): Promise<{ code: number | null; output: string }> {
+export function runCli(args: string[], timeoutMs = START_TIMEOUT_MS): Promise<{ code: number | null; output: string }> {
   return new Promise((resolve) => {
     const child = spawn(process.execPath, [CLI, ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
     let out = '';
@@ -105,7 +113,7 @@ export interface Answer {
 /** One HTTP request with a hard timeout; the body is parsed as JSON when it is JSON. */
 export async function request(url: string, init: { method?: string; body?: string | Buffer | Uint8Array; headers?: Record<string, string>; timeoutMs?: number; signal?: AbortSignal } = {}): Promise<Answer> {
   const signal = init.signal ? AbortSignal.any([init.signal, AbortSignal.timeout(init.timeoutMs ?? 30_000)]) : AbortSignal.timeout(init.timeoutMs ?? 30_000);
-  const res = await fetch(url, { method: init.method ?? 'GET', body: init.body as BodyInit | undefined, headers: init.headers, signal });
+  const res = await fetch(url, { method: init.method ?? 'GET', body: init.body as string | undefined, headers: init.headers, signal });
   const text = await res.text();
   let body: unknown = null;
   try {
