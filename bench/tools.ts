@@ -94,6 +94,26 @@ async function main(): Promise<void> {
     }
     log(stat(`(e) sandbox start → tool server answers, ${name}`, xs));
   }
+  // (e') open() from a warm pool: the start is off the critical path, open() is a configure round trip.
+  {
+    const pooled = createSandboxRuntime({ runtime: 'bwrap', pool_size: 2 });
+    pooled.warmup();
+    const xs: number[] = [];
+    const n = quick ? 10 : 30;
+    for (let i = 0; i < n; i++) {
+      // Let the pool refill between opens, as it would between INIT stages of a busy server.
+      while (pooled.openSandboxes().length < 2) await new Promise((r) => setTimeout(r, 10));
+      await new Promise((r) => setTimeout(r, 50));
+      const t = performance.now();
+      const s = await pooled.open({ files: { 'task.txt': 'x' } });
+      await s.edit({ command: 'view', path: '.' });
+      xs.push(performance.now() - t);
+      await s.close();
+    }
+    log(stat("(e') open() from a warm pool (pool_size 2), bwrap", xs));
+    await pooled.close();
+  }
+
   // (e) floors measured in the same run: what any node process costs to start, on the host and in bwrap.
   const id = process.getuid?.() === 0 ? resolveIdentity('raas-sandbox') : undefined;
   const floorArgs = ['--unshare-user', '--unshare-pid', '--unshare-ipc', '--unshare-uts', '--unshare-net', '--die-with-parent', '--new-session', '--clearenv',

@@ -85,6 +85,28 @@ describe('bwrap open(): abort and bad specs', () => {
   });
 });
 
+describe('warm pool (sandbox.pool_size)', () => {
+  const root = testRoot('pool');
+  afterAll(() => fs.rmSync(root, { recursive: true, force: true }));
+
+  it('open() takes a pre-started sandbox and configures it with the spec; network specs start cold', async () => {
+    const rt = createSandboxRuntime({ runtime: 'bwrap', root, pool_size: 2 });
+    rt.warmup();
+    for (let i = 0; i < 400 && rt.openSandboxes().length < 2; i++) await new Promise((r) => setTimeout(r, 25));
+    const pooled = rt.openSandboxes();
+    expect(pooled).toHaveLength(2);
+    const sb = await rt.open({ files: { 'job.txt': 'job data' }, env: { FOO: 'bar' }, tools: ['bash'], limits: { processes: 50 } });
+    expect(pooled).toContain(sb);
+    expect((await sb.bash('cat job.txt; echo; echo $FOO; ulimit -u; id -u')).output).toMatch(/^job data\nbar\n50\n\d+\n$/);
+    await expect(sb.python('1')).rejects.toThrow(/not enabled/);
+    const net = await rt.open({ network: true });
+    expect(pooled).not.toContain(net);
+    await rt.close();
+    expect(fs.readdirSync(path.join(root, 'ws'))).toEqual([]);
+    expect(rt.openSandboxes()).toEqual([]);
+  });
+});
+
 describe('process runtime (no isolation, explicit only)', () => {
   const root = testRoot('proc');
   afterAll(() => fs.rmSync(root, { recursive: true, force: true }));

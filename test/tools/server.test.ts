@@ -37,6 +37,11 @@ describe('tool server: bad input gets an error answer and the server keeps servi
     await alive();
   });
 
+  it('configure is refused once bash or python ran', async () => {
+    await t.client.call('bash', { command: 'true' });
+    await expect(t.client.call('configure', { env: { A: '1' } })).rejects.toSatisfy(isToolError(/before the first bash or python call/));
+  });
+
   it('bash and python run at the same time', async () => {
     const [b, p] = await Promise.all([
       t.client.call<BashResult>('bash', { command: 'sleep 0.3; echo b' }),

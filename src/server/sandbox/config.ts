@@ -92,6 +92,11 @@ export const SandboxConfig = z.strictObject({
     .default({ ttl_s: 6 * 3600 }),
   /** Named images for SandboxSpec.image. */
   images: z.record(z.string(), ImageDefinition).default({}),
+  /**
+   * Sandboxes started ahead of demand (bwrap, apptainer): open() of a spec without network takes one
+   * and configures it, so INIT does not wait for a sandbox start. 0 turns the pool off.
+   */
+  pool_size: z.number().int().nonnegative().max(1024).default(0),
   /** Keep workspaces after close (debugging). */
   keep_workspaces: z.boolean().default(false),
 });

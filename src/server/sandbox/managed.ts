@@ -164,6 +164,11 @@ export class ManagedSandbox implements Sandbox {
     return this.tools().call<EditResult>('edit', { op }, opts.signal);
   }
 
+  /** Sets env, limits and tools of a pooled tool server before its first bash or python call. */
+  async configure(opts: { env?: Record<string, string>; limits?: object; tools?: string[] }, signal?: AbortSignal): Promise<void> {
+    await this.tools().call('configure', opts, signal);
+  }
+
   /** Raw access for tests that send malformed lines. */
   get toolClient(): ToolClient | undefined {
     return this.client;

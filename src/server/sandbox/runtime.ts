@@ -13,7 +13,8 @@ import { ImageCache } from './image-cache.js';
 import { LoopbackLeases } from './leases.js';
 import { ManagedSandbox, type LaunchPlan } from './managed.js';
 import { ensureDir, installToolServer } from './prepare.js';
-import { createDirs, removeDirs, sweepOrphans, type SandboxDirs } from './workspace.js';
+import { createDirs, fillWorkspace, removeDirs, sweepOrphans, type SandboxDirs } from './workspace.js';
+import { WarmPool } from './pool.js';
 
 /** What the first open() prepares once: binaries, identity, tool server install. */
 interface Prepared {
@@ -45,6 +46,7 @@ export class Runtime implements SandboxRuntime {
   private closing: Promise<void> | undefined;
   private warned = false;
   private leases: LoopbackLeases | undefined;
+  private pool: WarmPool | undefined;
   /** The image cache (built lazily, bwrap images). */
   images: ImageCache | undefined;
 
@@ -97,6 +99,47 @@ export class Runtime implements SandboxRuntime {
       this.log?.warn({ runtime: 'process' }, 'sandbox.runtime is "process": tools run on the host without any isolation');
     }
     const imageDir = spec.image ? await this.images!.resolve(spec.image, signal) : undefined;
+    if (this.poolable(spec)) {
+      const sb = await this.warmPool(p).take(signal);
+      if (sb) {
+        try {
+          fillWorkspace(sb.workspace, spec.files, p.identity, imageDir);
+          const limits = { ...this.config.limits, ...(spec.limits ?? {}) };
+          await sb.configure({ env: this.toolEnv(spec), limits, ...(spec.tools ? { tools: spec.tools } : {}) }, signal);
+          return sb;
+        } catch (e) {
+          await sb.close();
+          throw e;
+        }
+      }
+    }
+    return this.start(p, spec, imageDir, signal);
+  }
+
+  /** The sandboxes this runtime has open (pooled ones included). */
+  openSandboxes(): Sandbox[] {
+    return [...this.open_];
+  }
+
+  /** Starts `pool_size` sandboxes ahead of the first open (optional; open() fills the pool too). */
+  warmup(): void {
+    if (this.config.pool_size > 0 && this.kind !== 'process' && !this.closing) this.warmPool(this.prepare()).fill();
+  }
+
+  private warmPool(p: Prepared): WarmPool {
+    this.pool ??= new WarmPool(this.config.pool_size, () => this.start(p, {}, undefined), this.log);
+    return this.pool;
+  }
+
+  /** A pooled sandbox fits specs whose start-time choices (network, /tmp size) are the defaults. */
+  private poolable(spec: SandboxSpec): boolean {
+    if (this.config.pool_size <= 0 || this.kind === 'process' || spec.network === true) return false;
+    const tmp = spec.limits?.tmp_size_mb;
+    return tmp === undefined || tmp === this.config.limits.tmp_size_mb;
+  }
+
+  /** Starts one sandbox: directories, loopback lease, the runtime's command line, the tool server. */
+  private async start(p: Prepared, spec: SandboxSpec, imageDir: string | undefined, signal?: AbortSignal): Promise<ManagedSandbox> {
     const id = `${Date.now().toString(36)}-${randomBytes(4).toString('hex')}`;
     const dirs = createDirs(p.root, id, spec.files, p.identity, imageDir);
     // Runtimes that share the host network get their own loopback address.
@@ -134,6 +177,14 @@ export class Runtime implements SandboxRuntime {
     }
   }
 
+  /** Environment of bash and python: base, the config's, the spec's; never the host's. */
+  private toolEnv(spec: SandboxSpec, processWorkspace?: string, address?: string): Record<string, string> {
+    const env: Record<string, string> = { ...BASE_ENV, ...this.config.env, ...(spec.env ?? {}) };
+    if (processWorkspace) env.HOME = processWorkspace;
+    if (address) env.RAAS_LOOPBACK_ADDR = address;
+    return env;
+  }
+
   private leaseTable(root: string): LoopbackLeases {
     this.leases ??= new LoopbackLeases(this.config.leases.file ?? path.join(root, 'leases.json'), this.config.leases.ttl_s * 1000);
     return this.leases;
@@ -144,9 +195,7 @@ export class Runtime implements SandboxRuntime {
     const c = this.config;
     const inSandbox = this.kind !== 'process';
     const limits = { ...c.limits, ...(spec.limits ?? {}) };
-    const env: Record<string, string> = { ...BASE_ENV, ...c.env, ...(spec.env ?? {}) };
-    if (!inSandbox) env.HOME = dirs.workspace;
-    if (address) env.RAAS_LOOPBACK_ADDR = address;
+    const env = this.toolEnv(spec, inSandbox ? undefined : dirs.workspace, address);
     const opts: ToolServerOptions = {
       socket: inSandbox ? INSIDE.socket : path.join(dirs.run, 'tools.sock'),
       workspace: inSandbox ? INSIDE.workspace : dirs.workspace,
@@ -200,7 +249,10 @@ export class Runtime implements SandboxRuntime {
 
   /** Closes every open sandbox. Safe twice. */
   close(): Promise<void> {
-    this.closing ??= Promise.all([...this.open_].map((s) => s.close())).then(() => undefined);
+    this.closing ??= (async () => {
+      await this.pool?.close();
+      await Promise.all([...this.open_].map((s) => s.close()));
+    })();
     return this.closing;
   }
 }

@@ -21,6 +21,17 @@ export function createDirs(root: string, id: string, files: Record<string, strin
   if (imageDir) fs.cpSync(imageDir, workspace, { recursive: true, verbatimSymlinks: true, preserveTimestamps: true });
   fs.mkdirSync(workspace, { recursive: true, mode: 0o755 });
   fs.mkdirSync(run, { recursive: true, mode: 0o700 });
+  fillWorkspace(workspace, files, owner);
+  if (owner) fs.chownSync(run, owner.uid, owner.gid);
+  return { workspace, run };
+}
+
+/**
+ * Writes a spec's files (and an image tree) into a workspace and hands it to the sandbox user. Also
+ * used for a pooled sandbox, whose workspace is still untouched when a job takes it.
+ */
+export function fillWorkspace(workspace: string, files: Record<string, string> | undefined, owner: SandboxIdentity | undefined, imageDir?: string): void {
+  if (imageDir) fs.cpSync(imageDir, workspace, { recursive: true, verbatimSymlinks: true, preserveTimestamps: true });
   for (const [rel, content] of Object.entries(files ?? {})) {
     const target = path.resolve(workspace, rel);
     if (path.isAbsolute(rel) || rel.split(/[\\/]+/).includes('..') || !target.startsWith(workspace + path.sep)) {
@@ -29,11 +40,7 @@ export function createDirs(root: string, id: string, files: Record<string, strin
     fs.mkdirSync(path.dirname(target), { recursive: true });
     fs.writeFileSync(target, content);
   }
-  if (owner) {
-    chownTree(workspace, owner.uid, owner.gid);
-    fs.chownSync(run, owner.uid, owner.gid);
-  }
-  return { workspace, run };
+  if (owner) chownTree(workspace, owner.uid, owner.gid);
 }
 
 function chownTree(dir: string, uid: number, gid: number): void {

@@ -7,6 +7,7 @@
 /** One request line. `id` is chosen by the client and echoed in the answer. */
 export type ToolRequest =
   | { id: number; tool: 'ping' }
+  | { id: number; tool: 'configure'; env?: Record<string, string>; limits?: ToolServerOptions['limits']; tools?: ToolServerOptions['tools'] }
   | { id: number; tool: 'shutdown' }
   | { id: number; tool: 'cancel'; target: number }
   | { id: number; tool: 'bash'; command: string; timeout_s?: number; no_change_timeout_s?: number; is_input?: boolean }

@@ -23,9 +23,11 @@ const DEFAULT_MAX_INPUT = 1 << 20;
  */
 export class ToolServer {
   private readonly server: net.Server;
-  private readonly bash: BashBackend | undefined;
-  private readonly python: PythonKernel | undefined;
-  private readonly editor: Editor | undefined;
+  private bash: BashBackend | undefined;
+  private python: PythonKernel | undefined;
+  private editor: Editor | undefined;
+  /** Set once bash or python ran or warmed: `configure` is refused after that. */
+  private used = false;
   /** Running request id → its tool, how to interrupt it, and its completion. */
   private readonly inflight = new Map<number, { tool: 'bash' | 'python'; interrupt: () => void; done?: Promise<unknown> }>();
   /** A cancelled call still unwinding (Ctrl-C, KeyboardInterrupt): the next call of that tool waits for it. */
@@ -36,13 +38,37 @@ export class ToolServer {
   /** Warm the tools once the first answer is out (set by main; tests start tools on demand). */
   warmAfterFirstAnswer = false;
 
-  constructor(private readonly opts: ToolServerOptions, private readonly onShutdown: () => void = () => undefined) {
-    const tools = opts.tools ?? ['bash', 'python', 'editor'];
-    if (tools.includes('bash')) this.bash = opts.bash_backend === 'tmux' ? new TmuxBash(opts) : new PtyBash(opts);
-    if (tools.includes('python')) this.python = new PythonKernel(opts);
-    if (tools.includes('editor')) this.editor = new Editor(opts.workspace, opts.output_cap);
+  constructor(private opts: ToolServerOptions, private readonly onShutdown: () => void = () => undefined) {
+    this.build();
     this.maxInput = opts.max_input_bytes ?? DEFAULT_MAX_INPUT;
     this.server = net.createServer((sock) => this.serve(sock));
+  }
+
+  private build(): void {
+    const opts = this.opts;
+    const tools = opts.tools ?? ['bash', 'python', 'editor'];
+    this.bash = tools.includes('bash') ? (opts.bash_backend === 'tmux' ? new TmuxBash(opts) : new PtyBash(opts)) : undefined;
+    this.python = tools.includes('python') ? new PythonKernel(opts) : undefined;
+    this.editor = tools.includes('editor') ? new Editor(opts.workspace, opts.output_cap) : undefined;
+  }
+
+  /**
+   * Sets the environment, limits and tools of a tool server started ahead of its job (a warm pool),
+   * before any bash or python exists.
+   */
+  private configure(req: Record<string, unknown>): { configured: true } {
+    if (this.used) throw new ToolInputError('configure must come before the first bash or python call');
+    const env = req.env as Record<string, string> | undefined;
+    if (env !== undefined && (typeof env !== 'object' || Object.values(env).some((v) => typeof v !== 'string'))) {
+      throw new ToolInputError('env must be an object of strings');
+    }
+    const tools = req.tools as ToolServerOptions['tools'];
+    if (tools !== undefined && (!Array.isArray(tools) || tools.some((t) => !['bash', 'python', 'editor'].includes(t)))) {
+      throw new ToolInputError('tools must be a list of bash, python, editor');
+    }
+    this.opts = { ...this.opts, ...(env ? { env } : {}), ...(req.limits ? { limits: req.limits as ToolServerOptions['limits'] } : {}), ...(tools ? { tools } : {}) };
+    this.build();
+    return { configured: true };
   }
 
   /** Listens on the socket path (a stale socket file is unlinked first). */
@@ -135,6 +161,8 @@ export class ToolServer {
     switch (tool) {
       case 'ping':
         return { pong: true };
+      case 'configure':
+        return this.configure(req);
       case 'bash': {
         const bash = need(this.bash, 'bash');
         const command = bytes(req.command ?? '', 'command');
@@ -144,6 +172,7 @@ export class ToolServer {
           no_change_timeout_s: seconds(req.no_change_timeout_s, 'no_change_timeout_s'),
           is_input: req.is_input === true,
         };
+        this.used = true;
         await this.settled(id, 'bash');
         return this.track(id, 'bash', () => bash.interrupt(), bash.run(args));
       }
@@ -151,6 +180,7 @@ export class ToolServer {
         const py = need(this.python, 'python');
         const code = bytes(req.code, 'code');
         const timeout = seconds(req.timeout_s, 'timeout_s');
+        this.used = true;
         await this.settled(id, 'python');
         return this.track(id, 'python', () => py.interrupt(), py.run(code, timeout));
       }
@@ -176,7 +206,7 @@ export class ToolServer {
         setImmediate(() => void this.close().then(this.onShutdown));
         return { stopping: true };
       default:
-        throw new ToolInputError(`unknown tool ${JSON.stringify(tool)}: use bash, python, edit, ping, cancel or shutdown`);
+        throw new ToolInputError(`unknown tool ${JSON.stringify(tool)}: use bash, python, edit, ping, configure, cancel or shutdown`);
     }
   }
 
@@ -206,6 +236,8 @@ export class ToolServer {
    * failure here surfaces on the next real request.
    */
   warm(): void {
+    if (this.closing) return;
+    this.used = true;
     if (this.bash instanceof PtyBash) this.bash.start().catch(() => undefined);
     this.python?.warm();
   }
