@@ -85,4 +85,3 @@ describe('raas train (the built CLI, embedded)', () => {
     expect(ps).not.toMatch(/sleep 31\.25/); // the trainer command's process group was stopped too
   });
 });
-});
