@@ -43,7 +43,9 @@ interface Finished {
   state: JobState;
   result: Result;
   endedAt: number;
+  /** Fingerprint of the submitted instance (from the journal), or the instance itself (hashed only on a resubmission). */
   hash?: string;
+  instance?: unknown;
 }
 
 /** What /process gets back: the job's id and its eventual result. */
@@ -126,7 +128,8 @@ export class Pipeline {
     }
     const f = this.finishedRecord(id);
     if (!f) return undefined;
-    if (f.hash !== undefined && f.hash !== instanceHash(instance)) throw conflict(id);
+    const known = f.hash ?? (f.instance === undefined ? undefined : instanceHash(f.instance));
+    if (known !== undefined && known !== instanceHash(instance)) throw conflict(id);
     return { jobId: id, finished: Promise.resolve(f.result), attached: true };
   }
 
@@ -232,11 +235,10 @@ export class Pipeline {
     const result = buildResult(job, { eval: evalResult }, timing);
     job.endedAtWall = this.wallNow();
     this.live.delete(job.id);
-    const hash = instanceHash(job.request.instance);
-    this.done.set(job.id, { state, result, endedAt: job.endedAtWall, hash });
+    this.done.set(job.id, { state, result, endedAt: job.endedAtWall, instance: job.request.instance });
     job.settle(result);
     this.o.observer?.jobEnded?.(state);
-    this.o.journal?.append({ job_id: job.id, state, ended_at: job.endedAtWall, result, instance_hash: hash });
+    this.o.journal?.append({ job_id: job.id, state, ended_at: job.endedAtWall, result, instance_hash: instanceHash(job.request.instance) });
   }
 
   private finishedRecord(id: string): Finished | undefined {
