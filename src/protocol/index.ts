@@ -7,3 +7,4 @@ export {
 export { LlmApi, AddLlmServerRequest, RemoveLlmServerRequest, BackendInfo, LlmServersResponse } from './llm.js';
 export { StatusResponse, OkResponse } from './status.js';
 export { Rollout, Group, BatchStats, Batch, UpdateWeightsRequest } from './batch.js';
+export { TASK_ALIASES, taskOf, aliasesOf, PromptMessage, MathInstance, CodeTest, CodeInstance, SweInstance, normaliseRow } from './tasks.js';
