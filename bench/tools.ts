@@ -105,9 +105,10 @@ async function main(): Promise<void> {
       while (pooled.openSandboxes().length < 2) await new Promise((r) => setTimeout(r, 10));
       await new Promise((r) => setTimeout(r, 50));
       const t = performance.now();
+      // open() returns once the tool server answered its configure request.
       const s = await pooled.open({ files: { 'task.txt': 'x' } });
-      await s.edit({ command: 'view', path: '.' });
       xs.push(performance.now() - t);
+      await s.edit({ command: 'view', path: '.' });
       await s.close();
     }
     log(stat("(e') open() from a warm pool (pool_size 2), bwrap", xs));
