@@ -1,6 +1,6 @@
 import { afterAll, describe, expect, it } from 'vitest';
 import got from 'got';
-import { Coordinator } from '../../src/dapo/index.js';
+import { Coordinator, runEval } from '../../src/dapo/index.js';
 import { Batch } from '../../src/protocol/batch.js';
 import { RolloutClient } from '../../src/client/client.js';
 import { chatDataset, countingChat, crash, serverWithSim } from './helpers.js';
@@ -118,5 +118,19 @@ describe('Coordinator on real rollout servers and simulated backends', () => {
     const st = c.status();
     expect(st.servers.find((s) => s.url === a.url)?.healthy).toBe(false);
     await c.close();
+  });
+
+  it('runEval: one pass, n rollouts per prompt, pass@1 and pass@n per data source', async () => {
+    const r = await runEval({ name: 'ev', seed: 2, embedded: { backends: 1 }, dataset: { path: dataset, limit: 12 }, n: 4 });
+    expect(r.overall.prompts).toBe(12);
+    expect(r.overall.rollouts).toBe(48);
+    expect(r.overall.errors).toBe(0);
+    // pass rates cycle 0, 1, .5, .3, .7, .5: two prompts can never pass, two always do
+    expect(r.overall.pass_at_n).toBeLessThanOrEqual(10 / 12);
+    expect(r.overall.pass_at_n).toBeGreaterThanOrEqual(2 / 12);
+    expect(r.overall.pass_at_1).toBeGreaterThan(0.2);
+    expect(r.overall.pass_at_1).toBeLessThan(0.8);
+    expect(r.overall.pass_at_n).toBeGreaterThanOrEqual(r.overall.pass_at_1);
+    expect(r.data_sources.chat).toEqual(r.overall);
   });
 });
