@@ -68,7 +68,8 @@ class RaasSidecar:
         self.events: Deque[Dict[str, Any]] = collections.deque(maxlen=1000)
         self.info: Dict[str, Any] = {}
         self._ids = itertools.count(1)
-        self._lock = threading.Lock()
+        self._lock = threading.Lock()  # one request/answer cycle at a time
+        self._wlock = threading.Lock()  # whole lines on stdin (close() may write while a request waits)
         self._inbox: "queue.Queue[Any]" = queue.Queue()
         self._stderr_tail: Deque[str] = collections.deque(maxlen=40)
         self._fatal: Optional[Dict[str, Any]] = None
@@ -160,9 +161,14 @@ class RaasSidecar:
             return self._proc.wait()
         self._closed = True
         if self._proc.poll() is None:
+            # Not under the request lock: a next_batch waiting in another thread is answered
+            # `cancelled` by the shutdown instead of holding the close up.
             try:
-                with self._lock:
-                    self._send({"id": next(self._ids), "op": "shutdown"})
+                self._send({"id": next(self._ids), "op": "shutdown"})
+            except RaasError:
+                pass
+            try:
+                with self._wlock:
                     self._proc.stdin.close()  # type: ignore[union-attr]
             except (OSError, ValueError):
                 pass
@@ -215,8 +221,9 @@ class RaasSidecar:
     def _send(self, obj: Dict[str, Any]) -> None:
         line = json.dumps(obj, separators=(",", ":"), allow_nan=False) + "\n"
         try:
-            self._proc.stdin.write(line.encode("utf-8"))  # type: ignore[union-attr]
-            self._proc.stdin.flush()  # type: ignore[union-attr]
+            with self._wlock:
+                self._proc.stdin.write(line.encode("utf-8"))  # type: ignore[union-attr]
+                self._proc.stdin.flush()  # type: ignore[union-attr]
         except (BrokenPipeError, ValueError, OSError) as e:
             raise self._exited(obj.get("op", "?"), obj.get("id")) from e
 

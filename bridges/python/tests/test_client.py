@@ -74,6 +74,27 @@ class ClientTest(unittest.TestCase):
                 rs.next_batch(timeout_s=0.2)
             self.assertEqual(cm.exception.code, "timeout")
 
+    def test_close_from_another_thread_cancels_a_waiting_next_batch(self):
+        import threading
+        rs = scripted(SCRIPTED_OPTIONS=json.dumps({"delay_ms": None}))
+        errors = []
+
+        def wait():
+            try:
+                rs.next_batch()
+            except RaasError as e:
+                errors.append(e.code)
+
+        th = threading.Thread(target=wait)
+        th.start()
+        while not rs._lock.locked():  # the request holds the lock from just before it is sent
+            time.sleep(0.01)
+        time.sleep(0.2)
+        self.assertEqual(rs.close(timeout_s=30), 0)
+        th.join(timeout=30)
+        self.assertEqual(errors, ["cancelled"])
+        self.assertTrue(gone(rs.pid))
+
     def test_eof_without_shutdown_exits_0_and_leaves_no_process(self):
         rs = scripted(SCRIPTED_OPTIONS=json.dumps({"delay_ms": None}))
         rs._send({"id": "b", "op": "next_batch"})
