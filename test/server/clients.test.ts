@@ -193,4 +193,24 @@ describe('vLLM and SGLang token-in/token-out clients', () => {
     expect((await s.generate({ prompt_ids: PROMPT, max_tokens: 4 })).backend).toBe(b.url);
     s.release();
   });
+
+  it('server: a job whose only backend is down ends with critical_error "run"; a live one takes it over when registered', async () => {
+    const { startRolloutServer } = await import('../../src/server/index.js');
+    const dead = await start(() => 'hangup');
+    const srv = await startRolloutServer({ port: 0, log_level: 'silent', llm: { retries: 1, backoff_base_ms: 1, backoff_max_ms: 2, backends: [{ address: dead.url }] } });
+    try {
+      const body = { instance: { data_source: 'chat', turns: 1 }, sampling_params: { max_model_len: 4096 } };
+      const r = await (await fetch(`${srv.url}/process`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) })).json();
+      expect(r).toMatchObject({ critical_error: 'run', success: false });
+      expect(r.error).toMatch(/stopped answering|failed/);
+      const live = await start((q) => (q.url === '/v1/models' ? { status: 200, body: { data: [{ id: 'm' }] } } : { status: 200, body: vllmAnswer() }));
+      srv.pool.add(live.url);
+      const moved = await (await fetch(`${srv.url}/process`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) })).json();
+      expect(moved.critical_error).toBeNull();
+      const metrics = await (await fetch(`${srv.url}/metrics`)).text();
+      expect(metrics).toMatch(/raas_jobs_total\{state="failed"\} 1/);
+    } finally {
+      await srv.close();
+    }
+  });
 });

@@ -21,8 +21,14 @@ export async function admit(body: unknown, registry: HandlerRegistry): Promise<A
     throw new RaasError('unknown_data_source', `instance.data_source ${JSON.stringify(name)} names no handler: use one of ${registry.names().map((n) => JSON.stringify(n)).join(', ')}`);
   }
   const std = handler.instance['~standard'];
-  let out = std.validate(request.instance);
-  if (out instanceof Promise) out = await out;
+  let out: Awaited<ReturnType<typeof std.validate>>;
+  try {
+    const r = std.validate(request.instance);
+    out = r instanceof Promise ? await r : r;
+  } catch (err) {
+    // A schema that throws instead of reporting issues is still the instance's fault, not a 500.
+    throw new RaasError('invalid_instance', `${handler.name} instance: ${err instanceof Error ? err.message : String(err)}`, { cause: err });
+  }
   if (out.issues) {
     const msg = out.issues
       .slice(0, 5)
