@@ -22,6 +22,7 @@ export type DocChatInstance = z.infer<typeof DocChatInstance>;
 const WORDS = 'the of and to in is that for it as was with be by on not he this are or his from at which but have an they you were her she there been one all we their has would when if so no will more can out up into do said what some time could them other than only then its about two may first like these new also any very'.split(' ');
 
 const docs = new Map<string, string>();
+const prompts = new Map<string, number[]>();
 /** A deterministic document of about `n` tokens (common words are one Qwen3 token each). */
 function documentFor(id: string, n: number): string {
   const key = `${id}:${n}`;
@@ -43,16 +44,22 @@ export const docChatHandler: AgentHandler<DocChatInstance> = {
   },
   async run(ctx) {
     const inst = ctx.job.instance;
+    const messages = [
+      { role: 'system' as const, content: documentFor(String(inst.instance_id), inst.doc_tokens) },
+      { role: 'user' as const, content: 'Summarise the document in a few words.' },
+    ];
+    // The 8 rollouts of a group share the prompt: tokenise it once.
+    const key = `${inst.instance_id}:${inst.doc_tokens}`;
+    let promptIds = prompts.get(key);
+    if (!promptIds) prompts.set(key, (promptIds = ctx.tokenizer.renderPrompt(messages, { enableThinking: false })));
     const t = await runAgent({
       llm: ctx.llm,
       tokenizer: ctx.tokenizer,
-      messages: [
-        { role: 'system', content: documentFor(String(inst.instance_id), inst.doc_tokens) },
-        { role: 'user', content: 'Summarise the document in a few words.' },
-      ],
+      messages,
+      promptIds,
       tools: [],
       execute: async () => ({ observation: '' }),
-      samplingParams: { enable_thinking: false, ...ctx.job.samplingParams, max_iterations: inst.turns },
+      samplingParams: { ...ctx.job.samplingParams, enable_thinking: false, max_iterations: inst.turns },
       signal: ctx.signal,
       onNoToolCall: (_text, turn) => `Tell me one more thing about it (${turn + 2}).`,
     });

@@ -55,6 +55,8 @@ export class SimEngine {
   running = 0;
   waiting = 0;
   readonly counters = { prefix_cache_queries: 0, prefix_cache_hits: 0, prompt_tokens: 0, generation_tokens: 0, requests: 0, aborted: 0 };
+  /** Seconds spent per phase, summed over requests (vLLM's request_*_time_seconds histograms' _sum). */
+  readonly seconds = { queue: 0, prefill: 0, decode: 0, e2e: 0 };
   readonly log: SimLogEntry[] = [];
   readonly cache: PrefixCache;
   private readonly inFlight = new Map<string, InFlight>();
@@ -100,13 +102,19 @@ export class SimEngine {
     this.inFlight.set(req.request_id, entry);
     let produced = ids.length;
     let cached = 0;
+    const t0 = this.clock.now();
     try {
       await this.acquire(ctrl.signal);
+      const t1 = this.clock.now();
+      this.seconds.queue += (t1 - t0) / 1000;
       try {
         const lat = this.cfg.latency;
         if (lat.overhead_ms > 0) await sleep(lat.overhead_ms, ctrl.signal, this.clock);
         cached = lat.prefill_ms_per_token > 0 ? await this.serialPrefill(req.prompt_ids, ctrl.signal) : this.prefill(req.prompt_ids);
+        const t2 = this.clock.now();
+        this.seconds.prefill += (t2 - t1) / 1000;
         produced = await this.decode(ids.length, ctrl.signal);
+        this.seconds.decode += (this.clock.now() - t2) / 1000;
       } finally {
         this.release();
       }
@@ -123,6 +131,7 @@ export class SimEngine {
       ? { ids: ids.slice(0, produced), logprobs: logprobs.slice(0, produced), finish: 'abort', matched: null, weight_version, cached_tokens: cached, abort_message: abortMessage }
       : { ids, logprobs, finish, matched, weight_version, cached_tokens: cached };
     if (aborted) this.counters.aborted++;
+    this.seconds.e2e += (this.clock.now() - t0) / 1000;
     this.counters.generation_tokens += out.ids.length;
     this.cache.insert([...req.prompt_ids, ...out.ids]);
     if (this.cfg.request_log > 0) {

@@ -8,7 +8,7 @@ export const BLOCK_TOKENS = 16;
  */
 export class PrefixCache {
   // Map iteration order is insertion order: re-inserting on use makes the first key the LRU block.
-  private readonly blocks = new Map<string, true>();
+  private readonly blocks = new Map<number, true>();
 
   constructor(private readonly capacity: number) {}
 
@@ -32,7 +32,7 @@ export class PrefixCache {
       this.blocks.set(key, true);
     }
     while (this.blocks.size > this.capacity) {
-      const oldest = this.blocks.keys().next().value as string;
+      const oldest = this.blocks.keys().next().value as number;
       this.blocks.delete(oldest);
     }
   }
@@ -51,8 +51,11 @@ export class PrefixCache {
   }
 }
 
-/** Chained FNV-1a style keys of every full block; two 32-bit lanes keep collisions negligible. */
-function* blockKeys(ids: readonly number[]): Generator<string> {
+/**
+ * Chained FNV-1a style keys of every full block: two 32-bit lanes folded into one 53-bit number
+ * (a Map with number keys is several times faster than with strings), collisions negligible.
+ */
+function* blockKeys(ids: readonly number[]): Generator<number> {
   let a = 0x811c9dc5;
   let b = 0x01000193;
   const full = ids.length - (ids.length % BLOCK_TOKENS);
@@ -61,7 +64,7 @@ function* blockKeys(ids: readonly number[]): Generator<string> {
     a = Math.imul(a ^ v, 0x01000193) >>> 0;
     b = Math.imul(b ^ (v + 0x9e3779b9), 0x85ebca6b) >>> 0;
     b ^= b >>> 13;
-    if ((i + 1) % BLOCK_TOKENS === 0) yield `${a.toString(36)}.${b.toString(36)}.${i}`;
+    if ((i + 1) % BLOCK_TOKENS === 0) yield a * 0x200000 + (b & 0x1fffff);
   }
 }
 

@@ -33,7 +33,7 @@ export async function runAgent(opts: AgentOptions): Promise<AgentTrajectory> {
   const stopIds = sp.stop_token_ids ?? [...tok.stopIds];
   const withInputIds = sp.token_level_generation === true || sp.return_message_ids === true;
 
-  const traj = new TrajectoryBuilder(tok.renderPrompt(opts.messages, { tools: opts.tools, enableThinking }));
+  const traj = new TrajectoryBuilder(opts.promptIds ? [...opts.promptIds] : tok.renderPrompt(opts.messages, { tools: opts.tools, enableThinking }));
   for (const m of opts.messages) traj.addPromptMessage(toMessage(m));
   const turns: AgentTurn[] = [];
   let generated = 0;

@@ -23,6 +23,11 @@ export interface AgentOptions {
   tokenizer: Tokenizer;
   /** First prompt: system (tool definitions are added by the template) and user messages. */
   messages: ChatMessage[];
+  /**
+   * The first prompt's ids when the caller already has them (the n rollouts of a group share one
+   * prompt): must equal `tokenizer.renderPrompt(messages, {tools, enableThinking})`.
+   */
+  promptIds?: number[];
   tools: ToolDefinition[];
   execute: ToolExecutor;
   samplingParams: SamplingParams;
