@@ -33,6 +33,8 @@ const SLOW_CLOSE_MS = 5000;
  */
 export class SidecarSession {
   private coordinator?: Promise<SidecarCoordinator>;
+  /** The coordinator once its start finished (status answers without waiting for a start). */
+  private ready?: SidecarCoordinator;
   private chain: Promise<void> = Promise.resolve();
   private readonly inflight = new Set<AbortController>();
   private closing?: Promise<void>;
@@ -150,7 +152,7 @@ export class SidecarSession {
       case 'resume':
         return this.serial(req.id, async (signal) => {
           await this.closeCoordinator();
-          this.coordinator = this.opts.backend.resume(req.state, signal);
+          this.use(this.opts.backend.resume(req.state, signal));
           const c = await this.started(signal);
           return { resumed: true, status: await c.status() };
         });
@@ -181,26 +183,35 @@ export class SidecarSession {
 
   private async status(): Promise<object> {
     if (!this.coordinator) return { state: this.closing ? 'closed' : 'idle' };
-    const c = await this.coordinator;
-    return { state: this.closing ? 'closing' : 'running', coordinator: await c.status() };
+    if (!this.ready) return { state: 'starting' };
+    return { state: this.closing ? 'closing' : 'running', coordinator: await this.ready.status() };
   }
 
   /** The coordinator, started on first use (a failed start is retried by the next op). */
   private started(signal: AbortSignal): Promise<SidecarCoordinator> {
     signal.throwIfAborted();
-    if (!this.coordinator) {
-      const p = this.opts.backend.start(signal);
-      p.catch(() => {
+    if (!this.coordinator) this.use(this.opts.backend.start(signal));
+    return this.coordinator!;
+  }
+
+  /** Makes `p` the current coordinator; a failed start is forgotten so the next op retries. */
+  private use(p: Promise<SidecarCoordinator>): void {
+    this.coordinator = p;
+    this.ready = undefined;
+    p.then(
+      (c) => {
+        if (this.coordinator === p) this.ready = c;
+      },
+      () => {
         if (this.coordinator === p) this.coordinator = undefined;
-      });
-      this.coordinator = p;
-    }
-    return this.coordinator;
+      },
+    );
   }
 
   private async closeCoordinator(): Promise<void> {
     const p = this.coordinator;
     this.coordinator = undefined;
+    this.ready = undefined;
     if (!p) return;
     const c = await p.catch(() => undefined);
     await c?.close();

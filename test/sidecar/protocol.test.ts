@@ -160,6 +160,23 @@ describe('sidecar protocol (in-process, scripted backend)', () => {
       expect(backend.state.open).toBe(0);
     });
 
+    it('status answers at once while the coordinator starts', async () => {
+      vi.useFakeTimers();
+      const h = harness(scriptedBackend({ start_delay_ms: 10_000 }));
+      h.send({ id: 'b', op: 'next_batch' });
+      await vi.advanceTimersByTimeAsync(1);
+      h.send({ id: 's', op: 'status' });
+      await vi.advanceTimersByTimeAsync(1);
+      expect((await h.answer('s')).result).toEqual({ state: 'starting' });
+      await vi.advanceTimersByTimeAsync(10_000);
+      expect((await h.answer('b')).ok).toBe(true);
+      h.send({ id: 's2', op: 'status' });
+      await vi.advanceTimersByTimeAsync(1);
+      expect((await h.answer('s2')).result.state).toBe('running');
+      h.end();
+      await h.done;
+    });
+
     it('answers timeout when next_batch waits past timeout_s', async () => {
       vi.useFakeTimers();
       const h = harness(scriptedBackend({ delay_ms: null }));

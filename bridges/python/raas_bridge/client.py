@@ -132,7 +132,7 @@ class RaasSidecar:
         return self.request("update_weights", **params)
 
     def status(self) -> Dict[str, Any]:
-        """``{"state": "idle"}`` before the first op, else ``{"state": "running", "coordinator": {...}}``."""
+        """``{"state": "idle" | "starting"}``, or ``{"state": "running", "coordinator": {...}}``."""
         return self.request("status")
 
     def checkpoint(self) -> Dict[str, Any]:
