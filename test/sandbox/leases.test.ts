@@ -10,9 +10,9 @@ import { createSandboxRuntime } from '../../src/server/sandbox/index.js';
 const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'raas-leases-'));
 const repo = path.resolve(import.meta.dirname, '../..');
 
-describe('loopback lease allocator', () => {
-  afterAll(() => fs.rmSync(dir, { recursive: true, force: true }));
+afterAll(() => fs.rmSync(dir, { recursive: true, force: true }));
 
+describe('loopback lease allocator', () => {
   it('never hands out 127.0.0.x and covers the 127/8 space', () => {
     expect(loopbackAddress(0)).toBe('127.1.0.1');
     expect(loopbackAddress(253)).toBe('127.1.0.254');
