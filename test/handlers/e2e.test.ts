@@ -67,7 +67,7 @@ describe('math, code and swe end to end (rollout server + simulated backend + bw
 
   it('math: tool calls in a sandbox, boxed answers graded, a group whose rollouts differ', async () => {
     const row = mixed('math.jsonl', 'math');
-    const results = await group({ ...row.instance }, 6, 'math-g');
+    const results = await group({ ...row.instance }, 4, 'math-g');
     for (const r of results) {
       expect(r).toMatchObject({ critical_error: null, finish_reason: 'finish', data_source: 'math', instance_id: row.instance.instance_id });
       expect(r.messages.some((m: any) => m.role === 'tool')).toBe(true);

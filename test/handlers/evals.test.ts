@@ -68,8 +68,13 @@ describe('code EVAL: hidden tests, each in a fresh sandbox', async () => {
   const rows = readJsonl('code.jsonl');
   const insts = await Promise.all(rows.slice(0, 3).map((r) => parseInstance<CodeInstance>(codeHandler.instance, r)));
 
+  // Every reference solution is checked with python3 in datasets.test.ts; through this sandbox path
+  // (one fresh sandbox per hidden test, ~110 sandboxes) only with RAAS_FULL_EVAL=1.
+  const full = process.env.RAAS_FULL_EVAL === '1';
+  const all = full ? await Promise.all(rows.map((r) => parseInstance<CodeInstance>(codeHandler.instance, r))) : insts.slice(0, 1);
+
   it('passes reference solutions and fails near-misses', async () => {
-    for (const inst of insts.slice(0, 1)) {
+    for (const inst of all) {
       const r = await evalCode(inst, inst.reference_solution);
       expect(r, String(inst.instance_id)).toMatchObject({ reward: 1, resolved: true, details: { passed: inst.tests.length, total: inst.tests.length } });
     }
@@ -77,7 +82,7 @@ describe('code EVAL: hidden tests, each in a fresh sandbox', async () => {
     expect(wrong.resolved).toBe(false);
     expect(wrong.reward).toBeLessThan(1);
     expect((wrong.details!.tests as Array<{ status: string }>).some((t) => t.status === 'wrong_answer')).toBe(true);
-  });
+  }, full ? 600_000 : 60_000);
 
   it('reports time limits and runtime errors, scores fractions, and needs a solution', async () => {
     const inst = { ...insts[0]!, time_limit_s: 1 };
