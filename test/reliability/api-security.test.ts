@@ -43,7 +43,7 @@ describe('API security: binding', () => {
     // Loopback binds need nothing; --token (library) and --insecure (CLI) open non-loopback binds.
     for (const cfg of [{ host: '127.0.0.2' }, { host: '0.0.0.0', token: TOKEN }]) {
       const s = await startRolloutServer({ ...cfg, port: 0, log_level: 'silent' });
-      expect((await request(`http://127.0.0.1:${s.port}/health`)).status).toBe(200);
+      expect((await request(`${s.url.replace('0.0.0.0', '127.0.0.1')}/health`)).status).toBe(200);
       await s.close();
       seen.push(`startRolloutServer(${JSON.stringify(cfg).replace(TOKEN, '<token>')}) → listening`);
     }

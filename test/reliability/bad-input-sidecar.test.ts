@@ -10,7 +10,7 @@ import fc from 'fast-check';
 import { afterAll, describe, expect, it } from 'vitest';
 import { ERROR_CODES } from '../../src/protocol/errors.js';
 import { badSidecarLines } from './fuzz/arbitraries.js';
-import { observe } from './helpers/observe.js';
+import { currentTest, observe } from './helpers/observe.js';
 import { alive, descendantsOf } from './helpers/procs.js';
 import { CLI, tempDir } from './helpers/servers.js';
 
@@ -44,12 +44,12 @@ describe('bad input to the sidecar', () => {
       check();
     });
   let seen = 0;
-  const tried = new Map<string, { n: number; codes: Set<string> }>();
+  const tried = new Map<string, { n: number; codes: Set<string>; test?: string }>();
 
   afterAll(async () => {
     if (child.exitCode === null) child.kill('SIGKILL');
     fs.rmSync(dir, { recursive: true, force: true });
-    for (const [kind, t] of [...tried].sort()) observe({ section: 'bad_input', name: kind, observed: `${t.n} lines → ${[...t.codes].sort().join(', ')}`, figures: { inputs: t.n } });
+    for (const [kind, t] of [...tried].sort()) observe({ section: 'bad_input', name: kind, observed: `${t.n} lines → ${[...t.codes].sort().join(', ')}`, figures: { inputs: t.n }, test: t.test });
   });
 
   it('every bad line gets one error answer with a registered code, and the sidecar keeps serving', async () => {
@@ -57,7 +57,7 @@ describe('bad input to the sidecar', () => {
       fc.asyncProperty(badSidecarLines, async (bad) => {
         child.stdin.write(bad.value + '\n');
         const a = await nextAnswer(seen++);
-        const t = tried.get(bad.kind) ?? { n: 0, codes: new Set<string>() };
+        const t = tried.get(bad.kind) ?? { n: 0, codes: new Set<string>(), test: currentTest() };
         t.n++;
         t.codes.add(a.error?.code);
         tried.set(bad.kind, t);
@@ -71,7 +71,7 @@ describe('bad input to the sidecar', () => {
     child.stdin.write(Buffer.concat([Buffer.from('{"id": 1, "op": "he'), Buffer.from([0xff, 0x00, 0xfe]), Buffer.from('llo"}\n')]));
     const raw = await nextAnswer(seen++);
     expect(raw.ok).toBe(false);
-    tried.set('sidecar: invalid UTF-8 / NUL bytes in a line', { n: 1, codes: new Set([raw.error.code]) });
+    tried.set('sidecar: invalid UTF-8 / NUL bytes in a line', { n: 1, codes: new Set([raw.error.code]), test: currentTest() });
     // Still serving, and the coordinator was never started by any of it.
     child.stdin.write(JSON.stringify({ id: 'h', op: 'hello' }) + '\n');
     const hello = await nextAnswer(seen++);

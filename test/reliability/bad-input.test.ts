@@ -12,7 +12,7 @@ import { AddLlmServerRequest, RemoveLlmServerRequest } from '../../src/protocol/
 import { CancelRequest } from '../../src/protocol/process.js';
 import type { RolloutServer } from '../../src/server/index.js';
 import { badAddBodies, badCancelBodies, badJobPaths, badProcessBodies, badRemoveBodies, deepNesting, invalidFor, type Bad } from './fuzz/arbitraries.js';
-import { observe } from './helpers/observe.js';
+import { currentTest, observe } from './helpers/observe.js';
 import { withCommand } from './helpers/procs.js';
 import { inProcessServer, internals, postJson, rawRequest, request, sandboxRoot, type Answer } from './helpers/servers.js';
 
@@ -36,9 +36,9 @@ describe('bad input over every route', () => {
   const root = sandboxRoot('badin');
   let server: RolloutServer;
   /** Per class: inputs tried, and the status/code answers seen. */
-  const tried = new Map<string, { n: number; answers: Set<string> }>();
+  const tried = new Map<string, { n: number; answers: Set<string>; test?: string }>();
   const count = (kind: string, a: Answer) => {
-    const t = tried.get(kind) ?? { n: 0, answers: new Set<string>() };
+    const t = tried.get(kind) ?? { n: 0, answers: new Set<string>(), test: currentTest() };
     t.n++;
     t.answers.add(`${a.status} ${a.body?.error?.code}`);
     tried.set(kind, t);
@@ -51,7 +51,7 @@ describe('bad input over every route', () => {
     await server?.close();
     fs.rmSync(root, { recursive: true, force: true });
     for (const [kind, t] of [...tried].sort()) {
-      observe({ section: 'bad_input', name: kind, observed: `${t.n} inputs → ${[...t.answers].sort().join(', ')}`, figures: { inputs: t.n } });
+      observe({ section: 'bad_input', name: kind, observed: `${t.n} inputs → ${[...t.answers].sort().join(', ')}`, figures: { inputs: t.n }, test: t.test });
     }
   });
 

@@ -9,7 +9,7 @@ import { RolloutFleet } from '../../src/client/fleet.js';
 import { Coordinator } from '../../src/dapo/index.js';
 import { startSim, type SimHandle } from '../../src/sim/index.js';
 import { observe } from './helpers/observe.js';
-import { descendantsOf, inNamespaces, pidNs, processTable, waitGone, withCommand, workspaceCount } from './helpers/procs.js';
+import { descendantsOf, inNamespaces, isToolServer, pidNs, processTable, waitGone, withCommand, workspaceCount } from './helpers/procs.js';
 import { HANDLERS, inProcessServer, postJson, request, sandboxRoot, serveProcess, tempDir, until, type ServeProcess } from './helpers/servers.js';
 
 const chat = (id: string, turns = 3) => ({ job_id: id, instance: { data_source: 'chat', turns }, sampling_params: { seed: 1, max_tokens_per_turn: 40 } });
@@ -48,7 +48,8 @@ describe('faults: rollout server processes terminated and killed', () => {
       ...Array.from({ length: 40 }, (_, i) => postJson(`${srv.url}/process`, chat(`term-chat-${i}`), { timeoutMs: 60_000 }).catch((e: Error) => e)),
       ...Array.from({ length: 3 }, (_, i) => postJson(`${srv.url}/process`, sbx(`term-sbx-${i}`, ['sleep 30', 'echo SANDBOX-OK']), { timeoutMs: 60_000 }).catch((e: Error) => e)),
     ];
-    await until(() => descendantsOf(srv.pid).filter((p) => p.cmd.includes('tool-server/main.js')).length === 3, 'three sandboxes running', 30_000);
+    await until(() => descendantsOf(srv.pid).filter(isToolServer).length === 3, 'three sandboxes running', 60_000);
+    await until(async () => (await Promise.all([0, 1, 2].map((i) => request(`${srv.url}/jobs/term-sbx-${i}`)))).every((j) => j.body?.state === 'run'), 'sandboxed jobs in RUN', 60_000);
     const tree = descendantsOf(srv.pid);
     const namespaces = tree.map((p) => pidNs(p.pid)).filter((n): n is string => !!n && n !== pidNs(srv.pid));
     const t0 = performance.now();
@@ -90,10 +91,10 @@ describe('faults: rollout server processes terminated and killed', () => {
     const fleet = new RolloutFleet({ servers: [{ url: a.url }, { url: b.url }], health_interval_ms: 200, unhealthy_after: 1, client: { retries: 0 } });
     try {
       const groups = [0, 1, 2, 3].map((g) => fleet.submitGroup([0, 1].map((k) => sbx(`kill-g${g}-r${k}`, ['sleep 3', 'echo SANDBOX-OK']))));
-      await until(() => descendantsOf(a.pid).filter((p) => p.cmd.includes('tool-server/main.js')).length >= 2, 'sandboxes running on A', 30_000);
+      await until(() => descendantsOf(a.pid).filter(isToolServer).length >= 2, 'sandboxes running on A', 60_000);
       const tree = descendantsOf(a.pid);
       const namespaces = [...new Set(tree.map((p) => pidNs(p.pid)).filter((n): n is string => !!n && n !== pidNs(a.pid)))];
-      const onA = tree.filter((p) => p.cmd.includes('tool-server/main.js')).length;
+      const onA = tree.filter(isToolServer).length;
       await a.kill('SIGKILL');
       // Its sandboxes die with it (--die-with-parent): nothing of A's tree stays.
       const left = await waitGone(() => [...inNamespaces(namespaces), ...tree.filter((p) => processTable().some((q) => q.pid === p.pid && q.cmd === p.cmd))], 5000);

@@ -4,10 +4,11 @@
 // nothing of the sandbox stays in the process table, and the server keeps serving.
 import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
+import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { RolloutServer } from '../../src/server/index.js';
 import { observe } from './helpers/observe.js';
-import { descendantsOf, inNamespaces, pidNs, processTable, waitGone, withCommand, workspaceCount, type Proc } from './helpers/procs.js';
+import { descendantsOf, inNamespaces, isToolServer, pidNs, processTable, waitGone, withCommand, workspaceCount, type Proc } from './helpers/procs.js';
 import { inProcessServer, postJson, request, sandboxRoot, until } from './helpers/servers.js';
 
 const isRoot = process.getuid?.() === 0;
@@ -25,10 +26,10 @@ function outerBwraps(root: string): Proc[] {
 }
 
 async function sandboxOfJob(root: string): Promise<{ outer: Proc; ns: string; tree: Proc[] }> {
-  await until(() => outerBwraps(root).length === 1 && descendantsOf(outerBwraps(root)[0].pid).some((p) => p.cmd.includes('tool-server/main.js')), 'the job\'s sandbox running', 20_000);
+  await until(() => outerBwraps(root).length === 1 && descendantsOf(outerBwraps(root)[0].pid).some(isToolServer), 'the job\'s sandbox running', 20_000);
   const outer = outerBwraps(root)[0];
   const tree = descendantsOf(outer.pid);
-  const inner = tree.find((p) => p.cmd.includes('tool-server/main.js'))!;
+  const inner = tree.find(isToolServer)!;
   return { outer, ns: pidNs(inner.pid)!, tree };
 }
 
@@ -72,7 +73,7 @@ describe('faults: sandboxes killed, tool servers crashing, workspaces filling up
     const pending = job('sbx-crash', ['sleep 30', 'echo SANDBOX-OK']);
     const { outer, ns, tree } = await sandboxOfJob(root);
     await until(async () => (await request(`${server.url}/jobs/sbx-crash`)).body.state === 'run', 'job in RUN');
-    const toolServer = tree.find((p) => p.cmd.includes('tool-server/main.js'))!;
+    const toolServer = tree.find(isToolServer)!;
     process.kill(toolServer.pid, 'SIGKILL');
     const r = await pending;
     expect(r.body).toMatchObject({ critical_error: 'run', success: false });
@@ -130,6 +131,40 @@ describe('faults: sandboxes killed, tool servers crashing, workspaces filling up
       execFileSync('umount', ['-l', fillRoot]);
       fs.rmSync(fillRoot, { recursive: true, force: true });
     }
+  }, 90_000);
+
+  it('a server closed while sandboxes are still starting leaves no workspace behind', async () => {
+    const startRoot = sandboxRoot('startclose');
+    // A node that takes 3 s to start keeps the sandboxes in their start phase while the server closes.
+    const slowNode = `${startRoot}-slow/bin/node`;
+    fs.mkdirSync(path.dirname(slowNode), { recursive: true, mode: 0o755 });
+    fs.chmodSync(`${startRoot}-slow`, 0o755);
+    fs.writeFileSync(slowNode, `#!/bin/sh\nsleep 3\nexec ${process.execPath} "$@"\n`, { mode: 0o755 });
+    const srv = await inProcessServer({ sandbox: { runtime: 'bwrap', root: startRoot, close_grace_ms: 200, node: slowNode }, llm: { backends: [{ address: NO_LLM }] } });
+    const pending = [0, 1, 2].map((i) => postJson(`${srv.url}/process`, { job_id: `start-${i}`, instance: { data_source: 'rel-sandbox', commands: ['echo SANDBOX-OK'] } }, { timeoutMs: 60_000 }).catch((e: Error) => e));
+    // Close once all three jobs are in INIT and their bwraps exist, before their tool servers answer.
+    await until(() => srv.pipeline.status().init === 3 && outerBwraps(startRoot).length === 3, 'three sandboxes starting', 30_000, 5);
+    await new Promise((r) => setTimeout(r, 300));
+    const starting = descendantsOf(process.pid).filter(isToolServer).length;
+    await srv.close();
+    const atClose = workspaceCount(startRoot);
+    const answers = await Promise.all(pending);
+    await new Promise((r) => setTimeout(r, 1500));
+    const later = workspaceCount(startRoot);
+    const left = await waitGone(() => bwraps(startRoot));
+    observe({
+      section: 'faults',
+      name: 'server close() while sandboxes are still starting',
+      observed: `closed while bwrap was starting (${starting} tool server(s) up); answers: ${answers.map((a) => (a instanceof Error ? a.message : `${a.status} ${a.body?.critical_error}`)).join(', ')}; workspaces left when close() resolved: ${atClose}, 1.5 s later: ${later}; bwrap processes left: ${left.length}`,
+      figures: { jobs: 3, lost_jobs: answers.filter((a) => a instanceof Error).length, orphans: left.length, stale_workspaces: atClose },
+    });
+    fs.rmSync(startRoot, { recursive: true, force: true });
+    fs.rmSync(`${startRoot}-slow`, { recursive: true, force: true });
+    expect(starting).toBe(0);
+    expect(left).toEqual([]);
+    expect(answers.filter((a) => a instanceof Error)).toEqual([]);
+    // close() must not resolve (and `raas serve` must not exit) before starting sandboxes are cleaned up.
+    expect(atClose).toBe(0);
   }, 90_000);
 
   it('nothing of the sandboxes is left: no bwrap of this root, no workspace', async () => {

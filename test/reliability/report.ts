@@ -17,7 +17,10 @@ const writeDoc = args.includes('--report');
 const filter = args.filter((a) => !a.startsWith('--'));
 
 interface TestResult {
+  /** `describe > it`, as expect.getState().currentTestName names it (observations carry this). */
   fullName: string;
+  ancestorTitles?: string[];
+  title?: string;
   status: string;
   duration?: number;
   failureMessages?: string[];
@@ -35,7 +38,7 @@ function runSuite(out: string): { code: number; tests: TestResult[]; wallS: numb
   const wallS = (Date.now() - t0) / 1000;
   if (!fs.existsSync(json)) return { code: r.status ?? 1, tests: [], wallS, files: [] };
   const data = JSON.parse(fs.readFileSync(json, 'utf8')) as { testResults: Array<{ name: string; startTime: number; endTime: number; assertionResults: TestResult[] }> };
-  const tests = data.testResults.flatMap((f) => f.assertionResults);
+  const tests = data.testResults.flatMap((f) => f.assertionResults).map((t) => ({ ...t, fullName: t.title !== undefined ? [...(t.ancestorTitles ?? []), t.title].join(' > ') : t.fullName }));
   const files = data.testResults.map((f) => ({ name: path.relative(ROOT, f.name), s: (f.endTime - f.startTime) / 1000 }));
   return { code: r.status ?? 1, tests, wallS, files };
 }

@@ -27,16 +27,23 @@ export function outDir(): string {
   return process.env.RAAS_RELIABILITY_OUT ?? path.join(os.tmpdir(), 'raas-reliability');
 }
 
-/** Appends one observation (synchronously, so a crash later in the test keeps it). */
-export function observe(o: Omit<Observation, 'test'>): void {
+/** The running test's full name (`describe > it`), or undefined outside a test. */
+export function currentTest(): string | undefined {
+  try {
+    return expect.getState().currentTestName;
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * Appends one observation (synchronously, so a crash later in the test keeps it). `test` defaults
+ * to the running test; pass it when observing from a hook on behalf of a test.
+ */
+export function observe(o: Observation): void {
   const dir = outDir();
   fs.mkdirSync(dir, { recursive: true });
-  let test: string | undefined;
-  try {
-    test = expect.getState().currentTestName;
-  } catch {
-    /* outside a test */
-  }
+  const test = o.test ?? currentTest();
   const line: Observation = { ...o, observed: o.observed.replace(/\s+/g, ' ').trim().slice(0, 600), test };
   fs.appendFileSync(path.join(dir, 'observations.jsonl'), JSON.stringify(line) + '\n');
 }

@@ -95,3 +95,8 @@ export function workspaceCount(root: string): number {
     return 0;
   }
 }
+
+/** True for the node tool server itself (bwrap's own command line also names main.js). */
+export function isToolServer(p: Proc): boolean {
+  return /^\S*node\s+\S*tool-server\/main\.js/.test(p.cmd);
+}
