@@ -90,7 +90,7 @@ describe('raas sidecar on the DAPO coordinator (rollout server + simulated backe
     if (dir) rmSync(dir, { recursive: true, force: true });
   });
 
-  it('serves three steps whose token ids are exactly what the backend generated, then shuts down cleanly', async () => {
+  it('serves three steps whose token ids are exactly what the backend generated, resumes, evaluates, shuts down cleanly', async () => {
     const hello = await request('hello');
     expect(hello.result).toMatchObject({ batch_size: 2, group_size: 4, name: 'sidecar-it' });
     const bad = await request('fly');
@@ -115,6 +115,18 @@ describe('raas sidecar on the DAPO coordinator (rollout server + simulated backe
     expect(status.result.coordinator.policy_version).toBe(3);
     const state = (await request('checkpoint')).result.state;
     expect(state.format).toBe('raas.coordinator/1');
+    // a trainer restart: the coordinator is replaced by one restored from the state
+    const resumed = await request('resume', { state });
+    if (!resumed.ok) throw new Error(`${resumed.error.code}: ${resumed.error.message}`);
+    expect(resumed.result.status.policy_version).toBe(3);
+    const after = await request('next_batch', { timeout_s: 60 });
+    expect(Batch.parse(after.result).step).toBe(3);
+    const wrong = await request('resume', { state: { ...state, name: 'another-run' } });
+    expect(wrong.error.code).toBe('config_invalid');
+
+    const report = await request('eval', { n: 1 });
+    if (!report.ok) throw new Error(`${report.error.code}: ${report.error.message}`);
+    expect(report.result.overall).toMatchObject({ prompts: 12, rollouts: 12 });
 
     const bye = await request('shutdown');
     expect(bye).toEqual({ id: bye.id, ok: true, result: { closed: true } });
