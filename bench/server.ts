@@ -84,6 +84,43 @@ async function measure(port: number, concurrency: number, total: number, bodyOf:
   return { jobsPerS: total / wall, p50: lat[Math.floor(lat.length * 0.5)], p99: lat[Math.floor(lat.length * 0.99)] };
 }
 
+/**
+ * Open loop: requests start at a fixed rate (at most `maxInFlight` at once) whatever the answers do.
+ * Below saturation this shows the latency the server itself adds; a closed loop at saturation only
+ * shows concurrency / throughput.
+ */
+async function measureOpenLoop(port: number, rate: number, total: number, maxInFlight: number, bodyOf: (i: number) => string): Promise<Sample> {
+  const agent = new http.Agent({ keepAlive: true, maxSockets: maxInFlight });
+  const lat: number[] = [];
+  const start = performance.now();
+  const pending: Promise<void>[] = [];
+  for (let i = 0; i < total; i++) {
+    const due = start + (i * 1000) / rate;
+    const wait = due - performance.now();
+    if (wait > 1) await new Promise((r) => setTimeout(r, wait));
+    const body = bodyOf(i);
+    const t0 = performance.now();
+    pending.push(
+      new Promise<void>((resolve, reject) => {
+        const req = http.request({ host: '127.0.0.1', port, path: '/process', method: 'POST', agent, headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) } }, (res) => {
+          res.on('data', () => undefined);
+          res.on('end', () => {
+            lat.push(performance.now() - t0);
+            resolve();
+          });
+        });
+        req.on('error', reject);
+        req.end(body);
+      }),
+    );
+  }
+  await Promise.all(pending);
+  const wall = (performance.now() - start) / 1000;
+  agent.destroy();
+  lat.sort((a, b) => a - b);
+  return { jobsPerS: total / wall, p50: lat[Math.floor(lat.length * 0.5)], p99: lat[Math.floor(lat.length * 0.99)] };
+}
+
 const median = (xs: number[]): number => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
 
 async function main(): Promise<void> {
@@ -94,6 +131,7 @@ async function main(): Promise<void> {
   let run = 0;
   const body = (i: number) => JSON.stringify({ instance: { data_source: 'noop', instance_id: `i${i}` }, sampling_params: { temperature: 1, max_tokens_per_turn: 64 }, job_id: `b${run}-${i}` });
   const rows: string[] = [];
+  const openRows: string[] = [];
   for (const c of CONCURRENCY) {
     run++;
     await measure(ports.bare, c, 500, body); // warm-up both
@@ -113,6 +151,19 @@ async function main(): Promise<void> {
     rows.push(
       `| ${c} | ${b.jobsPerS.toFixed(0)} | ${b.p50.toFixed(1)} / ${b.p99.toFixed(1)} | ${x.jobsPerS.toFixed(0)} | ${x.p50.toFixed(1)} / ${x.p99.toFixed(1)} | ${(x.jobsPerS / b.jobsPerS).toFixed(2)} | ${(x.p99 - b.p99).toFixed(1)} |`,
     );
+    // Same offered rate for both, half of what raas sustained closed-loop: the added latency proper.
+    const rate = Math.max(50, Math.round(x.jobsPerS / 2));
+    const ob: Sample[] = [];
+    const ox: Sample[] = [];
+    for (let r = 0; r < ROUNDS; r++) {
+      run++;
+      ob.push(await measureOpenLoop(ports.bare, rate, Math.min(REQUESTS, rate * 4), c, body));
+      run++;
+      ox.push(await measureOpenLoop(ports.raas, rate, Math.min(REQUESTS, rate * 4), c, body));
+    }
+    const obm = { p50: median(ob.map((s) => s.p50)), p99: median(ob.map((s) => s.p99)) };
+    const oxm = { p50: median(ox.map((s) => s.p50)), p99: median(ox.map((s) => s.p99)) };
+    openRows.push(`| ${c} | ${rate} | ${obm.p50.toFixed(1)} / ${obm.p99.toFixed(1)} | ${oxm.p50.toFixed(1)} / ${oxm.p99.toFixed(1)} | ${(oxm.p50 - obm.p50).toFixed(1)} | ${(oxm.p99 - obm.p99).toFixed(1)} |`);
   }
   child.send('stop');
   await new Promise((r) => child.once('exit', r));
@@ -123,6 +174,12 @@ async function main(): Promise<void> {
       '| clients | bare jobs/s | bare p50 / p99 ms | raas jobs/s | raas p50 / p99 ms | ratio (target >= 0.5) | added p99 ms (target <= 5) |',
       '|---|---|---|---|---|---|---|',
       ...rows,
+      '',
+      'Open loop at a fixed offered rate (half of raas closed-loop jobs/s), same rate for both:',
+      '',
+      '| max in flight | rate /s | bare p50 / p99 ms | raas p50 / p99 ms | added p50 ms | added p99 ms (target <= 5) |',
+      '|---|---|---|---|---|---|',
+      ...openRows,
       '',
     ].join('\n'),
   );
