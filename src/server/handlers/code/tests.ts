@@ -2,6 +2,7 @@ import { readFile } from 'node:fs/promises';
 import path from 'node:path';
 import pLimit from 'p-limit';
 import type { CodeInstance, CodeTest } from '../../../protocol/tasks.js';
+import type { Sandbox } from '../../sandbox/types.js';
 import type { StageContext } from '../types.js';
 
 /** The verdict of one hidden test (inputs and outputs are not echoed: they stay hidden). */
@@ -60,7 +61,7 @@ async function runOne(ctx: StageContext<CodeInstance>, code: string, test: CodeT
   }
 }
 
-async function readOutput(workspace: string, sb: { python(code: string, o?: { signal?: AbortSignal }): Promise<{ stdout: string }>; bash(c: string, o?: { signal?: AbortSignal }): Promise<{ output: string }> }, signal: AbortSignal): Promise<string> {
+async function readOutput(workspace: string, sb: Sandbox, signal: AbortSignal): Promise<string> {
   try {
     return await readFile(path.join(workspace, 'output.txt'), { encoding: 'utf8', signal });
   } catch {
