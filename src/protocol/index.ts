@@ -8,3 +8,8 @@ export { LlmApi, AddLlmServerRequest, RemoveLlmServerRequest, BackendInfo, LlmSe
 export { StatusResponse, OkResponse } from './status.js';
 export { Rollout, Group, BatchStats, Batch, UpdateWeightsRequest } from './batch.js';
 export { TASK_ALIASES, taskOf, aliasesOf, PromptMessage, MathInstance, CodeTest, CodeInstance, SweInstance, normaliseRow } from './tasks.js';
+export {
+  SIDECAR_PROTOCOL_VERSION, SIDECAR_LIMITS, SIDECAR_OPS, SIDECAR_EVENTS, SIDECAR_ERROR_CODES, SidecarId, SidecarEnvelope, SidecarRequest,
+  SidecarAnswer, SidecarEvent, HelloResult, StepProgressEvent, WarningEvent, FatalEvent,
+} from './sidecar.js';
+export type { SidecarOp } from './sidecar.js';
