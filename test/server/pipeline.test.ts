@@ -165,6 +165,11 @@ describe('pipeline through the HTTP API', () => {
     expect((await post(`${srv.url}/start`)).status).toBe(200);
     const ok = await process({}, { job_id: 's5' });
     expect(ok.body.critical_error).toBeNull();
+    // Jobs the stop cancelled are forgotten once answered: their ids run anew when resubmitted.
+    expect((await get(`${srv.url}/jobs/s1`)).status).toBe(404);
+    const rerun = process({ run_ms: 100, runtime: true }, { job_id: 's1' });
+    await clock.advance(200);
+    expect((await rerun).body.critical_error).toBeNull();
     const st = await get(`${srv.url}/status`);
     expect(st.body).toMatchObject({ status: 'running', jobs: 0, workers: { init: { size: 2, busy: 0 }, run: { size: 1 }, eval: { size: 2 } } });
   });

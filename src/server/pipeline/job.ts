@@ -39,6 +39,8 @@ export class Job {
   readonly abort = new AbortController();
   /** Set when the job is cancelled: a queued job is skipped, a running stage aborted. */
   discarded = false;
+  /** Cancelled by /stop or a shutdown: answered, then forgotten, so a resubmission of its id runs anew. */
+  forget = false;
   timer!: PausableTimer;
   init: InitResult | undefined;
   run: RunResult | undefined;

@@ -145,9 +145,10 @@ export class Pipeline {
     return { status: 'ok', job_id: id, cancelled: true, state: 'cancelled' };
   }
 
-  private cancelJob(job: Job, reason: Error): void {
+  private cancelJob(job: Job, reason: Error, forget = false): void {
     if (job.terminal || job.discarded) return;
     job.discarded = true;
+    job.forget = forget;
     const s = job.state;
     if (s === 'queued_init' || s === 'queued_run' || s === 'queued_eval') {
       this.pools[s.slice(7) as Stage].remove(job);
@@ -173,7 +174,9 @@ export class Pipeline {
   async stop(reason = 'the server was stopped (POST /stop)'): Promise<void> {
     this.state = 'stopping';
     const jobs = [...this.live.values()];
-    for (const job of jobs) this.cancelJob(job, new CancelledError(reason));
+    // The client did not ask for these cancels: their ids are forgotten once answered, like jobs
+    // in flight at a crash, so resubmitting them after /start or a restart runs them.
+    for (const job of jobs) this.cancelJob(job, new CancelledError(reason), true);
     await Promise.all(jobs.map((j) => j.finished));
     await this.idle();
     if (this.state === 'stopping') this.state = 'stopped';
@@ -235,9 +238,10 @@ export class Pipeline {
     const result = buildResult(job, { eval: evalResult }, timing);
     job.endedAtWall = this.wallNow();
     this.live.delete(job.id);
-    this.done.set(job.id, { state, result, endedAt: job.endedAtWall, instance: job.request.instance });
     job.settle(result);
     this.o.observer?.jobEnded?.(state);
+    if (job.forget) return;
+    this.done.set(job.id, { state, result, endedAt: job.endedAtWall, instance: job.request.instance });
     this.o.journal?.append({ job_id: job.id, state, ended_at: job.endedAtWall, result, instance_hash: instanceHash(job.request.instance) });
   }
 
