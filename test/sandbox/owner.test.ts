@@ -10,6 +10,20 @@ const dist = path.join(repo, 'dist/src/server/sandbox/index.js');
 const fixture = path.join(import.meta.dirname, 'fixtures/open-sandbox.mjs');
 const isRoot = process.getuid?.() === 0;
 
+/** A copy of the compiled package (dist/src, zod, node-pty) and the fixture that any user can read. */
+function stageReadableCopy(dir: string): { dir: string; dist: string; fixture: string } {
+  fs.rmSync(dir, { recursive: true, force: true });
+  fs.cpSync(path.join(repo, 'dist/src'), path.join(dir, 'dist/src'), { recursive: true });
+  fs.cpSync(path.join(repo, 'node_modules/zod'), path.join(dir, 'node_modules/zod'), { recursive: true });
+  for (const f of ['package.json', 'lib', 'build/Release/pty.node']) {
+    fs.cpSync(path.join(repo, 'node_modules/node-pty', f), path.join(dir, 'node_modules/node-pty', f), { recursive: true });
+  }
+  fs.writeFileSync(path.join(dir, 'package.json'), '{"type":"module"}\n');
+  fs.copyFileSync(fixture, path.join(dir, 'open-sandbox.mjs'));
+  spawnSync('chmod', ['-R', 'a+rX', dir]);
+  return { dir, dist: path.join(dir, 'dist/src/server/sandbox/index.js'), fixture: path.join(dir, 'open-sandbox.mjs') };
+}
+
 describe('sandbox owned by another process', () => {
   const roots: string[] = [];
   afterAll(() => {
@@ -22,7 +36,10 @@ describe('sandbox owned by another process', () => {
     const child = spawn(process.execPath, [fixture, dist, root, JSON.stringify({ bg: '(sleep 300 &); (setsid sleep 300 &); echo started' }), 'hold'], {
       stdio: ['ignore', 'pipe', 'inherit'],
     });
-    const line = await new Promise<string>((resolve) => createInterface({ input: child.stdout! }).once('line', resolve));
+    const line = await new Promise<string>((resolve, reject) => {
+      createInterface({ input: child.stdout! }).once('line', resolve);
+      child.once('exit', (code) => reject(new Error(`the sandbox owner exited (code ${code}) before opening its sandbox`)));
+    });
     const info = JSON.parse(line) as { ns: string; workspace: string; probes: Record<string, string> };
     expect(info.probes.bg).toBe('started\n');
     expect((await waitNamespaceEmpty(info.ns, 0)).length).toBeGreaterThan(2);
@@ -50,10 +67,13 @@ describe('sandbox owned by another process', () => {
         secret: 'env | grep -c RAAS_FAKE_SECRET',
         procs: 'ls /proc | grep -cE "^[0-9]+$"',
       };
+      // CI clones as root into a folder other users cannot read: run nobody's copy from /tmp.
+      const pkg = stageReadableCopy(`/tmp/raas-t-nobody-pkg-${process.pid}`);
+      roots.push(pkg.dir);
       const r = await new Promise<string>((resolve) => {
         const c = spawn(
           'setpriv',
-          ['--reuid=65534', '--regid=65534', '--clear-groups', process.execPath, fixture, dist, root, JSON.stringify(probes)],
+          ['--reuid=65534', '--regid=65534', '--clear-groups', process.execPath, pkg.fixture, pkg.dist, root, JSON.stringify(probes)],
           { env: { PATH: process.env.PATH, HOME: '/tmp', RAAS_FAKE_SECRET: 'hunter2' }, stdio: ['ignore', 'pipe', 'inherit'] },
         );
         let out = '';
@@ -89,6 +109,5 @@ describe('sandbox owned by another process', () => {
     const rt = createSandboxRuntime({ runtime: 'bwrap', bwrap: '/nonexistent/bwrap', root });
     expect(fs.existsSync(root)).toBe(false);
     await rt.close();
-    void spawnSync;
   });
 });
