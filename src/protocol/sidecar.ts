@@ -85,6 +85,8 @@ export const HelloResult = z.object({
   capabilities: z.array(z.string()),
   batch_size: z.number().int(),
   group_size: z.number().int(),
+  /** The config's run name. */
+  name: z.string().optional(),
   limits: z.object({ max_line_bytes: z.number().int() }),
 });
 export type HelloResult = z.infer<typeof HelloResult>;

@@ -1,6 +1,6 @@
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { Batch } from '../../src/protocol/batch.js';
-import { SIDECAR_PROTOCOL_VERSION, SidecarAnswer, SidecarEvent } from '../../src/protocol/sidecar.js';
+import { HelloResult, SIDECAR_PROTOCOL_VERSION, SidecarAnswer, SidecarEvent } from '../../src/protocol/sidecar.js';
 import { LineSplitter } from '../../src/sidecar/lines.js';
 // @ts-expect-error plain JS fixture
 import { scriptedBackend } from './fixtures/scripted-backend.mjs';
@@ -35,7 +35,7 @@ describe('sidecar protocol (in-process, scripted backend)', () => {
     h.send({ id: 1, op: 'hello', client: 'test' });
     const a = await h.answer(1);
     expect(SidecarAnswer.parse(a).ok).toBe(true);
-    expect(a.result).toMatchObject({ protocol_version: SIDECAR_PROTOCOL_VERSION, batch_size: 3, group_size: 4 });
+    expect(HelloResult.parse(a.result)).toMatchObject({ protocol_version: SIDECAR_PROTOCOL_VERSION, batch_size: 3, group_size: 4, name: 'scripted' });
     expect(a.result.ops).toEqual(['hello', 'next_batch', 'update_weights', 'status', 'checkpoint', 'resume', 'eval', 'shutdown']);
     h.send({ id: 's', op: 'status' });
     expect((await h.answer('s')).result).toEqual({ state: 'idle' });
