@@ -63,7 +63,12 @@ export const MathInstance = z.looseObject({
 export type MathInstance = z.infer<typeof MathInstance>;
 
 /** One hidden stdin/stdout test. */
-export const CodeTest = z.object({ input: z.string(), output: z.string() });
+export const CodeTest = z.object({
+  input: z.string(),
+  output: z.string(),
+  /** DeepCoder / LiveCodeBench mark each test; only stdin/stdout programs are graded here. */
+  testtype: z.literal('stdin', { error: 'only stdin/stdout tests are supported (testtype "stdin"); functional (call-based) tests need their own handler' }).optional(),
+});
 export type CodeTest = z.infer<typeof CodeTest>;
 
 /** A stdin/stdout programming task; `tests` are hidden from the model. */
@@ -137,7 +142,13 @@ export function normaliseRow(row: unknown): unknown {
 
 /** DeepCoder / TACO / APPS test lists: `[{input, output}]` or `{inputs: [], outputs: []}`. */
 function codeTests(gt: unknown): unknown {
-  if (Array.isArray(gt)) return gt.map((t) => (t && typeof t === 'object' ? { input: String((t as Record<string, unknown>).input ?? ''), output: String((t as Record<string, unknown>).output ?? '') } : t));
+  if (Array.isArray(gt)) {
+    return gt.map((t) => {
+      if (!t || typeof t !== 'object') return t;
+      const { input, output, testtype } = t as Record<string, unknown>;
+      return { input: String(input ?? ''), output: String(output ?? ''), ...(testtype === undefined ? {} : { testtype }) };
+    });
+  }
   if (gt && typeof gt === 'object') {
     const { inputs, outputs } = gt as { inputs?: unknown; outputs?: unknown };
     if (Array.isArray(inputs) && Array.isArray(outputs)) return inputs.map((input, i) => ({ input: String(input), output: String(outputs[i] ?? '') }));

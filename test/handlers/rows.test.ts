@@ -36,7 +36,7 @@ describe('instances: plain and veRL row forms', () => {
     const { value, issues } = await validate(codeHandler.instance, row);
     expect(issues).toBeUndefined();
     const plain = readJsonl('code.jsonl')[0]!;
-    expect(value.tests).toEqual(plain.tests);
+    expect(value.tests).toEqual((plain.tests as object[]).map((t) => ({ ...t, testtype: 'stdin' })));
     expect(value.problem).toBe(plain.problem);
     expect(value.time_limit_s).toBe(5);
   });
@@ -45,6 +45,8 @@ describe('instances: plain and veRL row forms', () => {
     const code = await validate(codeHandler.instance, { data_source: 'taco', prompt: [{ role: 'user', content: 'Echo.' }], reward_model: { ground_truth: JSON.stringify({ inputs: ['1\n', '2\n'], outputs: ['1\n', '2\n'] }) } });
     expect(code.issues).toBeUndefined();
     expect(code.value.tests).toEqual([{ input: '1\n', output: '1\n' }, { input: '2\n', output: '2\n' }]);
+    const functional = await validate(codeHandler.instance, { data_source: 'deepcoder', prompt: [{ role: 'user', content: 'f' }], reward_model: { ground_truth: JSON.stringify([{ input: '[1]', output: '1', testtype: 'functional' }]) } });
+    expect(functional.issues?.[0]?.message).toMatch(/only stdin\/stdout tests/);
     const math = await validate(mathHandler.instance, { data_source: 'openai/gsm8k', prompt: [{ role: 'user', content: 'How many?' }], reward_model: { ground_truth: 18 } });
     expect(math.value.answer).toBe('18');
   });
