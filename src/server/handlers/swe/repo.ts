@@ -30,7 +30,7 @@ export async function repoSpec(inst: SweInstance, signal: AbortSignal, extra: Re
  */
 export async function initRepo(sb: Sandbox, inst: SweInstance, signal: AbortSignal): Promise<void> {
   const unpack = inst.files ? '' : `base64 -d ${TARBALL_FILE} | tar -x${/\.(tgz|tar\.gz)$/.test(inst.tarball ?? '') ? 'z' : ''}f - && rm -f ${TARBALL_FILE} && `;
-  const cmd = `${unpack}${GIT} init -q . && printf '__pycache__/\\n*.pyc\\n.raas-*\\n' >> .git/info/exclude && ${GIT} add -A && ${GIT} commit -q --allow-empty -m base && echo RAAS_REPO_OK`;
+  const cmd = `${unpack}${GIT} init -q . && mkdir -p .git/info && printf '__pycache__/\\n*.pyc\\n.raas-*\\n' >> .git/info/exclude && ${GIT} add -A && ${GIT} commit -q --allow-empty -m base && echo RAAS_REPO_OK`;
   const r = await sb.bash(cmd, { timeout_s: 120, signal });
   if (!r.output.includes('RAAS_REPO_OK')) throw new RaasError('sandbox_error', `swe: could not set up the repository: ${r.output.slice(-2000)}`);
 }
