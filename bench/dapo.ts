@@ -31,7 +31,7 @@ const B = 8;
 const RUN_WORKERS = 32;
 const TRAIN_MS = 300;
 const SEED = 11;
-const LATENCY: SimOptions['latency'] = { prefill_ms_per_token: 0.02, decode_ms_per_token: 2.5, overhead_ms: 2, concurrency_slowdown: 0.005, max_num_seqs: 256 };
+const LATENCY: SimOptions["latency"] = { prefill_ms_per_token: 0.1, decode_ms_per_token: 2.5, overhead_ms: 2, concurrency_slowdown: 0.01, max_num_seqs: 256 };
 const FILLER: SimOptions['filler'] = { median_tokens: 60, sigma: 1, min_tokens: 4, max_tokens: 1500 };
 
 interface Variant {
