@@ -44,7 +44,8 @@ describe('math grading', () => {
     expect(lastBoxed('so \\boxed 7.')).toBe('7.');
     expect(lastBoxed('no answer here')).toBeUndefined();
     expect(lastBoxed('unclosed \\boxed{\\frac{1}{2}')).toBeUndefined();
-    expect(normaliseAnswer(' $\\boxed{x}$ ')).toBe('\\boxed{x}');
+    expect(normaliseAnswer(' $\\boxed{x}$ ')).toBe('x');
+    expect(answersMatch('\\boxed{\\dfrac{1}{2}}', '0.5')).toBe(true);
   });
 
   it('prefers the finish answer, then the latest boxed answer', () => {

@@ -28,7 +28,8 @@ export function lastBoxed(text: string): string | undefined {
 
 /** Reduces an answer to a canonical text: LaTeX wrappers, units, degree signs, `$`, spaces removed. */
 export function normaliseAnswer(raw: string): string {
-  let s = raw.trim();
+  // A finish answer written as \boxed{5} counts as 5.
+  let s = (lastBoxed(raw) ?? raw).trim();
   s = s.replace(/^\$+|\$+$/g, '').replace(/^\\\(|\\\)$/g, '').replace(/^\\\[|\\\]$/g, '');
   s = s.replace(/\\(?:displaystyle|left|right|!|,|;|:|quad|qquad)/g, '').replace(/\\ /g, ' ');
   s = s.replace(/\\[dt]frac/g, '\\frac');
