@@ -10,7 +10,7 @@ import subprocess
 import sys
 import threading
 import queue
-from typing import Any, Callable, Deque, Dict, List, Optional, Sequence, Union
+from typing import Any, Callable, Deque, Dict, Iterator, List, Optional, Sequence, Union
 
 from .batch import Batch
 from .errors import RaasError
@@ -117,6 +117,20 @@ class RaasSidecar:
         wait = None if timeout_s is None else timeout_s + 30.0
         result = self.request("next_batch", _wait_s=wait, **params)
         return result if raw else Batch.from_dict(result)
+
+    def batches(self, steps: Optional[int] = None, timeout_s: Optional[float] = None) -> Iterator[Batch]:
+        """Yields ``steps`` batches (without end when None), stopping early when the dataset is
+        exhausted; call update_weights() between them, as with the Node API's ``batches()``."""
+        served = 0
+        while steps is None or served < steps:
+            try:
+                batch = self.next_batch(timeout_s)
+            except RaasError as e:
+                if e.code == "dataset_exhausted":
+                    return
+                raise
+            served += 1
+            yield batch  # type: ignore[misc]
 
     def update_weights(self, version: Optional[int] = None, weight_version: Optional[str] = None,
                        backends: Optional[List[Backend]] = None) -> Dict[str, Any]:

@@ -42,10 +42,12 @@ class ClientTest(unittest.TestCase):
                 self.assertEqual(len(v["uid"]), 6)
                 self.assertEqual(len(to_nemo_rl(b)["message_log"]), 6)
                 self.assertEqual(rs.update_weights(weight_version=f"w{step + 1}"), {"policy_version": step + 1})
+            steps = [(b.step, rs.update_weights()["policy_version"]) for b in rs.batches(2)]
+            self.assertEqual(steps, [(3, 4), (4, 5)])
             state = rs.checkpoint()
-            self.assertEqual(state, {"step": 3, "policy_version": 3})
+            self.assertEqual(state, {"step": 5, "policy_version": 5})
             self.assertEqual(rs.resume(state)["resumed"], True)
-            self.assertEqual(rs.next_batch().step, 3)
+            self.assertEqual(rs.next_batch().step, 5)
             self.assertEqual(rs.eval(n=4)["n"], 4)
             pid = rs.pid
         self.assertTrue(gone(pid))
