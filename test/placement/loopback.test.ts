@@ -100,7 +100,7 @@ describe('placement on loopback nodes with real rollout servers and simulated ba
     expect(stdout).toContain(`<- ${sims[2].url} (vllm)  phase 2: round-robin`);
     expect(stdout).toMatch(/applied: .* now has 2 backend\(s\)/);
     expect(await backendsOf(servers[0].url)).toContain(`${sims[0].url}@11`);
-  });
+  }, 120_000); // starting a CLI process takes seconds on a loaded 2-core machine
 
   it('a broken config file fails with the key named', async () => {
     const cfg = path.join(dir, 'bad.yaml');
