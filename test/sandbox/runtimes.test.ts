@@ -75,6 +75,17 @@ describe('bwrap open(): abort and bad specs', () => {
     await rt.close();
   });
 
+  it('close() while sandboxes are starting aborts them and resolves only once their workspaces are gone', async () => {
+    const rt = createSandboxRuntime({ runtime: 'bwrap', root, close_grace_ms: 100 });
+    rt.prepare();
+    const opens = [rt.open({}), rt.open({})].map((p) => p.then(() => 'opened', (e: Error) => e.message));
+    await new Promise((r) => setTimeout(r, 20));
+    await rt.close();
+    expect(fs.readdirSync(path.join(root, 'ws'))).toEqual([]);
+    for (const r of await Promise.all(opens)) expect(['opened', 'the sandbox runtime closed while this sandbox was starting']).toContain(r);
+    await expect(rt.open({})).rejects.toThrow(/closed/);
+  });
+
   it('SandboxSpec.files keys must stay inside the workspace', async () => {
     const rt = createSandboxRuntime({ runtime: 'bwrap', root });
     for (const key of ['../escape.txt', '/etc/x', 'a/../../b']) {

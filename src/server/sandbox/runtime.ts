@@ -47,6 +47,7 @@ export class Runtime implements SandboxRuntime {
   private warned = false;
   private leases: LoopbackLeases | undefined;
   private pool: WarmPool | undefined;
+  private readonly starting = new Set<{ ac: AbortController; done: Promise<void> }>();
   /** The image cache (built lazily, bwrap images). */
   images: ImageCache | undefined;
 
@@ -139,7 +140,18 @@ export class Runtime implements SandboxRuntime {
   }
 
   /** Starts one sandbox: directories, loopback lease, the runtime's command line, the tool server. */
-  private async start(p: Prepared, spec: SandboxSpec, imageDir: string | undefined, signal?: AbortSignal): Promise<ManagedSandbox> {
+  private start(p: Prepared, spec: SandboxSpec, imageDir: string | undefined, signal?: AbortSignal): Promise<ManagedSandbox> {
+    if (this.closing) return Promise.reject(new RaasError('sandbox_error', 'the sandbox runtime is closed'));
+    // close() aborts starts in flight and waits for them, so it never resolves with a workspace left.
+    const ac = new AbortController();
+    const started = this.startOne(p, spec, imageDir, signal ? AbortSignal.any([signal, ac.signal]) : ac.signal);
+    const entry = { ac, done: started.then(() => undefined, () => undefined) };
+    this.starting.add(entry);
+    void entry.done.then(() => this.starting.delete(entry));
+    return started;
+  }
+
+  private async startOne(p: Prepared, spec: SandboxSpec, imageDir: string | undefined, signal: AbortSignal): Promise<ManagedSandbox> {
     const id = `${Date.now().toString(36)}-${randomBytes(4).toString('hex')}`;
     const dirs = createDirs(p.root, id, spec.files, p.identity, imageDir);
     // Runtimes that share the host network get their own loopback address.
@@ -250,6 +262,9 @@ export class Runtime implements SandboxRuntime {
   /** Closes every open sandbox. Safe twice. */
   close(): Promise<void> {
     this.closing ??= (async () => {
+      const reason = new RaasError('sandbox_error', 'the sandbox runtime closed while this sandbox was starting');
+      for (const s of this.starting) s.ac.abort(reason);
+      await Promise.all([...this.starting].map((s) => s.done));
       await this.pool?.close();
       await Promise.all([...this.open_].map((s) => s.close()));
     })();
