@@ -1,9 +1,9 @@
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it, vi } from 'vitest';
 import { RolloutFleet } from '../../src/client/index.js';
 import { CancelledError } from '../../src/protocol/errors.js';
 import type { Result } from '../../src/protocol/process.js';
 import { startFakeServer, type FakeServer } from './fake-server.js';
-import { until } from './until.js';
+import { settleIo, until } from './until.js';
 
 const chat = (id: string, hold_ms: number) => ({ instance: { data_source: 'chat', hold_ms }, job_id: id });
 const group = (g: string, n: number, hold_ms = -1) => Array.from({ length: n }, (_, k) => chat(`${g}-r${k}`, hold_ms));
@@ -129,6 +129,30 @@ describe('RolloutFleet over real fastify servers', () => {
     a.blackout(false);
     const results: Result[] = await Promise.all(ps);
     expect(results.map((r) => r.job_id)).toEqual(['wait-r0', 'wait-r1']);
+  });
+
+  it('checks health every health_interval_ms on the injected clock (fake timers)', async () => {
+    const [a] = await servers('A');
+    vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout'] });
+    try {
+      const f = fleet([a], 5000);
+      const checks = () => a.log.filter((l) => l.path === '/health').length;
+      await vi.advanceTimersByTimeAsync(4999);
+      await settleIo();
+      expect(checks()).toBe(0);
+      await vi.advanceTimersByTimeAsync(1);
+      await until(() => checks() === 1, 'the first check');
+      a.blackout(true);
+      for (let k = 1; k <= 2; k++) {
+        await vi.advanceTimersByTimeAsync(5000);
+        await until(() => f.servers()[0].healthy === (k < 2), `check ${k} of the blackout`);
+      }
+      a.blackout(false);
+      await vi.advanceTimersByTimeAsync(5000);
+      await until(() => f.servers()[0].healthy, 'recovery');
+    } finally {
+      vi.useRealTimers();
+    }
   });
 
   it('close rejects what is still waiting and is safe twice', async () => {
