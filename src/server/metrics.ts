@@ -19,6 +19,7 @@ export class ServerMetrics {
   private readonly stageSeconds: Histogram<'stage'>;
   private readonly llmSeconds: Histogram<'api'>;
   private readonly moves: Counter;
+  private readonly stageChildren: Partial<Record<Stage, { observe(v: number): void }>> = {};
 
   constructor(source: MetricsSource) {
     const registers = [this.registry];
@@ -64,7 +65,8 @@ export class ServerMetrics {
     this.jobs.inc({ state });
   }
   stage(stage: Stage, seconds: number): void {
-    this.stageSeconds.observe({ stage }, seconds);
+    // Label lookups cost more than the observation: keep one child per stage.
+    (this.stageChildren[stage] ??= this.stageSeconds.labels({ stage })).observe(seconds);
   }
   llmCall(api: string, seconds: number): void {
     this.llmSeconds.observe({ api }, seconds);

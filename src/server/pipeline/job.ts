@@ -3,6 +3,7 @@ import type { AgentHandler, InitResult, RunResult } from '../handlers/types.js';
 import type { Sandbox } from '../sandbox/types.js';
 import type { PausableTimer } from './timer.js';
 import type { JobLlmSession } from '../llm/session.js';
+import { seedOf } from '../../util/hash.js';
 
 /** The three stages, in order. */
 export type Stage = 'init' | 'run' | 'eval';
@@ -36,7 +37,12 @@ export function transition(job: Job, to: JobState): void {
 /** One rollout job as the pipeline tracks it. */
 export class Job {
   state: JobState = 'queued_init';
-  readonly abort = new AbortController();
+  /** Created on first read of `signal`: an AbortController costs ~10 µs in Node 20, and a sandbox-less handler may never read it. */
+  private controller: AbortController | undefined;
+  private abortReason: unknown;
+  private aborted = false;
+  private readonly abortListeners = new Set<() => void>();
+  private seedValue: number | undefined;
   /** Set when the job is cancelled: a queued job is skipped, a running stage aborted. */
   discarded = false;
   /** Cancelled by /stop or a shutdown: answered, then forgotten, so a resubmission of its id runs anew. */
@@ -65,14 +71,47 @@ export class Job {
     readonly handler: AgentHandler<any>,
     /** The instance as the handler's schema returned it. */
     readonly instance: unknown,
-    readonly seed: number,
     readonly createdAt: number,
   ) {
     this.finished = new Promise((r) => (this.resolveFinished = r));
   }
 
+  /** Stable per-job seed: hash of (sampling_params.seed or 0, job id), computed on first use. */
+  get seed(): number {
+    return (this.seedValue ??= seedOf(this.request.sampling_params.seed ?? 0, this.id));
+  }
+
+  /** Aborts on cancel or timeout; the reason is a CancelledError or a TimeoutError. */
   get signal(): AbortSignal {
-    return this.abort.signal;
+    if (!this.controller) {
+      this.controller = new AbortController();
+      if (this.aborted) this.controller.abort(this.abortReason);
+    }
+    return this.controller.signal;
+  }
+
+  get isAborted(): boolean {
+    return this.aborted;
+  }
+
+  get reason(): unknown {
+    return this.abortReason;
+  }
+
+  /** Aborts the job's running stage (once). */
+  abort(reason: unknown): void {
+    if (this.aborted) return;
+    this.aborted = true;
+    this.abortReason = reason;
+    this.controller?.abort(reason);
+    for (const fn of [...this.abortListeners]) fn();
+    this.abortListeners.clear();
+  }
+
+  /** Runs `fn` when the job is aborted; returns the unsubscribe. Cheaper than a listener on `signal`. */
+  onAbort(fn: () => void): () => void {
+    this.abortListeners.add(fn);
+    return () => this.abortListeners.delete(fn);
   }
 
   get terminal(): boolean {

@@ -4,7 +4,6 @@ import type { JobState, Result } from '../../protocol/process.js';
 import type { ServerConfig } from '../../protocol/config-server.js';
 import type { StatusResponse } from '../../protocol/status.js';
 import type { Clock } from '../../util/clock.js';
-import { seedOf } from '../../util/hash.js';
 import type { Tokenizer } from '../../tokens/tokenizer.js';
 import type { HandlerRegistry } from '../handlers/registry.js';
 import type { Logger } from '../handlers/types.js';
@@ -111,10 +110,9 @@ export class Pipeline {
     if (this.state !== 'running') throw new RaasError('server_stopped', 'the server is not accepting jobs: POST /start opens intake');
     if (this.o.pool.size === 0) throw new RaasError('no_llm_backends', 'no LLM backend is registered: POST /add_llm_server {"address": "http://host:port"} first');
     if (this.queued() >= this.o.config.max_queued_jobs) throw new RaasError('queue_full', `max_queued_jobs (${this.o.config.max_queued_jobs}) jobs are waiting: retry later`);
-    const sp = a.request.sampling_params;
-    const job = new Job(id, a.request, a.handler, a.instance, seedOf(sp.seed ?? 0, id), this.o.clock.now());
+    const job = new Job(id, a.request, a.handler, a.instance, this.o.clock.now());
     const limitMs = (a.request.timeout_s ?? this.o.config.timeout_s) * 1000;
-    job.timer = new PausableTimer(limitMs, this.o.clock, () => job.abort.abort(new TimeoutError(`the job used its timeout_s of ${limitMs / 1000} s of counted stage time`)));
+    job.timer = new PausableTimer(limitMs, this.o.clock, () => job.abort(new TimeoutError(`the job used its timeout_s of ${limitMs / 1000} s of counted stage time`)));
     this.live.set(id, job);
     this.pools.init.push(job);
     return { jobId: id, finished: job.finished, attached: false };
@@ -152,13 +150,13 @@ export class Pipeline {
     const s = job.state;
     if (s === 'queued_init' || s === 'queued_run' || s === 'queued_eval') {
       this.pools[s.slice(7) as Stage].remove(job);
-      job.abort.abort(reason);
+      job.abort(reason);
       this.finish(job, 'cancelled');
       return;
     }
     // In a stage: the runner sees the abort, closes the stage's sandboxes and finishes the job
     // (with the partial result the handler hands back within cancel_grace_ms).
-    job.abort.abort(reason);
+    job.abort(reason);
   }
 
   /** GET /jobs/:id. */

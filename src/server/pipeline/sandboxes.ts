@@ -67,11 +67,11 @@ export class StageSandboxes implements SandboxOpener {
 
   constructor(
     private readonly runtime: LazySandboxRuntime,
-    private readonly stageSignal: AbortSignal,
+    private readonly job: { readonly signal: AbortSignal },
   ) {}
 
   async open(spec: SandboxSpec, signal?: AbortSignal): Promise<Sandbox> {
-    const s = await this.runtime.open(spec, signal ?? this.stageSignal);
+    const s = await this.runtime.open(spec, signal ?? this.job.signal);
     // Opened after the stage ended (a handler that ignored its signal): close at once.
     if (this.ended) {
       await s.close().catch(() => undefined);

@@ -32,7 +32,7 @@ export class StageRunner {
     transition(job, stage);
     const t0 = this.o.clock.now();
     job.timer.resume();
-    const sandboxes = new StageSandboxes(this.o.sandboxes, job.signal);
+    const sandboxes = new StageSandboxes(this.o.sandboxes, job);
     const ctx = this.context(job, stage, sandboxes);
     let out: unknown;
     let error: unknown;
@@ -48,7 +48,7 @@ export class StageRunner {
     job.stageSeconds[stage] += seconds;
     this.o.observer?.stage?.(stage, seconds);
 
-    const aborted = job.signal.aborted;
+    const aborted = job.isAborted;
     const runtime = stage === 'init' && !failed && !aborted && out !== ABANDONED ? (out as InitResult | undefined)?.runtime : undefined;
     if (runtime) job.runtime = runtime;
     const cleanup = sandboxes.closeAll(runtime);
@@ -64,7 +64,7 @@ export class StageRunner {
     if (job.terminal) return;
     if (aborted) {
       if (stage === 'run' && !failed && out !== ABANDONED && out) job.run = out as RunResult;
-      this.o.finish(job, cancellationKind(job.signal.reason) === 'timeout' ? 'timed_out' : 'cancelled');
+      this.o.finish(job, cancellationKind(job.reason) === 'timeout' ? 'timed_out' : 'cancelled');
       return;
     }
     if (failed) {
@@ -109,13 +109,13 @@ export class StageRunner {
         samplingParams: job.request.sampling_params,
         groupId: job.request.group_id,
         policyVersion: job.request.policy_version,
-        seed: job.seed,
       },
-      signal: job.signal,
       config: this.o.config.handlers[job.handler.name] ?? {},
       log: this.o.log,
       sandboxes,
     };
+    Object.defineProperty(ctx.job, 'seed', { get: () => job.seed, enumerable: true });
+    Object.defineProperty(ctx, 'signal', { get: () => job.signal, enumerable: true });
     // Resolved on first read only (never spread this object: a spread would read it).
     const tokenizer = this.o.tokenizer;
     Object.defineProperty(ctx, 'tokenizer', { get: tokenizer, enumerable: true });
@@ -141,17 +141,18 @@ export class StageRunner {
 
   /** The stage's promise, or ABANDONED once the job is aborted and cancel_grace_ms has passed. */
   private guard(job: Job, work: Promise<unknown>): Promise<unknown> {
-    if (job.signal.aborted) return work;
-    let timer: unknown;
-    let onAbort: (() => void) | undefined;
-    const abandoned = new Promise<typeof ABANDONED>((resolve) => {
-      onAbort = () => (timer = this.o.clock.setTimeout(() => resolve(ABANDONED), this.o.config.cancel_grace_ms));
-      job.signal.addEventListener('abort', onAbort, { once: true });
-    });
-    return Promise.race([work, abandoned]).finally(() => {
-      job.signal.removeEventListener('abort', onAbort!);
-      if (timer !== undefined) this.o.clock.clearTimeout(timer);
-      work.catch(() => undefined);
+    if (job.isAborted) return work;
+    return new Promise((resolve, reject) => {
+      let timer: unknown;
+      const off = job.onAbort(() => (timer = this.o.clock.setTimeout(() => resolve(ABANDONED), this.o.config.cancel_grace_ms)));
+      const done = (): void => {
+        off();
+        if (timer !== undefined) this.o.clock.clearTimeout(timer);
+      };
+      work.then(
+        (v) => (done(), resolve(v)),
+        (e) => (done(), reject(e)),
+      );
     });
   }
 
