@@ -14,7 +14,7 @@ export const DocChatInstance = z.looseObject({
   data_source: z.string().optional(),
   instance_id: z.union([z.string(), z.number()]),
   turns: z.number().int().positive().max(100).default(4),
-  doc_tokens: z.number().int().nonnegative().max(30_000).default(1500),
+  doc_tokens: z.number().int().nonnegative().max(100_000).default(1500),
   pass_rate: z.number().min(0).max(1).default(0.5),
 });
 export type DocChatInstance = z.infer<typeof DocChatInstance>;
