@@ -66,6 +66,8 @@ export interface JobRec {
   /** Servers that held the job before a failover: one of them may still finish it. */
   former: Set<ServerState>;
   cancelRequested: boolean;
+  /** Times a server answered 5xx past the client's retries (queue full, stopped, no backends). */
+  refusals: number;
   settled: boolean;
   promise: Promise<Result>;
   resolve: (r: Result) => void;

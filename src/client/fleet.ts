@@ -9,6 +9,9 @@ import type { Attempt, FleetServerInfo, FleetStats, GroupRec, JobRec, RolloutFle
 export type { FleetServerInfo, FleetStats, RolloutFleetOptions } from './fleet-types.js';
 import { abortReason } from './transport.js';
 
+/** How many times a job refused with 5xx (after the client's own retries) is tried again before its promise rejects. */
+const MAX_REFUSALS = 5;
+
 /**
  * Many rollout servers behind one submission API. A group goes as a whole to the healthy server
  * with the fewest in-flight jobs (so group affinity works inside that server); when a server stops
@@ -71,7 +74,7 @@ export class RolloutFleet {
       const promise = new Promise<Result>((res, rej) => ((resolve = res), (reject = rej)));
       const job: JobRec = {
         id, req: { ...r, job_id: id }, group, attempt: undefined, former: new Set(),
-        cancelRequested: false, settled: false, promise, resolve, reject,
+        cancelRequested: false, refusals: 0, settled: false, promise, resolve, reject,
       };
       this.jobs.set(id, job);
       group.jobs.push(job);
@@ -193,7 +196,8 @@ export class RolloutFleet {
       (err: unknown) => {
         this.release(attempt);
         if (job.settled || job.attempt !== attempt) return; // superseded by a failover, a cancel or close
-        if (err instanceof RaasError && err.retryable) this.markDown(server, err);
+        if (err instanceof RaasError && err.code === 'server_unreachable') this.markDown(server, err);
+        else if (err instanceof RaasError && err.retryable && job.refusals++ < MAX_REFUSALS) this.retryElsewhere(job, server);
         else this.settle(job, { error: err });
       },
     );
@@ -266,6 +270,19 @@ export class RolloutFleet {
     this.counters.failed_over++;
     this.launch(job, target);
     return true;
+  }
+
+  /**
+   * A live server refused the job past the client's retries (503 queue_full / server_stopped /
+   * no_llm_backends, or another 5xx): it is not down, so it keeps its other jobs; this one goes to
+   * another server (where the group's refused jobs gather), or back to the same one if it is alone.
+   */
+  private retryElsewhere(job: JobRec, server: ServerState): void {
+    const g = job.group;
+    const target = g.moveTarget?.healthy && g.moveTarget !== server ? g.moveTarget : (this.leastLoaded(new Set([server])) ?? server);
+    if (target !== server) g.moveTarget = target;
+    job.attempt = undefined;
+    this.launch(job, target);
   }
 
   /** A server answers again: recover what it finished meanwhile, then place waiting groups. */

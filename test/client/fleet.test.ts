@@ -82,6 +82,28 @@ describe('RolloutFleet over real fastify servers', () => {
     expect(f.inFlight()).toBe(0);
   });
 
+  it('a job a live server refuses (503 past the retries) goes elsewhere; the server stays healthy', async () => {
+    const [a, b] = await servers('A', 'B');
+    const f = fleet([a, b]);
+    for (let k = 0; k < 3; k++) a.failProcess.push({ status: 503, code: 'queue_full' }); // 1 try + 2 retries
+    const [p] = f.submitGroup([chat('ref-1', 0)], { server: a.url });
+    expect((await p).backend).toBe('B');
+    expect(f.servers().map((s) => s.healthy)).toEqual([true, true]);
+    expect(f.stats().failed_over).toBe(0);
+  });
+
+  it('alone, a refusing server is tried again, and a persistent refusal rejects with its code', async () => {
+    const [a] = await servers('A');
+    const f = fleet([a]);
+    for (let k = 0; k < 3; k++) a.failProcess.push({ status: 503, code: 'no_llm_backends' });
+    const [p] = f.submitGroup([chat('ref-2', 0)]);
+    expect((await p).backend).toBe('A');
+    for (let k = 0; k < 100; k++) a.failProcess.push({ status: 503, code: 'server_stopped' });
+    const [q] = f.submitGroup([chat('ref-3', 0)]);
+    await expect(q).rejects.toMatchObject({ code: 'server_stopped' });
+    expect(100 - a.failProcess.length).toBe(18); // (1 + 5 refusals) × (1 try + 2 retries)
+  });
+
   it('the same job id submitted twice is one job with one result', async () => {
     const [a] = await servers('A');
     const f = fleet([a]);
