@@ -119,7 +119,7 @@ describe('swe dataset', () => {
 
   it('has at least 8 tasks', () => expect(rows.length).toBeGreaterThanOrEqual(8));
 
-  it('the scripted right edits fix each bug; the scripted near-miss edits do not (gold patches run in bwrap in evals.test.ts)', async () => {
+  it('the scripted right edits fix each bug; the scripted near-miss edits change the code but do not resolve it', async () => {
     const limit = pLimit(4);
     await Promise.all(
       rows.map((row) =>
@@ -127,10 +127,13 @@ describe('swe dataset', () => {
           const inst = row.instance;
           const [right, wrong] = await Promise.all([
             passes(materialise(replay(inst.files!, row, true), `${row.key}-right`), [...inst.FAIL_TO_PASS, ...inst.PASS_TO_PASS]),
-            passes(materialise(replay(inst.files!, row, false), `${row.key}-wrong`), inst.FAIL_TO_PASS),
+            passes(materialise(replay(inst.files!, row, false), `${row.key}-wrong`), [...inst.FAIL_TO_PASS, ...inst.PASS_TO_PASS]),
           ]);
           expect(right, `${row.key}: scripted right edits`).toBe(true);
           expect(wrong, `${row.key}: near-miss edits pass`).toBe(false);
+          const edits = swePlan(row, false, 0).filter((st) => typeof st.call !== 'function' && st.call.name === 'str_replace_editor');
+          expect(edits.length, `${row.key}: near-miss makes no edit`).toBeGreaterThan(0);
+          for (const e of edits) expect((e.call as { arguments: { old_str: string; new_str: string } }).arguments.new_str).not.toBe((e.call as { arguments: { old_str: string } }).arguments.old_str);
         }),
       ),
     );

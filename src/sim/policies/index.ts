@@ -3,9 +3,12 @@ import { readRows, toTaskRows, type TaskRow } from './rows.js';
 import { ScriptedPolicy } from './scripted.js';
 import { codePlan, mathPlan, swePlan } from './tasks.js';
 
-/** Default Beta shape: U-shaped, so ~1/8 of instances are never and ~1/8 always solved. */
-export const DEFAULT_ALPHA = 0.7;
-export const DEFAULT_BETA = 0.7;
+/**
+ * Default Beta shape: uniform. With the snapping in successProbability, ~8% of instances are never
+ * and ~8% always solved, and a group of 4 is all-equal (filtered by DAPO) 40% of the time.
+ */
+export const DEFAULT_ALPHA = 1;
+export const DEFAULT_BETA = 1;
 
 /**
  * Loads the scripted policies (math, code, swe) for the given dataset files (JSONL or Parquet rows,

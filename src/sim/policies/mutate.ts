@@ -25,13 +25,16 @@ const RULES: Rule[] = [
   { name: 'minus-plus', re: / - /, to: () => ' + ' },
   { name: 'plus-minus', re: / \+ /, to: () => ' - ' },
   { name: 'int-literal', re: /\b([1-9]\d*)\b/, to: (m) => String(Number(m[1]) + 1) },
+  { name: 'gt-to-lt', re: / > /, to: () => ' < ' },
+  { name: 'lt-to-gt', re: / < /, to: () => ' > ' },
 ];
 
 /**
  * Applies the first rule (in priority order) that matches any of `lines` whose index passes
- * `eligible`; returns the new lines and the rule's name, or undefined when no rule applies.
+ * `eligible` and whose result `accept` takes; returns the new lines and the rule's name, or
+ * undefined when no rule applies.
  */
-export function mutateLines(lines: string[], eligible: (i: number) => boolean = () => true): { lines: string[]; rule: string } | undefined {
+export function mutateLines(lines: string[], eligible: (i: number) => boolean = () => true, accept: (lines: string[]) => boolean = () => true): { lines: string[]; rule: string } | undefined {
   for (const rule of RULES) {
     for (let i = 0; i < lines.length; i++) {
       if (!eligible(i)) continue;
@@ -43,7 +46,7 @@ export function mutateLines(lines: string[], eligible: (i: number) => boolean = 
       if (!m) continue;
       const out = [...lines];
       out[i] = code.slice(0, m.index) + rule.to(m) + code.slice(m.index + m[0].length) + line.slice(code.length);
-      return { lines: out, rule: rule.name };
+      if (accept(out)) return { lines: out, rule: rule.name };
     }
   }
   return undefined;

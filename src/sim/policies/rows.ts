@@ -51,8 +51,8 @@ export function toTaskRows(raw: unknown[], opts: { seed: number; alpha: number; 
 
 /**
  * Per-instance success probability: a seeded Beta(alpha, beta) draw, snapped to 0 below 0.08 and to
- * 1 above 0.92 so that some instances are never and some always solved (U-shaped Betas put ~1/8 of
- * the mass at each end).
+ * 1 above 0.92 so that some instances are never and some always solved (8% at each end for the
+ * default uniform Beta(1, 1)).
  */
 export function successProbability(seed: number, alpha: number, beta: number): number {
   const r = rng(seed);

@@ -90,10 +90,17 @@ export const swePlan: PlanBuilder<SweRow> = (row, right, variant) => {
   return steps;
 };
 
-/** A wrong fix: the first mutation rule that hits an added line, else the fix left out entirely. */
+/**
+ * A wrong fix: the first mutation rule that hits an added line and still changes the code (a
+ * mutation that restores the original line is no edit at all), else the fix left out entirely.
+ */
 function nearMiss(files: ReturnType<typeof parseUnifiedDiff>): ReturnType<typeof parseUnifiedDiff> {
   const flat: HunkLine[] = files.flatMap((f) => f.hunks.flat());
-  const r = mutateLines(flat.map((l) => l.text), (i) => flat[i]!.tag === '+');
+  const changes = (texts: string[]): boolean => {
+    const old = flat.filter((l) => l.tag !== '+').map((l) => l.text).join('\n');
+    return texts.filter((_, i) => flat[i]!.tag !== '-').join('\n') !== old;
+  };
+  const r = mutateLines(flat.map((l) => l.text), (i) => flat[i]!.tag === '+', changes);
   if (!r) return [];
   let i = 0;
   return files.map((f) => ({ ...f, hunks: f.hunks.map((h) => h.map((l) => ({ tag: l.tag, text: r.lines[i++]! }))) }));
