@@ -97,6 +97,19 @@ describe('sandbox owned by another process', () => {
     await rt.close();
   });
 
+  it.runIf(isRoot)('as root, a node the sandbox user cannot read is refused with the fix in the message', async () => {
+    const { createSandboxRuntime } = await import('../../src/server/sandbox/index.js');
+    const hidden = testRoot('hidden-node');
+    roots.push(hidden);
+    fs.mkdirSync(path.join(hidden, 'bin'), { recursive: true, mode: 0o700 });
+    fs.chmodSync(hidden, 0o700);
+    fs.copyFileSync('/bin/true', path.join(hidden, 'bin/node'));
+    fs.chmodSync(path.join(hidden, 'bin/node'), 0o755);
+    const rt = createSandboxRuntime({ runtime: 'bwrap', node: path.join(hidden, 'bin/node'), root: testRoot('hidden-root') });
+    roots.push(testRoot('hidden-root'));
+    await expect(rt.open({})).rejects.toMatchObject({ code: 'sandbox_unavailable', message: expect.stringMatching(/not readable by the sandbox user.*sandbox\.node/) });
+  });
+
   it('a missing bwrap is refused with the fix in the message', async () => {
     const { createSandboxRuntime } = await import('../../src/server/sandbox/index.js');
     const rt = createSandboxRuntime({ runtime: 'bwrap', bwrap: '/nonexistent/bwrap', root: testRoot('nobwrap') });

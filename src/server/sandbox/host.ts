@@ -88,3 +88,25 @@ export function checkSocketPath(p: string, what = 'sandbox socket'): void {
     );
   }
 }
+
+/**
+ * As root, the sandbox user must be able to run the node that runs the tool server (CI images often
+ * install node under /root, e.g. with nvm). Checks the "other" permission bits along the real path.
+ */
+export function checkReadableByOthers(bin: string, what: string, fix: string): void {
+  let real: string;
+  try {
+    real = fs.realpathSync(bin);
+  } catch {
+    throw new RaasError('sandbox_unavailable', `${what} ${bin} does not exist: ${fix}`, { retryable: false });
+  }
+  const blocked: string[] = [];
+  for (let dir = path.dirname(real); ; dir = path.dirname(dir)) {
+    if ((fs.statSync(dir).mode & 0o001) === 0) blocked.push(dir);
+    if (dir === '/') break;
+  }
+  if ((fs.statSync(real).mode & 0o005) !== 0o005) blocked.push(real);
+  if (blocked.length) {
+    throw new RaasError('sandbox_unavailable', `${what} ${real} is not readable by the sandbox user (no access for others at ${blocked.join(', ')}): ${fix}`, { retryable: false });
+  }
+}

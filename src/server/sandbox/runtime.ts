@@ -8,7 +8,7 @@ import type { Sandbox, SandboxRuntime, SandboxSpec } from './types.js';
 import type { SandboxConfig } from './config.js';
 import { apptainerArgs, findApptainer } from './apptainer.js';
 import { bwrapArgs, INSIDE } from './bwrap.js';
-import { checkSocketPath, defaultRoot, findBinary, resolveIdentity, type SandboxIdentity } from './host.js';
+import { checkReadableByOthers, checkSocketPath, defaultRoot, findBinary, resolveIdentity, type SandboxIdentity } from './host.js';
 import { ImageCache } from './image-cache.js';
 import { LoopbackLeases } from './leases.js';
 import { ManagedSandbox, type LaunchPlan } from './managed.js';
@@ -80,6 +80,9 @@ export class Runtime implements SandboxRuntime {
       identity = undefined;
     }
     const node = c.node ?? process.execPath;
+    if (identity) {
+      checkReadableByOthers(node, 'node', 'install node system-wide (e.g. /usr/bin/node from Debian or NodeSource), or set sandbox.node to a node binary under a world-readable path');
+    }
     ensureDir(root);
     for (const d of ['ws', 'run', 'owners', 'tool-server']) ensureDir(path.join(root, d));
     checkSocketPath(path.join(root, 'run', 'x'.repeat(17), 'tools.sock'), 'sandbox socket (under sandbox.root)');
