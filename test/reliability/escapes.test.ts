@@ -217,7 +217,10 @@ describe('sandbox escape attempts (real bwrap)', () => {
     const info = await new Promise<{ pid: number; ns: string }>((resolve, reject) => {
       createInterface({ input: child.stdout }).once('line', (l) => resolve(JSON.parse(l)));
       child.once('exit', (c) => reject(new Error(`hold-sandbox exited ${c}`)));
-      setTimeout(() => reject(new Error('hold-sandbox did not report')), 30_000).unref();
+      setTimeout(() => reject(new Error('hold-sandbox did not report within 60 s')), 60_000).unref();
+    }).catch((err: unknown) => {
+      child.kill('SIGKILL'); // its sandbox dies with it
+      throw err;
     });
     const before = inNamespaces([info.ns]).length;
     expect(before).toBeGreaterThanOrEqual(4);
@@ -226,5 +229,5 @@ describe('sandbox escape attempts (real bwrap)', () => {
     expect(left).toEqual([]);
     fs.rmSync(`${root}-owner`, { recursive: true, force: true });
     observe({ section: 'escapes', name: 'escape --die-with-parent (owner SIGKILLed; double fork, setsid, nohup inside)', observed: `${before} processes in the sandbox before the owner died; ${left.length} left after`, figures: { orphans: left.length } });
-  }, 45_000);
+  }, 90_000);
 });

@@ -109,8 +109,10 @@ describe('faults: an LLM backend process SIGKILLed mid-RUN', () => {
   }, 150_000);
 
   it('beside a live backend: jobs on the killed one move with their prompt ids and finish', async () => {
-    const [a, b] = await Promise.all([simProcess(['--config', simCfg]), simProcess(['--config', simCfg])]);
-    sims.push(a, b);
+    const a = await simProcess(['--config', simCfg]);
+    sims.push(a);
+    const b = await simProcess(['--config', simCfg]);
+    sims.push(b);
     await postJson(`${server.url}/add_llm_server`, { address: a.url });
     await postJson(`${server.url}/add_llm_server`, { address: b.url });
     const movesBefore = await moves(server.url);

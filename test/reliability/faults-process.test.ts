@@ -80,9 +80,11 @@ describe('faults: rollout server processes terminated and killed', () => {
     const rootB = sandboxRoot('killB');
     const journalA = path.join(dir, 'journal-a');
     const cfgA = serverConfig(dir, rootA, journalA);
+    // Each child is registered for cleanup the moment it exists, so a failed start of the next one leaks nothing.
     const a = await serveProcess(['--config', cfgA, '--llm', sim.url, '--handler', HANDLERS]);
+    started.push(a);
     const b = await serveProcess(['--config', serverConfig(dir, rootB, path.join(dir, 'journal-b')), '--llm', sim.url, '--handler', HANDLERS]);
-    started.push(a, b);
+    started.push(b);
     // Finished on A before the crash: these must survive in A's journal.
     const early = await Promise.all([0, 1, 2].map((i) => postJson(`${a.url}/process`, chat(`early-${i}`, 1), { timeoutMs: 30_000 })));
     expect(early.map((e) => e.body.critical_error)).toEqual([null, null, null]);
