@@ -94,11 +94,12 @@ function render(obs: Observation[], run: ReturnType<typeof runSuite>, orphans: s
   lines.push('## Summary', '');
   lines.push('| area | what was done | outcome |', '|---|---|---|');
   const loadFig = load[0]?.figures ?? {};
-  lines.push(`| load | ${sum(load, 'jobs')} concurrent /process on one server (chat handler, simulated vLLM backend) | ${load.every((o) => passed(o) === 'passed') ? 'held' : '**FAILED**'}: ${loadFig.jobs_per_s ?? '?'} jobs/s on this machine, RSS after GC ${loadFig.rss_growth_pct ?? '?'}% of the pre-load value, maps empty |`);
-  lines.push(`| faults | ${faults.length} faults injected (${sum(faults, 'jobs')} jobs under them) | ${faults.filter((o) => passed(o) === 'passed').length} survived, ${faults.filter((o) => passed(o) === 'failed').length} failed |`);
+  lines.push(`| load | ${sum(load, 'jobs')} concurrent /process on one server (chat handler, simulated vLLM backend) | ${load.every((o) => passed(o) === 'passed') ? 'held' : '**FAILED**'}: ${loadFig.jobs_per_s ?? '?'} jobs/s on this machine, RSS after GC ${loadFig.rss_growth_pct === undefined ? '?' : `${loadFig.rss_growth_pct >= 0 ? '+' : ''}${loadFig.rss_growth_pct}%`} against the value before the wave (limit +20%), maps empty |`);
+  const failedIn = (prefix: string) => failedTests.filter((t) => t.fullName.startsWith(prefix)).length;
+  lines.push(`| faults | ${faults.length} faults injected (${sum(faults, 'jobs')} jobs under them) | ${faults.filter((o) => passed(o) === 'passed').length} survived; ${failedIn('faults:')} fault test(s) failed |`);
   lines.push(`| bad input | ${sum(bad, 'inputs')} bad inputs in ${bad.length} classes over every route and the sidecar | ${bad.filter((o) => passed(o) === 'failed').length === 0 && !failedTests.some((t) => /bad input/.test(t.fullName)) ? 'each a 4xx JSON error of the documented shape; server up; no sandbox started' : '**some failed** (see below)'} |`);
-  lines.push(`| sandbox escapes | ${escapes.length} attempts on real bwrap sandboxes | ${escapes.filter((o) => passed(o) === 'passed').length} failed as they must, ${escapes.filter((o) => passed(o) === 'failed').length} **succeeded or errored** |`);
-  lines.push(`| API security | ${of('api_security').length} checks | ${of('api_security').every((o) => passed(o) === 'passed') ? 'held' : '**FAILED**'} |`, '');
+  lines.push(`| sandbox escapes | ${escapes.length} attempts on real bwrap sandboxes | ${escapes.filter((o) => passed(o) === 'passed').length} failed as they must; ${failedIn('sandbox escape')} test(s) **failed** |`);
+  lines.push(`| API security | ${of('api_security').length} checks | ${failedIn('API security') === 0 ? 'held' : `**${failedIn('API security')} failed**`} |`, '');
   for (const [section, title] of SECTIONS) {
     const list = of(section);
     if (!list.length) continue;
