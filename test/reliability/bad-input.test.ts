@@ -70,12 +70,12 @@ describe('bad input over every route', () => {
   it('POST /process: invalid bodies of every class', async () => {
     await fuzzPost('/process', badProcessBodies(['chat', 'rel-faulty', 'rel-sandbox', 'math', 'code', 'swe']));
   }, 60_000);
-  it('POST /cancel: invalid bodies and unknown ids', () => fuzzPost('/cancel', badCancelBodies, CancelRequest));
+  it('POST /cancel: invalid bodies and unknown ids', () => fuzzPost('/cancel', badCancelBodies, CancelRequest), 60_000);
   it('POST /add_llm_server: invalid bodies (none registers a backend)', async () => {
     await fuzzPost('/add_llm_server', badAddBodies, AddLlmServerRequest);
     expect(server.pool.list().map((b) => b.address)).toEqual([NO_LLM]);
-  });
-  it('POST /remove_llm_server: invalid bodies', () => fuzzPost('/remove_llm_server', badRemoveBodies, RemoveLlmServerRequest));
+  }, 60_000);
+  it('POST /remove_llm_server: invalid bodies', () => fuzzPost('/remove_llm_server', badRemoveBodies, RemoveLlmServerRequest), 60_000);
 
   it('GET /jobs/:id: traversal, bad characters, unknown ids', async () => {
     await fc.assert(
@@ -86,7 +86,7 @@ describe('bad input over every route', () => {
       }),
       { numRuns: RUNS, seed: 7 },
     );
-  });
+  }, 60_000);
 
   const rawCases: Array<{ kind: string; routes: string[]; body: () => Buffer | string; type?: string; expect?: number }> = [
     { kind: 'raw: not JSON', routes: ['/process', '/cancel', '/add_llm_server', '/remove_llm_server', '/clear_llm_server', '/start', '/stop'], body: () => '{"instance": {"data_source": "chat",' },
