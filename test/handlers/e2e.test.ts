@@ -27,6 +27,17 @@ const malformedPolicy: SimPolicy = {
   },
 };
 
+const CHATTY = 'Special test task: print the number 1 (answered in prose).';
+/** A policy for one code task that never calls a tool: the handler nudges, then grades the fenced code. */
+const chattyPolicy: SimPolicy = {
+  name: 'chatty',
+  respond(ctx: PolicyContext) {
+    if (!ctx.promptText.includes(CHATTY)) return undefined;
+    const turn = parseTranscript(ctx.promptText).assistant.length;
+    return { text: turn < 2 ? `Thinking about it (${turn}).` : 'Here it is:\n```python\nprint(1)\n```' };
+  },
+};
+
 /** Rows as the sim sees them (same seed, same Beta): pick instances whose success is mixed. */
 function mixed<T extends TaskRow['task']>(file: string, task: T): Extract<TaskRow, { task: T }> {
   const rows = toTaskRows(readJsonl(file), { seed: SIM_SEED, alpha: DEFAULT_ALPHA, beta: DEFAULT_BETA }) as Array<Extract<TaskRow, { task: T }>>;
@@ -55,7 +66,7 @@ describe('math, code and swe end to end (rollout server + simulated backend + bw
   const distinct = (results: any[]) => new Set(results.map((r) => JSON.stringify(r.tokens.response_ids))).size;
 
   beforeAll(async () => {
-    sim = await startSim({ seed: SIM_SEED, datasets: ['math.jsonl', 'code.jsonl', 'swe.jsonl'].map((f) => path.join(DATA, f)) }, { policies: [malformedPolicy] });
+    sim = await startSim({ seed: SIM_SEED, datasets: ['math.jsonl', 'code.jsonl', 'swe.jsonl'].map((f) => path.join(DATA, f)) }, { policies: [malformedPolicy, chattyPolicy] });
     srv = await startRolloutServer({ port: 0, log_level: 'silent', sandbox: { runtime: 'bwrap', root }, handlers: { code: { test_concurrency: 2 } } });
     expect((await post('/add_llm_server', { address: sim.url, api: 'vllm' })).status).toBe(200);
   }, 60_000);
@@ -119,6 +130,14 @@ describe('math, code and swe end to end (rollout server + simulated backend + bw
     expect(full).toMatchObject({ critical_error: null, reward: 0, end_properly: true });
     expect(full.tokens.prompt_ids.length + full.tokens.response_ids.length).toBeLessThanOrEqual(560);
   }, 120_000);
+
+  it('nudges a model that answers without tools, then grades the fenced code of its last message', async () => {
+    const [r] = await group({ data_source: 'code', problem: CHATTY, tests: [{ input: '', output: '1\n' }] }, 1, 'chatty');
+    expect(r).toMatchObject({ critical_error: null, finish_reason: 'finish', reward: 1, num_turns: 3 });
+    const nudges = r.messages.filter((m: any) => m.role === 'user').slice(1).map((m: any) => m.content);
+    expect(nudges).toHaveLength(2);
+    expect(nudges[0]).toMatch(/^Continue with the tools/);
+  }, 60_000);
 
   it('math with thinking on: the model thinks, then acts; veRL rows graded the same way', async () => {
     const row = readJsonl('math-verl.jsonl')[1]!;

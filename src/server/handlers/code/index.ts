@@ -41,6 +41,7 @@ export const codeHandler: AgentHandler<CodeInstance> = {
       messages: firstMessages(SYSTEM, codePrompt(inst.problem), inst.prompt_messages),
       tools: ['execute_bash', 'str_replace_editor', 'execute_ipython_cell', 'think', 'finish'],
       defaults: { max_iterations: 20 },
+      nudge: 'Continue with the tools: write /workspace/solution.py, test it, then call finish.',
     });
     const solution = (await readSolution(ctx.runtime, ctx.signal)) ?? lastPythonBlock(trajectory.last_text);
     run.artifacts.solution = solution ?? null;

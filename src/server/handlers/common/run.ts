@@ -32,7 +32,14 @@ export function firstMessages(system: string, user: string, promptMessages?: Arr
 /** Runs the token-level agent with CodeAct tools on the job's runtime sandbox. */
 export async function runToolAgent<I>(
   ctx: RunContext<I>,
-  opts: { messages: ChatMessage[]; tools: readonly ToolName[]; finishWithAnswer?: boolean; defaults?: { max_iterations?: number; max_tokens_per_turn?: number } },
+  opts: {
+    messages: ChatMessage[];
+    tools: readonly ToolName[];
+    finishWithAnswer?: boolean;
+    defaults?: { max_iterations?: number; max_tokens_per_turn?: number };
+    /** Sent as the user's reply to a turn without tool calls (at most `max_nudges` times, default 2); without it such a turn ends the trajectory. */
+    nudge?: string;
+  },
 ): Promise<{ trajectory: AgentTrajectory; run: RunResult }> {
   const tools = toolDefinitions(opts.tools, { finishWithAnswer: opts.finishWithAnswer });
   const execute = sandboxExecutor(ctx.runtime, opts.tools, {
@@ -40,6 +47,8 @@ export async function runToolAgent<I>(
     pythonTimeoutS: configNumber(ctx.config, 'python_timeout_s', 60),
     noChangeTimeoutS: configNumber(ctx.config, 'no_change_timeout_s', 30),
   });
+  let nudges = 0;
+  const maxNudges = configNumber(ctx.config, 'max_nudges', 2);
   const trajectory = await runAgent({
     llm: ctx.llm,
     tokenizer: ctx.tokenizer,
@@ -48,6 +57,7 @@ export async function runToolAgent<I>(
     execute,
     samplingParams: ctx.job.samplingParams,
     signal: ctx.signal,
+    onNoToolCall: opts.nudge === undefined ? undefined : () => (nudges++ < maxNudges ? opts.nudge : undefined),
     defaults: {
       max_iterations: configNumber(ctx.config, 'max_iterations', opts.defaults?.max_iterations ?? 30),
       max_tokens_per_turn: configNumber(ctx.config, 'max_tokens_per_turn', opts.defaults?.max_tokens_per_turn ?? 2048),

@@ -37,6 +37,7 @@ export const sweHandler: AgentHandler<SweInstance> = {
       messages: firstMessages(SYSTEM, swePrompt(inst), inst.prompt_messages),
       tools: ['execute_bash', 'str_replace_editor', 'execute_ipython_cell', 'think', 'finish'],
       defaults: { max_iterations: 30 },
+      nudge: 'Continue with the tools: fix the issue in /workspace, run the tests, then call finish.',
     });
     // The patch is captured even when the trajectory was cut: partial work is what gets graded.
     // A failed capture (a sandbox that died) grades as an empty patch instead of losing the trajectory.
