@@ -161,6 +161,8 @@ describe('bad input over every route', () => {
       ['GET', '/process', 405], ['PUT', '/cancel', 405], ['DELETE', '/status', 405], ['POST', '/health', 405], ['POST', '/jobs/x', 405],
       ['GET', '/admin', 404], ['GET', '/../../etc/passwd', 404], ['GET', '/%2e%2e/%2e%2e/etc/shadow', 404], ['POST', '/process/../stop', 404], ['GET', '/.env', 404],
       ['GET', '/jobs/../status', 404], ['GET', '/jobs/%2e%2e%2f%2e%2e%2fetc%2fpasswd', 400],
+      // Malformed percent-encoding: the router rejects these before any handler runs.
+      ['GET', '/jobs/%zz', 400], ['GET', '/%E0%A4%A', 400], ['POST', '/cancel%', 400],
     ];
     for (const [method, path, status] of cases) {
       // Sent raw: the server, not the client's URL parser, must deal with the dot segments.
