@@ -87,14 +87,17 @@ export function buildApp(deps: AppDeps): FastifyInstance {
     return sendError(reply, new RaasError('route_not_found', `no route ${req.method} ${path}: see docs/api.md`), config);
   });
 
-  app.post('/process', async (req) => {
+  // Results are serialized once, when the job ends; they go out as they are.
+  app.post('/process', async (req, reply) => {
     const sub = await pipeline.submit(req.body);
-    return sub.finished;
+    return reply.type('application/json; charset=utf-8').send(await sub.finished);
   });
 
   app.post('/cancel', async (req) => pipeline.cancel(parseOrThrow(CancelRequest, req.body ?? {}).job_id));
 
-  app.get('/jobs/:id', async (req) => pipeline.get(parseOrThrow(JobId, (req.params as { id: string }).id, 'bad_request', 'job_id')));
+  app.get('/jobs/:id', async (req, reply) =>
+    reply.type('application/json; charset=utf-8').send(pipeline.get(parseOrThrow(JobId, (req.params as { id: string }).id, 'bad_request', 'job_id'))),
+  );
 
   app.post('/add_llm_server', async (req) => {
     const body = parseOrThrow(AddLlmServerRequest, req.body ?? {});

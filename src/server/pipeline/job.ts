@@ -59,11 +59,11 @@ export class Job {
   session: JobLlmSession | undefined;
   /** Seconds spent inside each stage. */
   stageSeconds = { init: 0, run: 0, eval: 0 };
-  result: Result | undefined;
   /** Wall-clock ms (Date.now) when the job ended, for the results journal's ttl. */
   endedAtWall = 0;
-  readonly finished: Promise<Result>;
-  private resolveFinished!: (r: Result) => void;
+  /** The result as JSON text, once the job ended: serialized once for every waiter, the store and the journal. */
+  readonly finished: Promise<string>;
+  private resolveFinished!: (json: string) => void;
 
   constructor(
     readonly id: string,
@@ -118,9 +118,8 @@ export class Job {
     return isTerminal(this.state);
   }
 
-  /** Records the result and releases every waiter. */
-  settle(result: Result): void {
-    this.result = result;
-    this.resolveFinished(result);
+  /** Releases every waiter with the result's JSON. */
+  settle(json: string): void {
+    this.resolveFinished(json);
   }
 }

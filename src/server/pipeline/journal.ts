@@ -60,10 +60,10 @@ export class ResultsJournal {
     return entries;
   }
 
-  /** Appends one finished result (buffered; never blocks the answer). */
-  append(entry: JournalEntry): void {
+  /** Appends one finished result, given as JSON text (buffered; never blocks the answer). */
+  append(jobId: string, state: JobState, endedAt: number, instanceHash: string, resultJson: string): void {
     if (!this.stream || this.closing) return;
-    this.stream.write(JSON.stringify(entry) + '\n');
+    this.stream.write(`{"job_id":${JSON.stringify(jobId)},"state":"${state}","ended_at":${endedAt},"instance_hash":"${instanceHash}","result":${resultJson}}\n`);
   }
 
   /** Flushes and closes. Safe twice. */

@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { CancelledError, RaasError, TimeoutError } from '../../protocol/errors.js';
-import type { JobState, Result } from '../../protocol/process.js';
+import type { JobState } from '../../protocol/process.js';
 import type { ServerConfig } from '../../protocol/config-server.js';
 import type { StatusResponse } from '../../protocol/status.js';
 import type { Clock } from '../../util/clock.js';
@@ -40,7 +40,8 @@ export interface PipelineOptions {
 
 interface Finished {
   state: JobState;
-  result: Result;
+  /** The result as JSON text: one string per job keeps the garbage collector's work small. */
+  json: string;
   endedAt: number;
   /** Fingerprint of the submitted instance (from the journal), or the instance itself (hashed only on a resubmission). */
   hash?: string;
@@ -50,7 +51,8 @@ interface Finished {
 /** What /process gets back: the job's id and its eventual result. */
 export interface Submission {
   jobId: string;
-  finished: Promise<Result>;
+  /** The result as JSON text. */
+  finished: Promise<string>;
   /** True when the id was already known and the request attached to that job. */
   attached: boolean;
 }
@@ -98,7 +100,7 @@ export class Pipeline {
   async openJournal(): Promise<void> {
     if (!this.o.journal) return;
     const entries = await this.o.journal.open(this.o.config.result_ttl_s * 1000, this.wallNow());
-    for (const e of entries) this.done.set(e.job_id, { state: e.state, result: e.result, endedAt: e.ended_at, hash: e.instance_hash });
+    for (const e of entries) this.done.set(e.job_id, { state: e.state, json: JSON.stringify(e.result), endedAt: e.ended_at, hash: e.instance_hash });
   }
 
   /** Validates and enqueues a /process body, or attaches to the job that already has its job_id. */
@@ -128,7 +130,7 @@ export class Pipeline {
     if (!f) return undefined;
     const known = f.hash ?? (f.instance === undefined ? undefined : instanceHash(f.instance));
     if (known !== undefined && known !== instanceHash(instance)) throw conflict(id);
-    return { jobId: id, finished: Promise.resolve(f.result), attached: true };
+    return { jobId: id, finished: Promise.resolve(f.json), attached: true };
   }
 
   /** POST /cancel: all four effects, in any state. */
@@ -159,13 +161,13 @@ export class Pipeline {
     job.abort(reason);
   }
 
-  /** GET /jobs/:id. */
-  get(id: string): { job_id: string; state: JobState; result?: Result } {
+  /** GET /jobs/:id, as JSON text (`{job_id, state, result?}`). */
+  get(id: string): string {
     const job = this.live.get(id);
-    if (job) return { job_id: id, state: job.state };
+    if (job) return JSON.stringify({ job_id: id, state: job.state });
     const f = this.finishedRecord(id);
     if (!f) throw new RaasError('job_not_found', `job_id ${JSON.stringify(id)} is unknown (never seen, expired, or in flight at a restart): resubmit it with the same id`);
-    return { job_id: id, state: f.state, result: f.result };
+    return `{"job_id":${JSON.stringify(id)},"state":"${f.state}","result":${f.json}}`;
   }
 
   /** POST /stop: close intake, cancel every job, close every sandbox; answers once all waiters have theirs. */
@@ -233,14 +235,14 @@ export class Pipeline {
       counted_s: job.timer.elapsedMs() / 1000,
       timeout_triggered: state === 'timed_out',
     };
-    const result = buildResult(job, { eval: evalResult }, timing);
+    const json = JSON.stringify(buildResult(job, { eval: evalResult }, timing));
     job.endedAtWall = this.wallNow();
     this.live.delete(job.id);
-    job.settle(result);
+    job.settle(json);
     this.o.observer?.jobEnded?.(state);
     if (job.forget) return;
-    this.done.set(job.id, { state, result, endedAt: job.endedAtWall, instance: job.request.instance });
-    this.o.journal?.append({ job_id: job.id, state, ended_at: job.endedAtWall, result, instance_hash: instanceHash(job.request.instance) });
+    this.done.set(job.id, { state, json, endedAt: job.endedAtWall, instance: job.request.instance });
+    this.o.journal?.append(job.id, state, job.endedAtWall, instanceHash(job.request.instance), json);
   }
 
   private finishedRecord(id: string): Finished | undefined {
