@@ -15,7 +15,7 @@ import { bwrapRuntime, parseInstance, readJsonl, stageContext } from './helpers.
 
 // Real bwrap sandboxes (as the sandbox user when run as root): the handlers' EVAL paths end to end.
 const runtime = bwrapRuntime('evals');
-afterAll(() => runtime.close());
+afterAll(() => runtime.dispose());
 
 const runWith = (artifacts: Record<string, unknown>): RunResult => ({ messages: [], tokens: { prompt_ids: [], response_ids: [], response_mask: [], logprobs: [] }, finish_reason: 'finish', artifacts });
 

@@ -16,10 +16,17 @@ export function readJsonl(name: string): Record<string, unknown>[] {
   return fs.readFileSync(path.join(DATA, name), 'utf8').trim().split('\n').map((l) => JSON.parse(l) as Record<string, unknown>);
 }
 
-/** A bwrap runtime rooted where the sandbox user can reach it (as root: under /var/tmp). */
-export function bwrapRuntime(name: string): SandboxRuntime {
+/** A bwrap runtime rooted where the sandbox user can reach it (as root: under /var/tmp); dispose() closes it and removes the root. */
+export function bwrapRuntime(name: string): SandboxRuntime & { dispose(): Promise<void> } {
   const base = process.getuid?.() === 0 ? '/var/tmp' : fs.realpathSync(process.env.TMPDIR ?? '/tmp');
-  return createSandboxRuntime({ runtime: 'bwrap', root: `${base}/raas-t-h4-${name}-${process.pid}` });
+  const root = `${base}/raas-t-h4-${name}-${process.pid}`;
+  const rt = createSandboxRuntime({ runtime: 'bwrap', root });
+  return Object.assign(rt, {
+    async dispose() {
+      await rt.close();
+      fs.rmSync(root, { recursive: true, force: true });
+    },
+  });
 }
 
 const noop = (): void => undefined;
