@@ -121,6 +121,8 @@ export function normaliseRow(row: unknown): unknown {
   delete out.reward_model;
   delete out.extra_info;
   out.instance_id ??= extra.instance_id ?? extra.index;
+  // Parquet INT64 columns read as BigInt (pandas writes veRL's index that way).
+  if (typeof out.instance_id === 'bigint') out.instance_id = Number.isSafeInteger(Number(out.instance_id)) ? Number(out.instance_id) : String(out.instance_id);
   if (Array.isArray(messages)) {
     out.prompt_messages = messages;
     const user = [...messages].reverse().find((m) => m && typeof m === 'object' && (m as { role?: unknown }).role === 'user') as { content?: unknown } | undefined;

@@ -79,6 +79,11 @@ describe('instances: plain and veRL row forms', () => {
     expect(issues![0]!.message).toMatch(/instance\.answer is required/);
   });
 
+  it('turns a Parquet INT64 index (BigInt) into a number id', async () => {
+    const { value } = await validate(mathHandler.instance, { data_source: 'deepscaler', prompt: [{ role: 'user', content: 'q' }], reward_model: { ground_truth: '1' }, extra_info: { index: 12n } });
+    expect(value.instance_id).toBe(12);
+  });
+
   it('leaves unparsable JSON strings for the schema to reject', () => {
     expect((normaliseRow({ data_source: 'code', tests: '[not json' }) as { tests: unknown }).tests).toBe('[not json');
     expect(normaliseRow('x')).toBe('x');
