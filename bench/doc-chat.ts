@@ -16,6 +16,8 @@ export const DocChatInstance = z.looseObject({
   turns: z.number().int().positive().max(100).default(4),
   doc_tokens: z.number().int().nonnegative().max(100_000).default(1500),
   pass_rate: z.number().min(0).max(1).default(0.5),
+  /** Tokens of "tool output" in each follow-up: agent contexts grow by observations, per rollout. */
+  obs_tokens: z.number().int().nonnegative().max(10_000).default(0),
 });
 export type DocChatInstance = z.infer<typeof DocChatInstance>;
 
@@ -61,7 +63,11 @@ export const docChatHandler: AgentHandler<DocChatInstance> = {
       execute: async () => ({ observation: '' }),
       samplingParams: { ...ctx.job.samplingParams, enable_thinking: false, max_iterations: inst.turns },
       signal: ctx.signal,
-      onNoToolCall: (_text, turn) => `Tell me one more thing about it (${turn + 2}).`,
+      onNoToolCall: (_text, turn) => {
+        const r = rng(seedOf(ctx.job.seed, 'obs', turn));
+        const output = Array.from({ length: inst.obs_tokens }, () => WORDS[Math.floor(r() * WORDS.length)]).join(' ');
+        return `Tool output:\n${output}\nTell me one more thing about it (${turn + 2}).`;
+      },
     });
     return { messages: t.messages, tokens: t.tokens, finish_reason: t.finish_reason, artifacts: {}, num_turns: t.num_turns };
   },

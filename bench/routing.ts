@@ -6,7 +6,7 @@
  * lengths. Routing: active + group affinity (the default) vs active vs assigned (the paper's key) vs
  * per-request round robin. Reports jobs/s, makespan and the backends' prefix-cache hit rate (from
  * their /metrics), medians over repetitions whose order rotates, and the ratios of the default.
- * Flags: --quick (1 repetition, 128 jobs), --reps N, --short-prompts (2-6k instead of 8-16k token
+ * Flags: --quick (1 repetition, 128 jobs), --reps N, --short-prompts (1-3k instead of 4-8k token
  * prompts), --only <routing>, --json (machine-readable line at the end).
  */
 import { spawn, type ChildProcess } from 'node:child_process';
@@ -34,12 +34,14 @@ const LATENCY: SimOptions['latency'] = { prefill_ms_per_token: 0.1, decode_ms_pe
 const FILLER: SimOptions['filler'] = { median_tokens: 60, sigma: 0.5, min_tokens: 8, max_tokens: 300 };
 const CACHE_BLOCKS = 8_192;
 /**
- * Prompt lengths of agent tasks (tool definitions, task statement, repository context): 8-16k tokens,
- * shared by the n rollouts of a group. `--short-prompts` uses 2-6k (where affinity matters less).
+ * Prompt lengths of agent tasks (tool definitions, task statement, repository context): 4-8k tokens,
+ * shared by the n rollouts of a group. `--short-prompts` uses 1-3k.
  */
 const SHORT = args.includes('--short-prompts');
-const DOC_MIN = SHORT ? 2000 : 8000;
-const DOC_SPREAD = SHORT ? 4000 : 8000;
+const DOC_MIN = SHORT ? 1000 : 4000;
+const DOC_SPREAD = SHORT ? 2000 : 4000;
+/** Each follow-up carries a tool output of this many tokens (unique to the rollout), as agent turns do. */
+const OBS_TOKENS = 300;
 
 interface Routing {
   name: string;
@@ -107,7 +109,7 @@ function jobBodies(rep: number): Array<Record<string, unknown>> {
   return Array.from({ length: JOBS }, (_, j) => {
     const g = Math.floor(j / GROUP);
     return {
-      instance: { data_source: 'doc-chat', instance_id: `doc-${g}`, turns: 2 + ((g * 5) % 7), doc_tokens: DOC_MIN + ((g * 1337) % DOC_SPREAD), pass_rate: 0.5 },
+      instance: { data_source: 'doc-chat', instance_id: `doc-${g}`, turns: 2 + ((g * 5) % 7), doc_tokens: DOC_MIN + ((g * 1337) % DOC_SPREAD), obs_tokens: OBS_TOKENS, pass_rate: 0.5 },
       sampling_params: { seed: rep, max_tokens_per_turn: 256 },
       job_id: `rep${rep}-g${g}-r${j % GROUP}`,
       group_id: `rep${rep}-g${g}`,

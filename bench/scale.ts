@@ -2,7 +2,7 @@
  * `npm run bench:scale`: one coordinator driving 1, 2, 4 and 8 rollout servers, each on its own
  * loopback address (127.0.0.2, 127.0.0.3, …, standing for nodes) with its own simulated vLLM backend
  * on the same address (so placement pairs them node-affinely, phase 1). The servers and simulators
- * run in a child process, so this process's CPU time is the coordinator's alone. Latencies are long
+ * run in one child process per node, so this process's CPU time is the coordinator's alone. Latencies are long
  * (25 ms per token) so the whole run stays under half a core: it measures coordination, not this
  * machine's 2 cores. Weak scaling: batch_size = 4 × servers.
  * Reports informative groups/s, scaling efficiency (throughput per server relative to 1 server) and
@@ -27,14 +27,14 @@ const RUN_WORKERS = 8;
 const N = 4;
 const SEED = 5;
 
-/** The child: K simulators and K rollout servers on 127.0.0.(2+i); prints their URLs, exits when stdin closes. */
-async function infra(k: number): Promise<void> {
+/** A child ("node" i): one simulator and one rollout server on 127.0.0.(2+i); prints their URLs, exits when stdin closes. */
+async function infra(node: number): Promise<void> {
   const { startRolloutServer } = await import('../src/server/index.js');
   const { startSim } = await import('../src/sim/index.js');
   const closers: Array<() => Promise<void>> = [];
   const servers: string[] = [];
   const backends: string[] = [];
-  for (let i = 0; i < k; i++) {
+  for (const i of [node]) {
     const host = `127.0.0.${2 + i}`;
     const sim = await startSim({ host, seed: SEED, latency: LATENCY, filler: FILLER, abort_on_weight_update: false, weight_version: '0' });
     const srv = await startRolloutServer({ host, port: 0, workers: { init: RUN_WORKERS, run: RUN_WORKERS, eval: RUN_WORKERS }, log_level: 'silent' } as never);
@@ -68,7 +68,10 @@ interface Point {
   servers: number;
   batch_size: number;
   informative_groups_per_s: number;
+  /** Completed rollouts per second (independent of how many groups happened to be informative). */
+  rollouts_per_s: number;
   scaling_efficiency: number;
+  rollout_scaling_efficiency: number;
   coordinator_cpu_ms_per_job: number;
   jobs: number;
   wall_s: number;
@@ -76,13 +79,15 @@ interface Point {
   worker_utilization: number;
 }
 
-async function measure(k: number, steps: number, dataset: string): Promise<Omit<Point, 'scaling_efficiency'>> {
-  const child = spawn(process.execPath, [...process.execArgv, new URL(import.meta.url).pathname, '--infra', String(k)], { stdio: ['pipe', 'pipe', 'inherit'] });
-  const line = await new Promise<string>((resolve, reject) => {
+async function measure(k: number, steps: number, dataset: string): Promise<Omit<Point, 'scaling_efficiency' | 'rollout_scaling_efficiency'>> {
+  // One child process per node, as on a cluster: no node shares an event loop with another.
+  const children = Array.from({ length: k }, (_, i) => spawn(process.execPath, [...process.execArgv, new URL(import.meta.url).pathname, '--infra', String(i)], { stdio: ['pipe', 'pipe', 'inherit'] }));
+  const lines = await Promise.all(children.map((child) => new Promise<string>((resolve, reject) => {
     createInterface({ input: child.stdout! }).once('line', resolve);
     child.once('exit', (c) => reject(new Error(`infra exited with ${c}`)));
-  });
-  const { servers, backends } = JSON.parse(line) as { servers: string[]; backends: string[] };
+  })));
+  const servers = lines.flatMap((l) => (JSON.parse(l) as { servers: string[] }).servers);
+  const backends = lines.flatMap((l) => (JSON.parse(l) as { backends: string[] }).backends);
   const B = 4 * k;
   const c = new Coordinator({
     name: `scale-${k}`, seed: SEED, servers: servers.map((url) => ({ url })), backends: backends.map((address) => ({ address, api: 'vllm' as const })),
@@ -103,13 +108,16 @@ async function measure(k: number, steps: number, dataset: string): Promise<Omit<
     const wall = (performance.now() - t0) / 1000;
     const cpu = process.cpuUsage(cpu0);
     const jobs = c.status().totals.jobs_submitted - jobs0;
-    const childCpu = await childCpuSeconds(child.pid!);
+    const childCpu = (await Promise.all(children.map((c) => childCpuSeconds(c.pid!)))).reduce((a, b) => a + b, 0);
+    const completed = batches.reduce((a, b) => a + b.stats.completed, 0) * N;
     const util = batches.reduce((a, b) => a + b.stats.worker_utilization * b.stats.wall_s, 0) / batches.reduce((a, b) => a + b.stats.wall_s, 0);
-    return { servers: k, batch_size: B, informative_groups_per_s: (B * steps) / wall, coordinator_cpu_ms_per_job: (cpu.user + cpu.system) / 1000 / Math.max(1, jobs), jobs, wall_s: wall, infra_cpu_s: childCpu, worker_utilization: util };
+    return { servers: k, batch_size: B, informative_groups_per_s: (B * steps) / wall, rollouts_per_s: completed / wall, coordinator_cpu_ms_per_job: (cpu.user + cpu.system) / 1000 / Math.max(1, jobs), jobs, wall_s: wall, infra_cpu_s: childCpu, worker_utilization: util };
   } finally {
     await c.close();
-    child.stdin!.end();
-    await new Promise((r) => child.once('exit', r));
+    await Promise.all(children.map((child) => {
+      child.stdin!.end();
+      return new Promise((r) => child.once('exit', r));
+    }));
   }
 }
 
@@ -129,10 +137,10 @@ async function main(): Promise<void> {
   const pts: Point[] = [];
   for (const k of ks) {
     const m = await measure(k, steps, dataset);
-    const base = pts[0]?.informative_groups_per_s ?? m.informative_groups_per_s;
-    const p = { ...m, scaling_efficiency: m.informative_groups_per_s / (k * base) };
+    const base = pts[0] ?? m;
+    const p = { ...m, scaling_efficiency: m.informative_groups_per_s / (k * base.informative_groups_per_s), rollout_scaling_efficiency: m.rollouts_per_s / (k * base.rollouts_per_s) };
     pts.push(p);
-    process.stderr.write(`  ${k} server(s): ${p.informative_groups_per_s.toFixed(2)} groups/s, efficiency ${(p.scaling_efficiency * 100).toFixed(0)}%, coordinator ${p.coordinator_cpu_ms_per_job.toFixed(2)} ms CPU/job, util ${(p.worker_utilization * 100).toFixed(0)}%, infra CPU ${p.infra_cpu_s.toFixed(1)} s over ${p.wall_s.toFixed(1)} s\n`);
+    process.stderr.write(`  ${k} server(s): ${p.informative_groups_per_s.toFixed(2)} groups/s, efficiency ${(p.scaling_efficiency * 100).toFixed(0)}% (rollouts ${p.rollouts_per_s.toFixed(1)}/s, ${(p.rollout_scaling_efficiency * 100).toFixed(0)}%), coordinator ${p.coordinator_cpu_ms_per_job.toFixed(2)} ms CPU/job, util ${(p.worker_utilization * 100).toFixed(0)}%, infra CPU ${p.infra_cpu_s.toFixed(1)} s over ${p.wall_s.toFixed(1)} s\n`);
   }
   mkdirSync(path.join(here, 'results'), { recursive: true });
   writeFileSync(path.join(here, 'results', 'scale.json'), JSON.stringify({ bench: 'scale', date: new Date().toISOString(), steps, n: N, run_workers_per_server: RUN_WORKERS, latency: LATENCY, filler: FILLER, points: pts }, null, 2) + '\n');
@@ -140,8 +148,8 @@ async function main(): Promise<void> {
     { name: 'informative groups/s', color: '#1f77b4', values: pts.map((p) => p.informative_groups_per_s) },
     { name: 'scaling efficiency', color: '#2ca02c', values: pts.map((p) => p.scaling_efficiency) },
   ]));
-  process.stdout.write('\n| servers | batch_size | informative groups/s | scaling efficiency | coordinator CPU ms/job | worker util |\n|---|---|---|---|---|---|\n');
-  for (const p of pts) process.stdout.write(`| ${p.servers} | ${p.batch_size} | ${p.informative_groups_per_s.toFixed(2)} | ${(p.scaling_efficiency * 100).toFixed(0)}% | ${p.coordinator_cpu_ms_per_job.toFixed(2)} | ${(p.worker_utilization * 100).toFixed(0)}% |\n`);
+  process.stdout.write('\n| servers | batch_size | informative groups/s | scaling efficiency | rollouts/s | rollout scaling efficiency | coordinator CPU ms/job | worker util |\n|---|---|---|---|---|---|---|---|\n');
+  for (const p of pts) process.stdout.write(`| ${p.servers} | ${p.batch_size} | ${p.informative_groups_per_s.toFixed(2)} | ${(p.scaling_efficiency * 100).toFixed(0)}% | ${p.rollouts_per_s.toFixed(1)} | ${(p.rollout_scaling_efficiency * 100).toFixed(0)}% | ${p.coordinator_cpu_ms_per_job.toFixed(2)} | ${(p.worker_utilization * 100).toFixed(0)}% |\n`);
 }
 
 if (args[0] === '--infra') {

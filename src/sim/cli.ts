@@ -1,4 +1,5 @@
 import { readFileSync } from 'node:fs';
+import path from 'node:path';
 import type { Command } from 'commander';
 import { parse as parseYaml } from 'yaml';
 import { RaasError } from '../protocol/errors.js';
@@ -17,7 +18,12 @@ export function readSimConfig(file: string): SimOptions {
   if (typeof doc !== 'object' || Array.isArray(doc)) throw new RaasError('config_invalid', `sim-llm: ${file} must be a YAML mapping of simulator options`);
   // A full raas config may nest the simulator's keys under `sim:`.
   const d = doc as Record<string, unknown>;
-  return (typeof d.sim === 'object' && d.sim !== null ? d.sim : d) as SimOptions;
+  const opts = { ...((typeof d.sim === 'object' && d.sim !== null ? d.sim : d) as SimOptions) };
+  // Paths in the file are relative to the file, as in `raas serve --config`.
+  const dir = path.dirname(path.resolve(file));
+  if (Array.isArray(opts.datasets)) opts.datasets = opts.datasets.map((p) => (typeof p === 'string' ? path.resolve(dir, p) : p));
+  if (typeof opts.tokenizer === 'string') opts.tokenizer = path.resolve(dir, opts.tokenizer);
+  return opts;
 }
 
 /** Registers `raas sim-llm`: a simulated vLLM/SGLang backend with real token ids. */

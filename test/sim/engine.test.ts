@@ -144,8 +144,9 @@ describe('raas sim-llm --config', () => {
     const dir = mkdtempSync(path.join(os.tmpdir(), 'raas-sim-'));
     try {
       const f = path.join(dir, 'sim.yaml');
-      writeFileSync(f, 'sim:\n  seed: 3\n  max_model_len: 8192\n  latency:\n    decode_ms_per_token: 1.5\n');
+      writeFileSync(f, 'sim:\n  seed: 3\n  max_model_len: 8192\n  datasets: [data/math.jsonl]\n  latency:\n    decode_ms_per_token: 1.5\n');
       const opts = readSimConfig(f);
+      expect(opts.datasets).toEqual([path.join(dir, 'data/math.jsonl')]);
       expect(SimOptions.parse(opts)).toMatchObject({ seed: 3, max_model_len: 8192, latency: { decode_ms_per_token: 1.5, prefill_ms_per_token: 0 } });
       expect(() => readSimConfig(path.join(dir, 'none.yaml'))).toThrow(/cannot read --config/);
     } finally {
