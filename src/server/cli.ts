@@ -1,3 +1,4 @@
+import path from 'node:path';
 import type { Command } from 'commander';
 import type { ServerConfigInput } from '../protocol/config-server.js';
 import { loadServerConfig } from './config.js';
@@ -42,7 +43,8 @@ function overridesOf(f: ServeFlags): ServerConfigInput {
   if (f.routing !== undefined) llm.routing = f.routing;
   if (f.llm?.length) llm.backends = f.llm.map((address) => ({ address, api: f.api }));
   if (Object.keys(llm).length) o.llm = llm;
-  if (f.handler?.length) o.handler_modules = f.handler;
+  // Flag paths are relative to the working directory (config-file paths to the file's folder).
+  if (f.handler?.length) o.handler_modules = f.handler.map((h) => path.resolve(h));
   return o as ServerConfigInput;
 }
 
