@@ -133,6 +133,33 @@ describe('faults: sandboxes killed, tool servers crashing, workspaces filling up
     }
   }, 90_000);
 
+  it('path traversal and shell metacharacters in a task\'s workspace files: refused before any sandbox process, or kept inert', async () => {
+    const marker = `/tmp/raas-rel-pwned-${process.pid}`;
+    let maxBwraps = 0;
+    const poll = setInterval(() => (maxBwraps = Math.max(maxBwraps, outerBwraps(root).length)), 5);
+    const traversal = await Promise.all(['../escape.txt', '../../../etc/cron.d/x', '/etc/passwd'].map((key, i) =>
+      job(`files-trav-${i}`, ['echo SANDBOX-OK'], { [key]: 'x' })));
+    clearInterval(poll);
+    for (const r of traversal) {
+      expect(r.body).toMatchObject({ critical_error: 'init', success: false });
+      expect(r.body.error).toMatch(/relative path inside the workspace/);
+    }
+    expect(maxBwraps).toBe(0);
+    expect(workspaceCount(root)).toBe(0);
+    expect(fs.existsSync(path.join(root, 'escape.txt'))).toBe(false);
+    // Metacharacters in a file name are just a file name; nothing runs.
+    const meta = await job('files-meta', ['ls -1', 'echo SANDBOX-OK'], { [`$(touch ${marker}); x`]: 'y', '`id`.txt': 'z' });
+    expect(meta.body.critical_error).toBe(null);
+    expect(meta.body.details.outputs[0]).toContain(`$(touch ${marker}); x`);
+    expect(fs.existsSync(marker)).toBe(false);
+    observe({
+      section: 'faults',
+      name: 'path traversal / shell metacharacters in a task\'s workspace files',
+      observed: `"../escape.txt", "../../../etc/cron.d/x", "/etc/passwd" as file keys: critical_error "init", error "${String(traversal[0].body.error).slice(0, 150)}", bwrap processes started meanwhile: ${maxBwraps}; metacharacter file names created literally (ls: ${JSON.stringify(String(meta.body.details.outputs[0]).trim().split('\n'))}), nothing executed`,
+      figures: { jobs: 4, lost_jobs: 0 },
+    });
+  }, 60_000);
+
   it('a server closed while sandboxes are still starting leaves no workspace behind', async () => {
     const startRoot = sandboxRoot('startclose');
     // A node that takes 3 s to start keeps the sandboxes in their start phase while the server closes.
