@@ -13,7 +13,7 @@ import type { Batch } from '../../src/protocol/batch.js';
 const here = new URL('.', import.meta.url).pathname;
 
 /** Stand-in for an optimizer step: reads what a trainer reads from the batch. */
-function train(batch: Batch): { tokens: number; meanAdvantage: number } {
+function train(batch: Batch): { tokens: number; meanAbsAdvantage: number } {
   let tokens = 0;
   let adv = 0;
   let count = 0;
@@ -22,11 +22,11 @@ function train(batch: Batch): { tokens: number; meanAdvantage: number } {
       // r.tokens.prompt_ids ++ r.tokens.response_ids is the sequence; response_mask marks model tokens;
       // r.tokens.logprobs are the backend's (for off-policy correction with r.staleness).
       tokens += r.tokens.response_mask.reduce((a, m) => a + m, 0);
-      adv += r.advantage;
+      adv += Math.abs(r.advantage); // a real step would weight each token's loss by it
       count++;
     }
   }
-  return { tokens, meanAdvantage: adv / Math.max(1, count) };
+  return { tokens, meanAbsAdvantage: adv / Math.max(1, count) };
 }
 
 async function main(): Promise<void> {
@@ -44,7 +44,7 @@ async function main(): Promise<void> {
       const r = train(batch);
       const s = batch.stats;
       console.log(`step ${batch.step} (policy v${batch.policy_version}): ${batch.groups.length} groups, ${r.tokens} model tokens, ` +
-        `filtered ${s.filtered}, carried over ${s.carried_over}, mean advantage ${r.meanAdvantage.toFixed(3)}`);
+        `filtered ${s.filtered}, carried over ${s.carried_over}, mean |advantage| ${r.meanAbsAdvantage.toFixed(3)}`);
       const { policy_version } = await coordinator.updateWeights({});
       console.log(`  weights updated: policy v${policy_version}`);
     }
