@@ -39,7 +39,9 @@ async function serveChild(): Promise<void> {
   await bare.listen({ port: 0, host: '127.0.0.1', backlog: 4096 });
   const barePort = (bare.server.address() as { port: number }).port;
   process.send!({ raas: raas.port, bare: barePort });
-  process.on('message', async () => {
+  process.on('message', async (m) => {
+    // CPU time of the server process, so the parent can charge each phase's CPU to its target.
+    if (m === 'cpu') return process.send!({ cpu: process.cpuUsage() });
     await raas.close();
     await bare.close();
     process.exit(0);
@@ -50,6 +52,8 @@ interface Sample {
   jobsPerS: number;
   p50: number;
   p99: number;
+  /** Server-process CPU microseconds per request (robust to other load on the machine). */
+  cpuUs?: number;
 }
 
 /** One measurement: `total` requests from `concurrency` keep-alive clients. */
@@ -128,10 +132,25 @@ async function main(): Promise<void> {
   const execArgv = process.env.BENCH_PROFILE ? [...process.execArgv, '--cpu-prof', `--cpu-prof-dir=${process.env.BENCH_PROFILE}`] : process.execArgv;
   const child = fork(fileURLToPath(import.meta.url), [], { env: { ...process.env, RAAS_BENCH_ROLE: 'servers' }, stdio: 'inherit', execArgv });
   const ports = await new Promise<{ raas: number; bare: number }>((resolve) => child.once('message', (m) => resolve(m as { raas: number; bare: number })));
+  const cpu = (): Promise<number> =>
+    new Promise((resolve) => {
+      child.once('message', (m) => {
+        const c = (m as { cpu: NodeJS.CpuUsage }).cpu;
+        resolve(c.user + c.system);
+      });
+      child.send('cpu');
+    });
+  /** A closed-loop measurement that also charges the server's CPU time per request. */
+  const measureCpu = async (port: number, c: number, total: number, bodyOf: (i: number) => string): Promise<Sample> => {
+    const c0 = await cpu();
+    const s = await measure(port, c, total, bodyOf);
+    return { ...s, cpuUs: ((await cpu()) - c0) / total };
+  };
   let run = 0;
   const body = (i: number) => JSON.stringify({ instance: { data_source: 'noop', instance_id: `i${i}` }, sampling_params: { temperature: 1, max_tokens_per_turn: 64 }, job_id: `b${run}-${i}` });
   const rows: string[] = [];
   const openRows: string[] = [];
+  const cpuRows: string[] = [];
   for (const c of CONCURRENCY) {
     run++;
     await measure(ports.bare, c, 500, body); // warm-up both
@@ -142,12 +161,13 @@ async function main(): Promise<void> {
     for (let r = 0; r < ROUNDS; r++) {
       // Alternate, so load from other processes hits both sides alike.
       run++;
-      bare.push(await measure(ports.bare, c, REQUESTS, body));
+      bare.push(await measureCpu(ports.bare, c, REQUESTS, body));
       run++;
-      raas.push(await measure(ports.raas, c, REQUESTS, body));
+      raas.push(await measureCpu(ports.raas, c, REQUESTS, body));
     }
-    const b = { jobsPerS: median(bare.map((s) => s.jobsPerS)), p50: median(bare.map((s) => s.p50)), p99: median(bare.map((s) => s.p99)) };
-    const x = { jobsPerS: median(raas.map((s) => s.jobsPerS)), p50: median(raas.map((s) => s.p50)), p99: median(raas.map((s) => s.p99)) };
+    const b = { jobsPerS: median(bare.map((s) => s.jobsPerS)), p50: median(bare.map((s) => s.p50)), p99: median(bare.map((s) => s.p99)), cpuUs: median(bare.map((s) => s.cpuUs!)) };
+    const x = { jobsPerS: median(raas.map((s) => s.jobsPerS)), p50: median(raas.map((s) => s.p50)), p99: median(raas.map((s) => s.p99)), cpuUs: median(raas.map((s) => s.cpuUs!)) };
+    cpuRows.push(`| ${c} | ${b.cpuUs.toFixed(0)} | ${x.cpuUs.toFixed(0)} | ${(b.cpuUs / x.cpuUs).toFixed(2)} |`);
     rows.push(
       `| ${c} | ${b.jobsPerS.toFixed(0)} | ${b.p50.toFixed(1)} / ${b.p99.toFixed(1)} | ${x.jobsPerS.toFixed(0)} | ${x.p50.toFixed(1)} / ${x.p99.toFixed(1)} | ${(x.jobsPerS / b.jobsPerS).toFixed(2)} | ${(x.p99 - b.p99).toFixed(1)} |`,
     );
@@ -174,6 +194,12 @@ async function main(): Promise<void> {
       '| clients | bare jobs/s | bare p50 / p99 ms | raas jobs/s | raas p50 / p99 ms | ratio (target >= 0.5) | added p99 ms (target <= 5) |',
       '|---|---|---|---|---|---|---|',
       ...rows,
+      '',
+      'Server-process CPU per request (closed loop; what one core can serve, insensitive to other load):',
+      '',
+      '| clients | bare CPU us/req | raas CPU us/req | capacity ratio bare/raas (target >= 0.5) |',
+      '|---|---|---|---|',
+      ...cpuRows,
       '',
       'Open loop at a fixed offered rate (half of raas closed-loop jobs/s), same rate for both:',
       '',
