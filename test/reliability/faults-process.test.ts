@@ -90,7 +90,7 @@ describe('faults: rollout server processes terminated and killed', () => {
     expect(early.map((e) => e.body.critical_error)).toEqual([null, null, null]);
     await new Promise((r) => setTimeout(r, 300)); // the journal append is buffered: give it its write
 
-    const fleet = new RolloutFleet({ servers: [{ url: a.url }, { url: b.url }], health_interval_ms: 200, unhealthy_after: 1, client: { retries: 0 } });
+    const fleet = new RolloutFleet({ servers: [{ url: a.url }, { url: b.url }], health_interval_ms: 500, unhealthy_after: 2, client: { retries: 0 } });
     try {
       const groups = [0, 1, 2, 3].map((g) => fleet.submitGroup([0, 1].map((k) => sbx(`kill-g${g}-r${k}`, ['sleep 3', 'echo SANDBOX-OK']))));
       await until(() => descendantsOf(a.pid).filter(isToolServer).length >= 2, 'sandboxes running on A', 60_000);
