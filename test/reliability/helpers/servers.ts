@@ -54,9 +54,24 @@ export function simProcess(args: string[] = []): Promise<ServeProcess> {
 /** How long a child `raas` process may take to start listening. */
 export const START_TIMEOUT_MS = Number(process.env.RAAS_REL_START_TIMEOUT_MS ?? 60_000);
 
+/** Every child this worker started and that is still running: killed when the worker exits, whatever a test did. */
+const liveChildren = new Set<ChildProcess>();
+let exitHook = false;
+function track(child: ChildProcess): void {
+  liveChildren.add(child);
+  child.once('exit', () => liveChildren.delete(child));
+  if (!exitHook) {
+    exitHook = true;
+    process.once('exit', () => {
+      for (const c of liveChildren) c.kill('SIGKILL');
+    });
+  }
+}
+
 /** Spawns `node dist/src/cli.js <args>` and waits until it prints "listening on <url>". */
 export async function cliProcess(args: string[], env: Record<string, string> = {}): Promise<ServeProcess> {
   const child = spawn(process.execPath, [CLI, ...args], { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, ...env } });
+  track(child);
   let buf = '';
   const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((r) => child.once('exit', (code, signal) => r({ code, signal })));
   // A loaded 2-core machine can take tens of seconds to load the CLI and the tokenizer.
@@ -92,6 +107,7 @@ export async function cliProcess(args: string[], env: Record<string, string> = {
 export function runCli(args: string[], timeoutMs = START_TIMEOUT_MS): Promise<{ code: number | null; output: string }> {
   return new Promise((resolve) => {
     const child = spawn(process.execPath, [CLI, ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
+    track(child);
     let out = '';
     child.stdout.on('data', (c: Buffer) => (out += c.toString()));
     child.stderr.on('data', (c: Buffer) => (out += c.toString()));
