@@ -27,7 +27,7 @@ const repsAt = args.indexOf('--reps');
 const REPS = repsAt >= 0 ? Number(args[repsAt + 1]) : 1;
 const STEPS = quick ? 3 : 5;
 const N = 4;
-const B = 8;
+const B = args.includes('--tools') ? 4 : 8;
 const RUN_WORKERS = 32;
 const TRAIN_MS = 300;
 const SEED = 11;
@@ -38,11 +38,18 @@ interface Variant {
   name: string;
   cfg: Partial<TrainConfigInput>;
   routing?: 'active' | 'round_robin';
+  /** The server's sandbox section (the tools set compares bash backends). */
+  sandbox?: Record<string, unknown>;
 }
 const MODES: Variant[] = [
   { name: 'sync', cfg: { mode: 'sync' } },
   { name: 'async, no carry-over', cfg: { mode: 'async', carry_over: false } },
   { name: 'async + carry-over (η=1)', cfg: { mode: 'async', carry_over: true, max_staleness: 1 } },
+];
+/** `--tools`: the code tasks (bash, editor, python in bwrap sandboxes), PTY bash vs the tmux baseline. */
+const TOOLS: Variant[] = [
+  { name: 'full system (PTY bash)', cfg: { mode: 'async', carry_over: true, max_staleness: 1 }, sandbox: { bash_backend: 'pty' } },
+  { name: 'w/o efficient bash (tmux, 500 ms poll)', cfg: { mode: 'async', carry_over: true, max_staleness: 1 }, sandbox: { bash_backend: 'tmux' } },
 ];
 const TABLE3: Variant[] = [
   { name: 'full system', cfg: { mode: 'async', carry_over: true, max_staleness: 1 } },
@@ -79,8 +86,8 @@ interface Measured {
 
 async function runOnce(v: Variant, dataset: string, tag: string): Promise<Measured> {
   const sims: SimHandle[] = [];
-  for (let i = 0; i < 2; i++) sims.push(await startSim({ seed: SEED, latency: LATENCY, filler: FILLER, abort_on_weight_update: false, weight_version: '0' }));
-  const server = await startRolloutServer({ port: 0, workers: { init: 32, run: RUN_WORKERS, eval: 32 }, llm: { routing: v.routing ?? 'active' }, log_level: 'silent' } as never);
+  for (let i = 0; i < 2; i++) sims.push(await startSim({ seed: SEED, latency: LATENCY, filler: FILLER, abort_on_weight_update: false, weight_version: '0', datasets: [dataset] }));
+  const server = await startRolloutServer({ port: 0, workers: { init: 32, run: RUN_WORKERS, eval: 32 }, llm: { routing: v.routing ?? 'active' }, log_level: 'silent', ...(v.sandbox ? { sandbox: v.sandbox } : {}) } as never);
   const c = new Coordinator({
     name: `bench-${tag}`, seed: SEED, servers: [{ url: server.url }], backends: sims.map((s) => ({ address: s.url, api: 'vllm' as const })),
     dataset: { path: dataset }, n: N, batch_size: B, steps: STEPS, max_inflight_jobs: RUN_WORKERS, ...v.cfg,
@@ -147,7 +154,17 @@ function table(rows: Measured[], base: Measured): string {
   return [head, ...body].join('\n');
 }
 
+async function tools(): Promise<void> {
+  const dataset = path.resolve(path.dirname(new URL(import.meta.url).pathname), '../configs/data/code.jsonl');
+  process.stderr.write(`bench:dapo --tools: code tasks in bwrap sandboxes, ${STEPS} steps, n=${N}, batch_size=${B}, ${REPS} rep(s)\n`);
+  const rows = await runSet('tools', TOOLS, dataset);
+  const outDir = path.resolve(path.dirname(new URL(import.meta.url).pathname), 'results');
+  writeFileSync(path.join(outDir, 'dapo-tools.json'), JSON.stringify({ bench: 'dapo --tools', date: new Date().toISOString(), steps: STEPS, n: N, batch_size: B, reps: REPS, rows }, null, 2) + '\n');
+  process.stdout.write(`\nTable 3 shape: efficient bash\n${table(rows, rows[1])}\n`);
+}
+
 async function main(): Promise<void> {
+  if (args.includes('--tools')) return tools();
   const dataset = writeDataset();
   process.stderr.write(`bench:dapo: ${STEPS} steps, n=${N}, batch_size=${B}, ${RUN_WORKERS} RUN workers, 2 simulated backends, train ${TRAIN_MS} ms/step, ${REPS} rep(s)\n`);
   const modes = await runSet('modes', MODES, dataset);
