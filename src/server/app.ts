@@ -53,6 +53,13 @@ export function buildApp(deps: AppDeps): FastifyInstance {
     keepAliveTimeout: 65_000,
     forceCloseConnections: true,
     return503OnClosing: false,
+    // job_id may be 256 characters (fastify's default limit is 100).
+    maxParamLength: 512,
+    // Malformed percent-encoding and over-long path parameters answer in the API's error shape too.
+    frameworkErrors: (err, _req, reply) => {
+      const why = err.code === 'FST_ERR_MAX_PARAM_LENGTH' ? 'a path parameter is too long: job_id is at most 256 characters' : 'the URL is malformed (bad percent-encoding)';
+      void sendError(reply, new RaasError('bad_request', why), config);
+    },
   });
 
   // JSON only: anything else is 415, not a string body the schemas would reject with a vague message.
@@ -82,8 +89,8 @@ export function buildApp(deps: AppDeps): FastifyInstance {
   });
   app.setNotFoundHandler((req: FastifyRequest, reply) => {
     const path = req.url.split('?')[0];
-    const method = ROUTES[path] ?? (path.startsWith('/jobs/') ? 'GET' : undefined);
-    if (method) return sendError(reply, new RaasError('method_not_allowed', `${req.method} ${path} is not served: use ${method}`), config);
+    const method = ROUTES[path] ?? (/^\/jobs\/[^/]+$/.test(path) ? 'GET' : undefined);
+    if (method && method !== req.method) return sendError(reply, new RaasError('method_not_allowed', `${req.method} ${path} is not served: use ${method}`), config);
     return sendError(reply, new RaasError('route_not_found', `no route ${req.method} ${path}: see docs/api.md`), config);
   });
 

@@ -49,6 +49,10 @@ describe('bad input', () => {
     ['add_llm_server without address', () => inject('POST', '/add_llm_server', { api: 'vllm' }), 400, 'bad_request', /address/],
     ['add_llm_server with a bad api', () => inject('POST', '/add_llm_server', { address: 'x:1', api: 'tgi' }), 400, 'bad_request', /api/],
     ['unknown job', () => inject('GET', '/jobs/ghost'), 404, 'job_not_found', /ghost/],
+    ['unknown job with a 200-character id', () => inject('GET', `/jobs/${'a'.repeat(200)}`), 404, 'job_not_found', /aaaa/],
+    ['job id over the length limit', () => inject('GET', `/jobs/${'a'.repeat(600)}`), 400, 'bad_request', /job_id/],
+    ['malformed percent-encoding', () => inject('GET', '/jobs/%zz'), 400, 'bad_request', /malformed/],
+    ['a job path with another method', () => inject('POST', '/jobs/x', {}), 405, 'method_not_allowed', /use GET/],
   ];
   it.each(cases)('%s', async (_name, call, status, code, message) => {
     const res = await call();
