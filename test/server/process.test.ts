@@ -48,7 +48,7 @@ describe('raas serve as a process', () => {
     const answers = await Promise.all(held);
     for (const a of answers) expect(a).toMatchObject({ status: 200, body: { critical_error: 'cancelled' } });
     expect(await s.exited).toBe(0);
-  }, 120_000);
+  }, 240_000);
 
   it('the journal answers GET /jobs/:id after a restart; a job in flight at a crash is 404', async () => {
     const dir = await mkdtemp(path.join(tmpdir(), 'raas-journal-'));
@@ -76,5 +76,5 @@ describe('raas serve as a process', () => {
     expect(rerun.body.critical_error).toBeNull();
     b.child.kill('SIGTERM');
     expect(await b.exited).toBe(0);
-  }, 120_000);
+  }, 240_000);
 });
