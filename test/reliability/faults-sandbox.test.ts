@@ -162,11 +162,11 @@ describe('faults: sandboxes killed, tool servers crashing, workspaces filling up
 
   it('a server closed while sandboxes are still starting leaves no workspace behind', async () => {
     const startRoot = sandboxRoot('startclose');
-    // A node that takes 3 s to start keeps the sandboxes in their start phase while the server closes.
+    // A node that takes 15 s to start keeps the sandboxes in their start phase while the server closes.
     const slowNode = `${startRoot}-slow/bin/node`;
     fs.mkdirSync(path.dirname(slowNode), { recursive: true, mode: 0o755 });
     fs.chmodSync(`${startRoot}-slow`, 0o755);
-    fs.writeFileSync(slowNode, `#!/bin/sh\nsleep 3\nexec ${process.execPath} "$@"\n`, { mode: 0o755 });
+    fs.writeFileSync(slowNode, `#!/bin/sh\nsleep 15\nexec ${process.execPath} "$@"\n`, { mode: 0o755 });
     const srv = await inProcessServer({ sandbox: { runtime: 'bwrap', root: startRoot, close_grace_ms: 200, node: slowNode }, llm: { backends: [{ address: NO_LLM }] } });
     const pending = [0, 1, 2].map((i) => postJson(`${srv.url}/process`, { job_id: `start-${i}`, instance: { data_source: 'rel-sandbox', commands: ['echo SANDBOX-OK'] } }, { timeoutMs: 60_000 }).catch((e: Error) => e));
     // Close once all three jobs are in INIT and their bwraps exist, before their tool servers answer.
