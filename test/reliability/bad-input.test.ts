@@ -32,15 +32,21 @@ function expectApiError(a: Answer, where: string): void {
   expect(a.body.detail, ctx).toBe(a.body.error.message);
 }
 
+/** The same checks as expectApiError, as a boolean (for the report's per-class verdict). */
+function conforms(a: Answer): boolean {
+  return a.status >= 400 && a.status < 500 && /application\/json/.test(a.headers.get('content-type') ?? '') && typeof a.body?.error?.code === 'string' && Object.keys(ERROR_CODES).includes(a.body.error.code) && typeof a.body.error.message === 'string' && a.body.error.message.length > 0 && a.body.detail === a.body.error.message;
+}
+
 describe('bad input over every route', () => {
   const root = sandboxRoot('badin');
   let server: RolloutServer;
   /** Per class: inputs tried, and the status/code answers seen. */
-  const tried = new Map<string, { n: number; answers: Set<string>; test?: string }>();
+  const tried = new Map<string, { n: number; answers: Set<string>; bad: number; test?: string }>();
   const count = (kind: string, a: Answer) => {
-    const t = tried.get(kind) ?? { n: 0, answers: new Set<string>(), test: currentTest() };
+    const t = tried.get(kind) ?? { n: 0, answers: new Set<string>(), bad: 0, test: currentTest() };
     t.n++;
     t.answers.add(`${a.status} ${a.body?.error?.code}`);
+    if (!conforms(a)) t.bad++;
     tried.set(kind, t);
   };
 
@@ -51,7 +57,7 @@ describe('bad input over every route', () => {
     await server?.close();
     fs.rmSync(root, { recursive: true, force: true });
     for (const [kind, t] of [...tried].sort()) {
-      observe({ section: 'bad_input', name: kind, observed: `${t.n} inputs → ${[...t.answers].sort().join(', ')}`, figures: { inputs: t.n }, test: t.test });
+      observe({ section: 'bad_input', name: kind, observed: `${t.n} inputs → ${[...t.answers].sort().join(', ')}${t.bad ? ` (${t.bad} not in the documented error shape)` : ''}`, figures: { inputs: t.n, nonconforming: t.bad }, test: t.test });
     }
   });
 

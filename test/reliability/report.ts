@@ -106,7 +106,9 @@ function render(obs: Observation[], run: ReturnType<typeof runSuite>, orphans: s
     lines.push(`## ${title}`, '');
     if (section === 'bad_input') {
       lines.push('| input class | inputs | answers seen | result |', '|---|---|---|---|');
-      for (const o of list) lines.push(`| ${cell(o.name)} | ${o.figures?.inputs ?? ''} | ${cell(o.observed.replace(/^\d+ (inputs|lines) → /, ''))} | ${mark(o)} |`);
+      // Per class: FAILED when one of its answers left the documented shape (the test may have failed for another class).
+      const verdict = (o: Observation) => (o.figures?.nonconforming ? '**FAILED**' : o.figures?.inputs !== undefined && passed(o) !== 'unknown' ? 'held' : mark(o));
+      for (const o of list) lines.push(`| ${cell(o.name)} | ${o.figures?.inputs ?? ''} | ${cell(o.observed.replace(/^\d+ (inputs|lines) → /, ''))} | ${verdict(o)} |`);
     } else {
       lines.push(`| ${section === 'escapes' ? 'attempt' : section === 'faults' ? 'fault injected' : 'case'} | observed | result |`, '|---|---|---|');
       for (const o of list) lines.push(`| ${cell(o.name)} | ${cell(o.observed)} | ${mark(o)} |`);
