@@ -107,7 +107,7 @@ function render(obs: Observation[], run: ReturnType<typeof runSuite>, orphans: s
     if (section === 'bad_input') {
       lines.push('| input class | inputs | answers seen | result |', '|---|---|---|---|');
       // Per class: FAILED when one of its answers left the documented shape (the test may have failed for another class).
-      const verdict = (o: Observation) => (o.figures?.nonconforming ? '**FAILED**' : o.figures?.inputs !== undefined && passed(o) !== 'unknown' ? 'held' : mark(o));
+      const verdict = (o: Observation) => (o.figures?.nonconforming === undefined ? mark(o) : o.figures.nonconforming > 0 ? '**FAILED**' : 'held');
       for (const o of list) lines.push(`| ${cell(o.name)} | ${o.figures?.inputs ?? ''} | ${cell(o.observed.replace(/^\d+ (inputs|lines) → /, ''))} | ${verdict(o)} |`);
     } else {
       lines.push(`| ${section === 'escapes' ? 'attempt' : section === 'faults' ? 'fault injected' : 'case'} | observed | result |`, '|---|---|---|');
