@@ -36,6 +36,11 @@ describe('bad input to the sidecar', () => {
     new Promise<any>((resolve, reject) => {
       const ms = n === 0 ? 90_000 : 15_000;
       const t = setTimeout(() => reject(new Error(`no answer #${n} within ${ms / 1000} s; stderr: ${stderr.slice(-500)}`)), ms);
+      // A sidecar that died (e.g. failed to start) fails the wait at once.
+      void exited.then((code) => {
+        clearTimeout(t);
+        reject(new Error(`the sidecar exited (${code}) before answer #${n}; stderr: ${stderr.slice(-500)}`));
+      });
       const check = () => {
         const a = answers.filter((x) => 'ok' in x)[n];
         if (a) {
