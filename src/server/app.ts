@@ -54,7 +54,7 @@ export function buildApp(deps: AppDeps): FastifyInstance {
     forceCloseConnections: true,
     return503OnClosing: false,
     // job_id may be 256 characters (fastify's default limit is 100).
-    maxParamLength: 512,
+    routerOptions: { maxParamLength: 512 },
     // Malformed percent-encoding and over-long path parameters answer in the API's error shape too.
     frameworkErrors: (err, _req, reply) => {
       const why = err.code === 'FST_ERR_MAX_PARAM_LENGTH' ? 'a path parameter is too long: job_id is at most 256 characters' : 'the URL is malformed (bad percent-encoding)';
