@@ -39,10 +39,13 @@ describe('faults: misbehaving LLM backends', () => {
         const t0 = performance.now();
         const alone = await Promise.all([0, 1, 2].map((i) => postJson(`${server.url}/process`, chat(`${mode}-alone-${i}`), { timeoutMs: 30_000 })));
         const aloneS = (performance.now() - t0) / 1000;
+        // The error names what the backend did, so an operator can tell a crash from a slow backend (D4).
+        const cause: Record<BadMode, RegExp> = { http_500: /500/, garbage: /non-JSON/, wrong_shape: /without choices/, reset: /reset|socket|closed|fetch failed|ECONN/i, slow: /no answer within/ };
         for (const a of alone) {
           expect(a.status).toBe(200);
           expect(a.body).toMatchObject({ critical_error: 'run', finish_reason: 'error', success: false });
           expect(a.body.error).toMatch(/backend|LLM/i);
+          expect(a.body.error).toMatch(cause[mode]);
         }
         const movesBefore = await moves(server.url);
         await postJson(`${server.url}/add_llm_server`, { address: good.url });
