@@ -115,12 +115,18 @@ describe('faults: rollout server processes terminated and killed', () => {
       expect(kept.map((k) => k.body.state)).toEqual(['done', 'done', 'done']);
       expect(kept.map((k) => k.body.result.tokens)).toEqual(early.map((e) => e.body.tokens));
       const crashed = await request(`${a2.url}/jobs/kill-g0-r0`);
+      // The restarted server's first sandbox sweeps the workspaces its dead predecessor left (D3).
+      const sweep = await postJson(`${a2.url}/process`, sbx('after-restart', ['echo SANDBOX-OK']), { timeoutMs: 60_000 });
+      expect(sweep.body.critical_error).toBe(null);
+      await until(() => workspaceCount(rootA) === 0, 'stale workspaces swept', 10_000).catch(() => undefined);
+      const afterSweep = workspaceCount(rootA);
       observe({
         section: 'faults',
         name: 'rollout server SIGKILLed with sandboxes running',
-        observed: `${onA} sandboxes on the killed server; ${tree.length} processes of its tree gone within 5 s (left: ${left.length}); the fleet failed over ${stats.failed_over} job(s): 8/8 sandboxed jobs finished on the other server; after a restart on the same journal 3/3 results finished before the crash answered GET /jobs/:id (a job in flight at the crash: ${crashed.status} ${crashed.body?.error?.code ?? crashed.body?.state}); ${staleWorkspaces} workspace dir(s) of killed sandboxes left on disk under sandbox.root`,
-        figures: { jobs: 11, lost_jobs: 0, orphans: left.length, stale_workspaces: staleWorkspaces },
+        observed: `${onA} sandboxes on the killed server; ${tree.length} processes of its tree gone within 5 s (left: ${left.length}); the fleet failed over ${stats.failed_over} job(s): 8/8 sandboxed jobs finished on the other server; after a restart on the same journal 3/3 results finished before the crash answered GET /jobs/:id (a job in flight at the crash: ${crashed.status} ${crashed.body?.error?.code ?? crashed.body?.state}); ${staleWorkspaces} workspace dir(s) of killed sandboxes left on disk under sandbox.root, ${afterSweep} after the restarted server opened its first sandbox`,
+        figures: { jobs: 12, lost_jobs: 0, orphans: left.length, stale_workspaces: afterSweep },
       });
+      expect(afterSweep).toBe(0);
       await a2.kill('SIGTERM');
     } finally {
       await fleet.close();
