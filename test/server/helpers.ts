@@ -46,6 +46,8 @@ export async function flush(): Promise<void> {
 /** A runtime sandbox stand-in: a real object with the Sandbox surface that records whether it was closed. */
 export class TrackedSandbox implements Sandbox {
   static opened: TrackedSandbox[] = [];
+  /** When set, close() waits for it (a slow sandbox teardown the test releases by hand). */
+  static closeGate: Promise<void> | undefined;
   readonly id = `tracked-${TrackedSandbox.opened.length}`;
   readonly workspace = '/nonexistent';
   closed = 0;
@@ -63,6 +65,7 @@ export class TrackedSandbox implements Sandbox {
   }
   async close(): Promise<void> {
     this.closed++;
+    await TrackedSandbox.closeGate;
   }
 }
 

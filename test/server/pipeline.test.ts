@@ -125,6 +125,27 @@ describe('pipeline through the HTTP API', () => {
     await Promise.all(holders);
   });
 
+  it('a cancel that arrives while the RUN runtime is closing still ends the job (no waiter left hanging)', async () => {
+    let release!: () => void;
+    TrackedSandbox.closeGate = new Promise<void>((r) => (release = r));
+    try {
+      const pending = process({ runtime: true }, { job_id: 'cancel-in-close' });
+      // Wait until RUN has ended and its runtime close is in progress (held by the gate).
+      for (let i = 0; i < 200 && !(TrackedSandbox.opened[0]?.closed === 1 && stageLog.includes('cancel-in-close:run')); i++) await flush();
+      expect(TrackedSandbox.opened[0].closed).toBe(1);
+      const c = await post(`${srv.url}/cancel`, { job_id: 'cancel-in-close' });
+      expect(c.body).toMatchObject({ cancelled: true });
+      release();
+      const r = await pending;
+      expect(r.body).toMatchObject({ job_id: 'cancel-in-close', critical_error: 'cancelled' });
+      expect((await get(`${srv.url}/jobs/cancel-in-close`)).body.state).toBe('cancelled');
+      expect(stageLog).not.toContain('cancel-in-close:eval');
+    } finally {
+      TrackedSandbox.closeGate = undefined;
+      release();
+    }
+  });
+
   it('answers 404 job_not_found for an unknown id on /cancel and /jobs/:id', async () => {
     const c = await post(`${srv.url}/cancel`, { job_id: 'never-seen' });
     expect(c.status).toBe(404);

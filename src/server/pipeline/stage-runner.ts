@@ -28,7 +28,13 @@ export class StageRunner {
   constructor(private readonly o: StageRunnerOptions) {}
 
   async run(job: Job, stage: Stage): Promise<void> {
-    if (job.terminal || job.discarded) return;
+    if (job.terminal) return;
+    if (job.discarded) {
+      // Cancelled between stages (e.g. while the previous stage's sandboxes were closing): end it
+      // here, or nothing would ever answer its waiter.
+      this.o.finish(job, cancellationKind(job.reason) === 'timeout' ? 'timed_out' : 'cancelled');
+      return;
+    }
     transition(job, stage);
     const t0 = this.o.clock.now();
     job.timer.resume();
@@ -62,7 +68,8 @@ export class StageRunner {
     }
 
     if (job.terminal) return;
-    if (aborted) {
+    // A cancel that arrived while this stage's sandboxes were closing counts too.
+    if (aborted || job.isAborted) {
       if (stage === 'run' && !failed && out !== ABANDONED && out) job.run = out as RunResult;
       this.o.finish(job, cancellationKind(job.reason) === 'timeout' ? 'timed_out' : 'cancelled');
       return;
