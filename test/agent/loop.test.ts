@@ -178,4 +178,15 @@ describe('runAgent limits from the backend context window', () => {
     expect(t.tokens.prompt_ids.length + t.tokens.response_ids.length).toBeLessThanOrEqual(330);
     expect(t.num_turns).toBeGreaterThan(0);
   });
+
+  it('a turn cut by the context window without a tool call ends with max_model_len, not finish', async () => {
+    // No onNoToolCall: a complete text answer would be the model's own finish, but this one was cut.
+    const opts = base(sim, { messages: [{ role: 'user', content: 'go on' }], samplingParams: {} });
+    const promptLen = opts.tokenizer.renderPrompt(opts.messages, { tools: opts.tools, enableThinking: true }).length;
+    // Room for 10 tokens: the filler answer (median 60 tokens) is cut.
+    const t = await runAgent({ ...opts, samplingParams: { max_model_len: promptLen + 10, max_tokens_per_turn: 1000 } });
+    expect(t.finish_reason).toBe('max_model_len');
+    expect(t.num_turns).toBe(1);
+    expect(t.tokens.prompt_ids.length + t.tokens.response_ids.length).toBe(promptLen + 10);
+  });
 });

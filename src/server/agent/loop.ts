@@ -130,6 +130,12 @@ export async function runAgent(opts: AgentOptions): Promise<AgentTrajectory> {
       }
       let next: Message[] = results;
       if (parsed.length === 0) {
+        // A turn cut by a limit is that limit's finish, not the model's own.
+        const limit = endedWithEos ? undefined : generated >= responseBudget ? 'max_response_tokens' : traj.length >= maxModelLen ? 'max_model_len' : undefined;
+        if (limit) {
+          finishReason = limit;
+          break;
+        }
         const user = opts.onNoToolCall?.(text, turnIndex);
         if (user === undefined) {
           finishReason = 'finish';
