@@ -148,7 +148,8 @@ describe('faults: sandboxes killed, tool servers crashing, workspaces filling up
     expect(workspaceCount(root)).toBe(0);
     expect(fs.existsSync(path.join(root, 'escape.txt'))).toBe(false);
     // Metacharacters in a file name are just a file name; nothing runs.
-    const meta = await job('files-meta', ['ls -1', 'echo SANDBOX-OK'], { [`$(touch ${marker}); x`]: 'y', '`id`.txt': 'z' });
+    // (The "/" in the first key makes nested directories, so list files recursively.)
+    const meta = await job('files-meta', ['find . -type f | sort', 'echo SANDBOX-OK'], { [`$(touch ${marker}); x`]: 'y', '`id`.txt': 'z' });
     expect(meta.body.critical_error).toBe(null);
     expect(meta.body.details.outputs[0]).toContain(`$(touch ${marker}); x`);
     expect(fs.existsSync(marker)).toBe(false);

@@ -34,6 +34,8 @@ export class JobLlmSession implements LlmSession {
   private readonly records: Array<{ backend: string; weight_version: string }> = [];
   private calls = 0;
   private moves = 0;
+  /** The failure that made the last backend count as dead (named when none is left). */
+  private lastError: RaasError | undefined;
   private released = false;
 
   constructor(private readonly o: SessionOptions) {}
@@ -82,7 +84,12 @@ export class JobLlmSession implements LlmSession {
     }
     for (;;) {
       const backend = this.roundRobin ? this.o.pool.nextRoundRobin(this.dead) : this.takeBound();
-      if (!backend) throw new RaasError('backend_unavailable', this.dead.size ? `every LLM backend stopped answering (${this.dead.size} tried)` : 'no LLM backend is registered: POST /add_llm_server');
+      if (!backend) {
+        if (!this.dead.size) throw new RaasError('backend_unavailable', 'no LLM backend is registered: POST /add_llm_server');
+        // Name the last failure, so a crashed backend can be told from a slow or garbled one.
+        const last = this.lastError ? `; last: ${this.lastError.message}` : '';
+        throw new RaasError('backend_unavailable', `every LLM backend stopped answering (${this.dead.size} tried${last})`, { cause: this.lastError });
+      }
       const weightVersion = backend.weightVersion;
       try {
         const r = await this.callWithRetries(backend, { ...req, max_tokens: maxTokens }, seed, turn);
@@ -92,6 +99,7 @@ export class JobLlmSession implements LlmSession {
       } catch (err) {
         if (req.signal?.aborted || !(err instanceof RaasError) || !err.retryable) throw err;
         // The backend stayed down past its retry budget: move the job with its full prompt ids.
+        this.lastError = err;
         this.dead.add(backend);
         if (!this.roundRobin) {
           this.o.pool.release(backend, this.o.groupId);

@@ -16,13 +16,20 @@ export function createDirs(root: string, id: string, files: Record<string, strin
   const workspace = path.join(root, 'ws', id);
   const run = path.join(root, 'run', id);
   // Who owns the sandbox, outside anything the sandbox can write, for the janitor after a crash.
+  // Refuse bad file keys before anything exists on disk, so a refused spec leaves nothing behind.
+  for (const rel of Object.keys(files ?? {})) checkFileKey(workspace, rel);
   fs.mkdirSync(path.join(root, 'owners'), { recursive: true, mode: 0o755 });
   fs.writeFileSync(path.join(root, 'owners', id), String(process.pid));
-  if (imageDir) fs.cpSync(imageDir, workspace, { recursive: true, verbatimSymlinks: true, preserveTimestamps: true });
-  fs.mkdirSync(workspace, { recursive: true, mode: 0o755 });
-  fs.mkdirSync(run, { recursive: true, mode: 0o700 });
-  fillWorkspace(workspace, files, owner);
-  if (owner) fs.chownSync(run, owner.uid, owner.gid);
+  try {
+    if (imageDir) fs.cpSync(imageDir, workspace, { recursive: true, verbatimSymlinks: true, preserveTimestamps: true });
+    fs.mkdirSync(workspace, { recursive: true, mode: 0o755 });
+    fs.mkdirSync(run, { recursive: true, mode: 0o700 });
+    fillWorkspace(workspace, files, owner);
+    if (owner) fs.chownSync(run, owner.uid, owner.gid);
+  } catch (err) {
+    removeDirs({ workspace, run });
+    throw err;
+  }
   return { workspace, run };
 }
 
@@ -33,10 +40,7 @@ export function createDirs(root: string, id: string, files: Record<string, strin
 export function fillWorkspace(workspace: string, files: Record<string, string> | undefined, owner: SandboxIdentity | undefined, imageDir?: string): void {
   if (imageDir) fs.cpSync(imageDir, workspace, { recursive: true, verbatimSymlinks: true, preserveTimestamps: true });
   for (const [rel, content] of Object.entries(files ?? {})) {
-    const target = path.resolve(workspace, rel);
-    if (path.isAbsolute(rel) || rel.split(/[\\/]+/).includes('..') || !target.startsWith(workspace + path.sep)) {
-      throw new RaasError('bad_request', `SandboxSpec.files key "${rel}" must be a relative path inside the workspace (no "..", not absolute)`, { retryable: false });
-    }
+    const target = checkFileKey(workspace, rel);
     fs.mkdirSync(path.dirname(target), { recursive: true });
     fs.writeFileSync(target, content);
   }
@@ -53,6 +57,15 @@ function chownTree(dir: string, uid: number, gid: number): void {
 }
 
 /** Removes a sandbox's directories, including read-only trees the agent left behind. */
+/** The host path of a spec's file key; refuses absolute keys and any escape from the workspace. */
+function checkFileKey(workspace: string, rel: string): string {
+  const target = path.resolve(workspace, rel);
+  if (path.isAbsolute(rel) || rel.split(/[\\/]+/).includes('..') || !target.startsWith(workspace + path.sep)) {
+    throw new RaasError('bad_request', `SandboxSpec.files key "${rel}" must be a relative path inside the workspace (no "..", not absolute)`, { retryable: false });
+  }
+  return target;
+}
+
 export function removeDirs(dirs: SandboxDirs): void {
   const id = path.basename(dirs.workspace);
   const root = path.dirname(path.dirname(dirs.workspace));
