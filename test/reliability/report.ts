@@ -70,7 +70,8 @@ const SECTIONS: Array<[Section, string]> = [
 ];
 
 const sum = (obs: Observation[], key: string) => obs.reduce((n, o) => n + (o.figures?.[key] ?? 0), 0);
-const cell = (s: string) => s.replace(/\|/g, '\\|').replace(/\n/g, ' ');
+// Observed error texts may quote what a backend sent (control bytes included): keep the page plain text.
+const cell = (s: string) => s.replace(/[\u0000-\u001f\u007f]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`).replace(/\|/g, '\\|');
 
 function render(obs: Observation[], run: ReturnType<typeof runSuite>, orphans: string[]): string {
   const status = new Map(run.tests.map((t) => [t.fullName, t.status]));
