@@ -1,6 +1,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { RaasError } from '../../protocol/errors.js';
+import { alive as pidAlive } from './proc.js';
 
 interface Lease {
   pid: number;
@@ -115,14 +116,5 @@ export class LoopbackLeases {
       if (Date.now() > deadline) throw new RaasError('sandbox_error', `lease lock ${this.lock} held too long; remove it if no raas process runs`);
       Atomics.wait(nap, 0, 0, 2);
     }
-  }
-}
-
-function pidAlive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (e) {
-    return (e as NodeJS.ErrnoException).code === 'EPERM';
   }
 }

@@ -2,6 +2,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { RaasError } from '../../protocol/errors.js';
 import type { SandboxIdentity } from './host.js';
+import { alive as pidAlive } from './proc.js';
 
 /** Host directories of one sandbox: the workspace (mounted at /workspace) and its control directory. */
 export interface SandboxDirs {
@@ -114,13 +115,4 @@ export function sweepOrphans(root: string): number {
     removed++;
   }
   return removed;
-}
-
-function pidAlive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (e) {
-    return (e as NodeJS.ErrnoException).code === 'EPERM';
-  }
 }

@@ -199,23 +199,25 @@ export function httpGet(url: string, agent: http.Agent, timeoutMs = 30_000): Pro
   return httpRequest(url, 'GET', undefined, agent, timeoutMs);
 }
 
+/** Reads a whole response: status, headers, text, and the JSON body when it parses. */
+async function readAnswer(res: http.IncomingMessage): Promise<Answer> {
+  const chunks: Buffer[] = [];
+  for await (const c of res) chunks.push(c as Buffer);
+  const text = Buffer.concat(chunks).toString('utf8');
+  let body: unknown = null;
+  try {
+    body = JSON.parse(text);
+  } catch {
+    /* not JSON */
+  }
+  return { status: res.statusCode ?? 0, headers: new Headers(res.headers as Record<string, string>), text, body };
+}
+
 function httpRequest(url: string, method: string, data: string | undefined, agent: http.Agent, timeoutMs: number): Promise<Answer> {
   return new Promise((resolve, reject) => {
     const headers: Record<string, string | number> = data === undefined ? {} : { 'content-type': 'application/json', 'content-length': Buffer.byteLength(data) };
     const req = http.request(url, { method, agent, timeout: timeoutMs, headers }, (res) => {
-      const chunks: Buffer[] = [];
-      res.on('data', (c: Buffer) => chunks.push(c));
-      res.on('end', () => {
-        const text = Buffer.concat(chunks).toString('utf8');
-        let body: unknown = null;
-        try {
-          body = JSON.parse(text);
-        } catch {
-          /* not JSON */
-        }
-        resolve({ status: res.statusCode ?? 0, headers: new Headers(res.headers as Record<string, string>), text, body });
-      });
-      res.on('error', reject);
+      readAnswer(res).then(resolve, reject);
     });
     req.on('timeout', () => req.destroy(new Error(`no answer within ${timeoutMs} ms`)));
     req.on('error', reject);
@@ -231,18 +233,7 @@ export function rawRequest(base: string, method: string, rawPath: string, header
   const u = new URL(base);
   return new Promise((resolve, reject) => {
     const req = http.request({ host: u.hostname, port: u.port, method, path: rawPath, headers, agent: false, timeout: 30_000 }, (res) => {
-      const chunks: Buffer[] = [];
-      res.on('data', (c: Buffer) => chunks.push(c));
-      res.on('end', () => {
-        const text = Buffer.concat(chunks).toString('utf8');
-        let body: unknown = null;
-        try {
-          body = JSON.parse(text);
-        } catch {
-          /* not JSON */
-        }
-        resolve({ status: res.statusCode ?? 0, headers: new Headers(res.headers as Record<string, string>), text, body });
-      });
+      readAnswer(res).then(resolve, reject);
     });
     req.on('timeout', () => req.destroy(new Error('no answer within 30 s')));
     req.on('error', reject);
