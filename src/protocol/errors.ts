@@ -21,6 +21,7 @@ export const ERROR_CODES = {
   config_invalid: { status: 400, doc: 'A configuration file or flag is invalid; the message names the key.' },
   sandbox_unavailable: { status: 500, doc: 'The sandbox runtime cannot start (missing bwrap, or the sandbox user); the message names the fix.' },
   sandbox_error: { status: 500, doc: 'A sandbox or its tool server failed.' },
+  sandbox_limit: { status: 500, doc: 'A sandbox hit one of its limits (sandbox.max_read_bytes, sandbox.disk_mb, memory, processes); the message names the limit and its config key.' },
   tool_error: { status: 400, doc: 'A tool request was malformed or refused.' },
   cancelled: { status: 499, doc: 'The operation was cancelled.' },
   timeout: { status: 504, doc: 'The operation ran past its time limit.' },

@@ -6,12 +6,24 @@ export const INSIDE = {
   workspace: '/workspace',
   run: '/run/raas',
   toolServer: '/opt/raas/tool-server',
+  /** An image tree, bound read-only and copied into the workspace by the tool server at start. */
+  seed: '/opt/raas/seed',
+  /** Unused by bwrap sandboxes (they talk over an inherited socketpair); kept for apptainer. */
   socket: '/run/raas/tools.sock',
 } as const;
 
 export interface BwrapArgsInput {
-  workspace: string;
-  run: string;
+  /**
+   * Size of the workspace, a tmpfs private to the sandbox (sandbox.disk_mb): the host has no path
+   * into it, and it disappears with the sandbox.
+   */
+  diskMb: number;
+  /** Bind this host directory as the workspace instead (image builds only: trusted setup scripts). */
+  bindWorkspace?: string;
+  /** An image tree bound read-only at INSIDE.seed (the tool server copies it into the workspace). */
+  seed?: string;
+  /** Extra hardening arguments (--disable-userns, --seccomp FD), placed before the command. */
+  hardening?: string[];
   toolServer: string;
   node: string;
   python?: string;
@@ -28,8 +40,10 @@ const SYSTEM_LINKS = ['/bin', '/sbin', '/lib', '/lib32', '/lib64', '/libx32'];
 
 /**
  * The bwrap command line: own user, pid, ipc, uts, cgroup and (unless the task asks) network
- * namespaces; read-only /usr and /etc; the workspace and the socket directory writable; a size-capped
- * tmpfs /tmp; `/` remounted read-only; cleared environment; --die-with-parent and --new-session.
+ * namespaces; read-only /usr and /etc; the workspace a size-capped tmpfs of its own (nothing of the
+ * host's filesystem is writable); a size-capped tmpfs /tmp; `/` remounted read-only; cleared
+ * environment; --die-with-parent and --new-session. The tool server reaches the host only through
+ * the socketpair it inherits.
  */
 export function bwrapArgs(i: BwrapArgsInput): string[] {
   const a = ['--unshare-user', '--unshare-pid', '--unshare-ipc', '--unshare-uts', '--unshare-cgroup-try'];
@@ -56,12 +70,14 @@ export function bwrapArgs(i: BwrapArgsInput): string[] {
   }
   for (const p of i.roBinds ?? []) a.push('--ro-bind', p, p);
   a.push('--ro-bind', i.toolServer, INSIDE.toolServer);
-  a.push('--bind', i.workspace, INSIDE.workspace);
-  a.push('--bind', i.run, INSIDE.run);
+  if (i.seed) a.push('--ro-bind', i.seed, INSIDE.seed);
+  if (i.bindWorkspace) a.push('--bind', i.bindWorkspace, INSIDE.workspace);
+  else a.push('--size', String(i.diskMb * 1024 * 1024), '--perms', '0755', '--tmpfs', INSIDE.workspace);
   a.push('--remount-ro', '/');
   a.push('--chdir', INSIDE.workspace, '--hostname', 'sandbox');
   for (const [k, v] of Object.entries(i.env)) a.push('--setenv', k, v);
   a.push('--json-status-fd', '3');
+  a.push(...(i.hardening ?? []));
   a.push(...i.command);
   return a;
 }

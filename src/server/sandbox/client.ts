@@ -47,6 +47,14 @@ export class ToolClient {
     return c;
   }
 
+  /** Wraps an already connected socket (the host's end of the socketpair a bwrap sandbox inherits). */
+  static fromSocket(sock: net.Socket): ToolClient {
+    const c = new ToolClient();
+    c.sock = sock;
+    c.attach();
+    return c;
+  }
+
   private attach(): void {
     const sock = this.sock!;
     sock.setEncoding('utf8');

@@ -1,4 +1,17 @@
+import { existsSync } from 'node:fs';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { z } from 'zod';
+
+/** The bundled `configs/data` (from src/ under tsx, or from dist/src/ once built). */
+export function bundledDataDir(): string {
+  const here = path.dirname(fileURLToPath(import.meta.url));
+  for (const up of ['../../..', '../../../..']) {
+    const dir = path.resolve(here, up, 'configs/data');
+    if (existsSync(dir)) return dir;
+  }
+  return path.resolve(here, '../../../configs/data');
+}
 
 /** Resource limits of the bash and python children (defaults; a SandboxSpec may lower or raise them). */
 export const SandboxLimitsConfig = z.strictObject({
@@ -97,6 +110,21 @@ export const SandboxConfig = z.strictObject({
    * and configures it, so INIT does not wait for a sandbox start. 0 turns the pool off.
    */
   pool_size: z.number().int().nonnegative().max(1024).default(0),
+  /**
+   * Size of each sandbox's workspace in MB: a tmpfs private to the sandbox (bwrap), so the host disk
+   * never grows with what a task writes. A task that fills it ends with a `sandbox_limit` error.
+   */
+  disk_mb: z.number().int().positive().default(2048),
+  /**
+   * Largest file the server reads out of a sandbox (a solution, a patch, a test output), in bytes.
+   * Reads go through the sandbox as the sandbox user; a larger file ends the job with `sandbox_limit`.
+   */
+  max_read_bytes: z.number().int().positive().default(16 << 20),
+  /**
+   * Host directories that client-supplied paths (instance.tarball) may name; realpath-checked, so a
+   * symlink cannot lead out. Default: the bundled configs/data.
+   */
+  data_dirs: z.array(z.string().min(1)).default(() => [bundledDataDir()]),
   /** Keep workspaces after close (debugging). */
   keep_workspaces: z.boolean().default(false),
 });

@@ -11,7 +11,8 @@ import { apptainerBuildArgs, DEFAULT_DEFINITION, renderDefinition } from './appt
 /** What the cache needs from its runtime: the config (image definitions) and sandboxes to build in. */
 export interface ImageBuilderRuntime {
   readonly config: SandboxConfig;
-  open(spec: SandboxSpec, signal?: AbortSignal): Promise<Sandbox>;
+  /** A sandbox whose workspace is the host directory `dir` (the image being built). */
+  openBuild(spec: SandboxSpec, dir: string, signal?: AbortSignal): Promise<Sandbox>;
 }
 
 /** Counters tests and operators read: cache hits and builds per image name. */
@@ -114,20 +115,23 @@ export class ImageCache {
     this.o.log?.info({ image: name, mode: d.mode }, 'building sandbox image');
     // The script runs as a file under its own bash, so `exit` or `set -e` end the script, not the tool shell.
     const script = '.raas-image-setup.sh';
-    const sb = await this.o.runtime.open({ image: d.base, files: { ...d.files, [script]: d.setup }, network: d.network, tools: ['bash'] }, signal);
+    // The build binds its output directory; the host never reads the tree, it only renames it.
+    const tmp = `${dir}.tmp-${process.pid}`;
+    fs.rmSync(tmp, { recursive: true, force: true });
+    const sb = await this.o.runtime.openBuild({ image: d.base, files: { ...d.files, [script]: d.setup }, network: d.network, tools: ['bash'] }, tmp, signal);
+    let ok = false;
     try {
       const r = await sb.bash(`bash ${script}; rc=$?; rm -f ${script}; (exit $rc)`, { timeout_s: BUILD_TIMEOUT_S, signal });
       if (r.exit_code !== 0) {
         throw new RaasError('sandbox_error', `image "${name}": setup script failed (exit ${r.exit_code}${r.timed_out ? ', timed out' : ''}):\n${r.output.slice(-2000)}`);
       }
-      const tmp = `${dir}.tmp-${process.pid}`;
-      fs.rmSync(tmp, { recursive: true, force: true });
-      fs.cpSync(sb.workspace, tmp, { recursive: true, verbatimSymlinks: true, preserveTimestamps: true });
-      fs.writeFileSync(`${dir}.json`, JSON.stringify({ name, mode: d.mode, built_at: new Date().toISOString(), build_ms: Date.now() - started }) + '\n');
-      fs.renameSync(tmp, dir);
+      ok = true;
     } finally {
       await sb.close();
+      if (!ok) fs.rmSync(tmp, { recursive: true, force: true });
     }
+    fs.writeFileSync(`${dir}.json`, JSON.stringify({ name, mode: d.mode, built_at: new Date().toISOString(), build_ms: Date.now() - started }) + '\n');
+    fs.renameSync(tmp, dir);
   }
 
   /** The `apptainer build` command line and rendered definition for an image (.sif under the cache root). */

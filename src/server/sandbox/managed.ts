@@ -3,8 +3,11 @@ import { createInterface } from 'node:readline';
 import type { Readable } from 'node:stream';
 import { RaasError } from '../../protocol/errors.js';
 import type { Logger } from '../handlers/types.js';
-import type { BashOptions, BashResult, EditOp, EditResult, PythonOptions, PythonResult, Sandbox } from './types.js';
+import type { BashOptions, BashResult, EditOp, EditResult, ExecOptions, ExecResult, PythonOptions, PythonResult, ReadFileOptions, Sandbox } from './types.js';
 import { ToolClient } from './client.js';
+import { CONN_FD } from '../tools/protocol.js';
+import type { Socket } from 'node:net';
+import type { Writable } from 'node:stream';
 import { alive, pidNamespace, processesInNamespace, sandboxTree, signal } from './proc.js';
 
 /** How to start one sandbox's tool server. */
@@ -15,10 +18,27 @@ export interface LaunchPlan {
   uid?: number;
   gid?: number;
   cwd?: string;
-  /** Host path of the tool server's socket. */
+  /** Host path of the tool server's socket (runtimes that listen on a path: apptainer, process). */
   socket: string;
+  /** The tool server talks over an inherited socketpair at fd CONN_FD instead of a socket path (bwrap). */
+  connFd?: boolean;
   /** bwrap: `--json-status-fd 3` reports the host pid of the sandbox's pid 1. */
   statusFd?: boolean;
+  /** Extra data handed to the child on its own pipe fd (bwrap: the seccomp program), fd → bytes. */
+  fdData?: Record<number, Buffer>;
+}
+
+/** The stdio array of a launch: stdin, stdout, stderr, the status fd, data fds, the connection fd. */
+function stdioOf(plan: LaunchPlan): Array<'pipe' | 'ignore'> {
+  const stdio: Array<'pipe' | 'ignore'> = ['pipe', 'pipe', 'pipe'];
+  const want = (fd: number): void => {
+    while (stdio.length <= fd) stdio.push('ignore');
+    stdio[fd] = 'pipe';
+  };
+  if (plan.statusFd) want(3);
+  for (const fd of Object.keys(plan.fdData ?? {})) want(Number(fd));
+  if (plan.connFd) want(CONN_FD);
+  return stdio;
 }
 
 export interface SandboxMeta {
@@ -72,8 +92,13 @@ export class ManagedSandbox implements Sandbox {
       uid: plan.uid,
       gid: plan.gid,
       detached: true,
-      stdio: plan.statusFd ? ['pipe', 'pipe', 'pipe', 'pipe'] : ['pipe', 'pipe', 'pipe'],
+      stdio: stdioOf(plan),
     });
+    for (const [fd, data] of Object.entries(plan.fdData ?? {})) {
+      const w = (child.stdio as unknown as Array<Writable | null>)[Number(fd)];
+      w?.on('error', () => undefined);
+      w?.end(data);
+    }
     const sb = new ManagedSandbox(child, meta);
     try {
       await sb.waitReady(plan, signal);
@@ -137,6 +162,11 @@ export class ManagedSandbox implements Sandbox {
         }
         if (!msg.ready) return;
         this.toolServerPid = msg.pid;
+        if (plan.connFd) {
+          this.client = ToolClient.fromSocket((child.stdio as unknown as Socket[])[CONN_FD]!);
+          done();
+          return;
+        }
         ToolClient.connect(plan.socket, signal).then((c) => {
           this.client = c;
           done();
@@ -162,6 +192,21 @@ export class ManagedSandbox implements Sandbox {
 
   async edit(op: EditOp, opts: { signal?: AbortSignal } = {}): Promise<EditResult> {
     return this.tools().call<EditResult>('edit', { op }, opts.signal);
+  }
+
+  async readFile(path: string, opts: ReadFileOptions = {}): Promise<Buffer> {
+    const r = await this.tools().call<{ data: string }>('read_file', { path, ...(opts.maxBytes ? { max_bytes: opts.maxBytes } : {}) }, opts.signal);
+    return Buffer.from(r.data, 'base64');
+  }
+
+  async exec(argv: string[], opts: ExecOptions = {}): Promise<ExecResult> {
+    const { signal, maxOutputBytes, ...rest } = opts;
+    return this.tools().call<ExecResult>('exec', { argv, ...rest, ...(maxOutputBytes ? { max_output_bytes: maxOutputBytes } : {}) }, signal);
+  }
+
+  /** Writes files into the workspace through the tool server (as the sandbox user). */
+  async writeFiles(files: Record<string, string>, signal?: AbortSignal): Promise<void> {
+    if (Object.keys(files).length) await this.tools().call('write_files', { files }, signal);
   }
 
   /** Sets env, limits and tools of a pooled tool server before its first bash or python call. */

@@ -13,7 +13,8 @@ import { ImageCache } from './image-cache.js';
 import { LoopbackLeases } from './leases.js';
 import { ManagedSandbox, type LaunchPlan } from './managed.js';
 import { ensureDir, installToolServer } from './prepare.js';
-import { createDirs, fillWorkspace, removeDirs, sweepOrphans, type SandboxDirs } from './workspace.js';
+import { checkFileKey, createDirs, removeDirs, sweepOrphans, type SandboxDirs } from './workspace.js';
+import { CONN_FD } from '../tools/protocol.js';
 import { WarmPool } from './pool.js';
 
 /** What the first open() prepares once: binaries, identity, tool server install. */
@@ -95,6 +96,18 @@ export class Runtime implements SandboxRuntime {
   }
 
   async open(spec: SandboxSpec = {}, signal?: AbortSignal): Promise<Sandbox> {
+    return this.openWith(spec, undefined, signal);
+  }
+
+  /**
+   * Opens a sandbox whose workspace is the host directory `dir` (image builds: the operator's setup
+   * script fills it, and the tree is kept as the image). Every other sandbox's workspace is private.
+   */
+  openBuild(spec: SandboxSpec, dir: string, signal?: AbortSignal): Promise<Sandbox> {
+    return this.openWith(spec, dir, signal);
+  }
+
+  private async openWith(spec: SandboxSpec, buildDir: string | undefined, signal?: AbortSignal): Promise<Sandbox> {
     signal?.throwIfAborted();
     if (this.closing) throw new RaasError('sandbox_error', 'the sandbox runtime is closed');
     const p = this.prepare();
@@ -102,14 +115,15 @@ export class Runtime implements SandboxRuntime {
       this.warned = true;
       this.log?.warn({ runtime: 'process' }, 'sandbox.runtime is "process": tools run on the host without any isolation');
     }
+    for (const rel of Object.keys(spec.files ?? {})) checkFileKey(rel);
     const imageDir = spec.image ? await this.images!.resolve(spec.image, signal) : undefined;
-    if (this.poolable(spec)) {
+    if (!buildDir && this.poolable(spec)) {
       const sb = await this.warmPool(p).take(signal);
       if (sb) {
         try {
-          fillWorkspace(sb.workspace, spec.files, p.identity, imageDir);
           const limits = { ...this.config.limits, ...(spec.limits ?? {}) };
           await sb.configure({ env: this.toolEnv(spec), limits, ...(spec.tools ? { tools: spec.tools } : {}) }, signal);
+          await sb.writeFiles(spec.files ?? {}, signal);
           return sb;
         } catch (e) {
           await sb.close();
@@ -117,7 +131,14 @@ export class Runtime implements SandboxRuntime {
         }
       }
     }
-    return this.start(p, spec, imageDir, signal);
+    const sb = await this.start(p, spec, imageDir, signal, buildDir);
+    try {
+      await sb.writeFiles(spec.files ?? {}, signal);
+    } catch (e) {
+      await sb.close();
+      throw e;
+    }
+    return sb;
   }
 
   /** The sandboxes this runtime has open (pooled ones included). */
@@ -135,28 +156,31 @@ export class Runtime implements SandboxRuntime {
     return this.pool;
   }
 
-  /** A pooled sandbox fits specs whose start-time choices (network, /tmp size) are the defaults. */
+  /** A pooled sandbox fits specs whose start-time choices (network, image, /tmp size) are the defaults. */
   private poolable(spec: SandboxSpec): boolean {
-    if (this.config.pool_size <= 0 || this.kind === 'process' || spec.network === true) return false;
+    if (this.config.pool_size <= 0 || this.kind === 'process' || spec.network === true || spec.image) return false;
     const tmp = spec.limits?.tmp_size_mb;
     return tmp === undefined || tmp === this.config.limits.tmp_size_mb;
   }
 
   /** Starts one sandbox: directories, loopback lease, the runtime's command line, the tool server. */
-  private start(p: Prepared, spec: SandboxSpec, imageDir: string | undefined, signal?: AbortSignal): Promise<ManagedSandbox> {
+  private start(p: Prepared, spec: SandboxSpec, imageDir: string | undefined, signal?: AbortSignal, buildDir?: string): Promise<ManagedSandbox> {
     if (this.closing) return Promise.reject(new RaasError('sandbox_error', 'the sandbox runtime is closed'));
     // close() aborts starts in flight and waits for them, so it never resolves with a workspace left.
     const ac = new AbortController();
-    const started = this.startOne(p, spec, imageDir, signal ? AbortSignal.any([signal, ac.signal]) : ac.signal);
+    const started = this.startOne(p, spec, imageDir, signal ? AbortSignal.any([signal, ac.signal]) : ac.signal, buildDir);
     const entry = { ac, done: started.then(() => undefined, () => undefined) };
     this.starting.add(entry);
     void entry.done.then(() => this.starting.delete(entry));
     return started;
   }
 
-  private async startOne(p: Prepared, spec: SandboxSpec, imageDir: string | undefined, signal: AbortSignal): Promise<ManagedSandbox> {
+  private async startOne(p: Prepared, spec: SandboxSpec, imageDir: string | undefined, signal: AbortSignal, buildDir?: string): Promise<ManagedSandbox> {
     const id = `${Date.now().toString(36)}-${randomBytes(4).toString('hex')}`;
-    const dirs = createDirs(p.root, id, spec.files, p.identity, imageDir);
+    // bwrap workspaces are private tmpfs: the host creates only the owner record (and the directory
+    // an image build binds). Other runtimes bind a host workspace, seeded here before anything runs.
+    const hostWorkspace = this.kind !== 'bwrap';
+    const dirs = createDirs(p.root, id, p.identity, buildDir ? { mode: 'bind', dir: buildDir } : hostWorkspace ? { mode: 'host', imageDir } : { mode: 'private' });
     // Runtimes that share the host network get their own loopback address.
     const sharesNet = this.kind === 'process' || spec.network === true;
     let address: string | undefined;
@@ -164,12 +188,13 @@ export class Runtime implements SandboxRuntime {
     let sb: ManagedSandbox | undefined;
     try {
       if (sharesNet) address = this.leaseTable(p.root).acquire();
-      const plan = this.plan(p, dirs, spec, address);
+      // An image build binds its output directory, seeded from the base image through the tool server.
+      const plan = this.plan(p, dirs, spec, address, this.kind === 'bwrap' || buildDir ? imageDir : undefined);
       sb = await ManagedSandbox.start(
         plan,
         {
           id,
-          workspace: dirs.workspace,
+          workspace: this.kind === 'bwrap' ? INSIDE.workspace : dirs.workspace,
           address,
           startTimeoutMs: this.config.start_timeout_s * 1000,
           graceMs: this.config.close_grace_ms,
@@ -187,7 +212,7 @@ export class Runtime implements SandboxRuntime {
     } catch (e) {
       // ManagedSandbox.start already ran cleanup when the process started; this covers earlier failures.
       if (address) this.leaseTable(p.root).release(address);
-      if (!this.config.keep_workspaces && fs.existsSync(dirs.workspace)) removeDirs(dirs);
+      if (!this.config.keep_workspaces) removeDirs(dirs);
       throw e;
     }
   }
@@ -206,13 +231,18 @@ export class Runtime implements SandboxRuntime {
   }
 
   /** The tool server's options and the command line that starts it, per runtime. */
-  plan(p: Prepared, dirs: SandboxDirs, spec: SandboxSpec, address?: string): LaunchPlan {
+  plan(p: Prepared, dirs: SandboxDirs, spec: SandboxSpec, address?: string, seed?: string): LaunchPlan {
     const c = this.config;
     const inSandbox = this.kind !== 'process';
     const limits = { ...c.limits, ...(spec.limits ?? {}) };
     const env = this.toolEnv(spec, inSandbox ? undefined : dirs.workspace, address);
+    const bwrap = this.kind === 'bwrap';
     const opts: ToolServerOptions = {
       socket: inSandbox ? INSIDE.socket : path.join(dirs.run, 'tools.sock'),
+      ...(bwrap ? { conn_fd: CONN_FD } : {}),
+      ...(seed ? { seed_dir: bwrap ? INSIDE.seed : seed } : {}),
+      max_read_bytes: c.max_read_bytes,
+      ...(bwrap && !dirs.bound ? { disk_mb: c.disk_mb } : {}),
       workspace: inSandbox ? INSIDE.workspace : dirs.workspace,
       tools: spec.tools,
       bash_backend: c.bash_backend,
@@ -230,8 +260,9 @@ export class Runtime implements SandboxRuntime {
     const main = (dir: string): string[] => [p.node, path.join(dir, 'main.js'), JSON.stringify(opts)];
     if (this.kind === 'bwrap') {
       const args = bwrapArgs({
-        workspace: dirs.workspace,
-        run: dirs.run,
+        diskMb: c.disk_mb,
+        bindWorkspace: dirs.bound ? dirs.workspace : undefined,
+        seed,
         toolServer: p.toolServer,
         node: p.node,
         python: c.python,
@@ -241,7 +272,7 @@ export class Runtime implements SandboxRuntime {
         roBinds: c.ro_binds,
         command: main(INSIDE.toolServer),
       });
-      return { file: p.binary, args, env: { PATH: BASE_ENV.PATH }, uid: p.identity?.uid, gid: p.identity?.gid, socket, statusFd: true };
+      return { file: p.binary, args, env: { PATH: BASE_ENV.PATH }, uid: p.identity?.uid, gid: p.identity?.gid, socket, statusFd: true, connFd: true };
     }
     if (this.kind === 'apptainer') {
       const args = apptainerArgs({

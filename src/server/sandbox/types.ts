@@ -74,16 +74,63 @@ export interface EditResult {
   output: string;
 }
 
+/** What `exec` answers: the exit status comes from the process itself, never from its output. */
+export interface ExecResult {
+  exit_code: number | null;
+  /** The signal that ended the process (a timeout kills with SIGKILL). */
+  signal: string | null;
+  stdout: string;
+  stderr: string;
+  timed_out: boolean;
+  /** Output past maxOutputBytes was dropped. */
+  truncated: boolean;
+}
+
+export interface ExecOptions {
+  /** Text written to the process's stdin (then closed). */
+  stdin?: string;
+  /** Working directory inside the sandbox (default the workspace). */
+  cwd?: string;
+  /** Extra environment on top of the sandbox's. */
+  env?: Record<string, string>;
+  /** Kills the process group after this long (default 600 s). */
+  timeout_s?: number;
+  /** Bytes kept of stdout and of stderr each (default 16 MiB). */
+  maxOutputBytes?: number;
+  signal?: AbortSignal;
+}
+
+export interface ReadFileOptions {
+  /** Refuse files larger than this (default sandbox.max_read_bytes, 16 MiB) with a `sandbox_limit` error. */
+  maxBytes?: number;
+  signal?: AbortSignal;
+}
+
 /** An open sandbox with its tool server. Every call takes an AbortSignal; close() is safe twice. */
 export interface Sandbox {
   readonly id: string;
-  /** Host path of the writable workspace (mounted at /workspace inside). */
+  /**
+   * The workspace as the sandbox's tools see it (`/workspace` for bwrap and apptainer; a host
+   * directory only for the unisolated `process` runtime). The host never opens paths inside it:
+   * read files with readFile(), which reads them through the sandbox.
+   */
   readonly workspace: string;
   /** Unique loopback address when the runtime shares the host network (else undefined). */
   readonly address?: string;
   bash(command: string, opts?: BashOptions): Promise<BashResult>;
   python(code: string, opts?: PythonOptions): Promise<PythonResult>;
   edit(op: EditOp, opts?: { signal?: AbortSignal }): Promise<EditResult>;
+  /**
+   * Reads a file through the sandbox, as the sandbox user: symlinks resolve in the sandbox's view,
+   * only regular files are read (a FIFO or device is refused without blocking), and a file over
+   * maxBytes is refused with a `sandbox_limit` error. Relative paths start at the workspace.
+   */
+  readFile(path: string, opts?: ReadFileOptions): Promise<Buffer>;
+  /**
+   * Runs a fresh process inside the sandbox, outside the agent's persistent shell (no functions,
+   * aliases or variables the agent set), under the sandbox's limits. For grading and captures.
+   */
+  exec(argv: string[], opts?: ExecOptions): Promise<ExecResult>;
   close(): Promise<void>;
 }
 

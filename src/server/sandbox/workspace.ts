@@ -6,48 +6,49 @@ import { alive as pidAlive } from './proc.js';
 
 /** Host directories of one sandbox: the workspace (mounted at /workspace) and its control directory. */
 export interface SandboxDirs {
-  /** `<root>/ws/<id>`: the writable workspace. */
+  /** `<root>/ws/<id>`: the host workspace of runtimes that bind one (apptainer, process); for bwrap it never exists. */
   workspace: string;
-  /** `<root>/run/<id>`: the tool server's socket (outside the workspace, so git and the agent never see it). */
+  /** `<root>/run/<id>`: the tool server's socket for runtimes that listen on a path (outside the workspace). */
   run: string;
-}
-
-/** Creates the workspace (from an image tree when given), writes the spec's files, hands both to the sandbox user. */
-export function createDirs(root: string, id: string, files: Record<string, string> | undefined, owner: SandboxIdentity | undefined, imageDir?: string): SandboxDirs {
-  const workspace = path.join(root, 'ws', id);
-  const run = path.join(root, 'run', id);
-  // Who owns the sandbox, outside anything the sandbox can write, for the janitor after a crash.
-  // Refuse bad file keys before anything exists on disk, so a refused spec leaves nothing behind.
-  for (const rel of Object.keys(files ?? {})) checkFileKey(workspace, rel);
-  fs.mkdirSync(path.join(root, 'owners'), { recursive: true, mode: 0o755 });
-  fs.writeFileSync(path.join(root, 'owners', id), String(process.pid));
-  try {
-    if (imageDir) fs.cpSync(imageDir, workspace, { recursive: true, verbatimSymlinks: true, preserveTimestamps: true });
-    fs.mkdirSync(workspace, { recursive: true, mode: 0o755 });
-    fs.mkdirSync(run, { recursive: true, mode: 0o700 });
-    fillWorkspace(workspace, files, owner);
-    if (owner) fs.chownSync(run, owner.uid, owner.gid);
-  } catch (err) {
-    removeDirs({ workspace, run });
-    throw err;
-  }
-  return { workspace, run };
+  /** The workspace is a directory the caller owns (an image build's output): bound, never removed here. */
+  bound?: boolean;
 }
 
 /**
- * Writes a spec's files (and an image tree) into a workspace and hands it to the sandbox user. Also
- * used for a pooled sandbox, whose workspace is still untouched when a job takes it.
+ * How a sandbox's workspace lives: `private` (bwrap: a tmpfs inside the sandbox; nothing on the
+ * host), `host` (apptainer, process: `<root>/ws/<id>`, seeded from an image before anything runs),
+ * or `bind` (an image build: the caller's directory).
  */
-export function fillWorkspace(workspace: string, files: Record<string, string> | undefined, owner: SandboxIdentity | undefined, imageDir?: string): void {
-  if (imageDir) fs.cpSync(imageDir, workspace, { recursive: true, verbatimSymlinks: true, preserveTimestamps: true });
-  for (const [rel, content] of Object.entries(files ?? {})) {
-    const target = checkFileKey(workspace, rel);
-    fs.mkdirSync(path.dirname(target), { recursive: true });
-    fs.writeFileSync(target, content);
+export type WorkspaceMode = { mode: 'private' } | { mode: 'host'; imageDir?: string } | { mode: 'bind'; dir: string };
+
+/** Records the owner, and creates the host directories the mode needs, handed to the sandbox user. */
+export function createDirs(root: string, id: string, owner: SandboxIdentity | undefined, ws: WorkspaceMode): SandboxDirs {
+  const run = path.join(root, 'run', id);
+  const dirs: SandboxDirs = { workspace: ws.mode === 'bind' ? ws.dir : path.join(root, 'ws', id), run, bound: ws.mode === 'bind' };
+  // Who owns the sandbox, outside anything the sandbox can write, for the janitor after a crash.
+  fs.mkdirSync(path.join(root, 'owners'), { recursive: true, mode: 0o755 });
+  fs.writeFileSync(path.join(root, 'owners', id), String(process.pid));
+  try {
+    if (ws.mode === 'host') {
+      if (ws.imageDir) fs.cpSync(ws.imageDir, dirs.workspace, { recursive: true, verbatimSymlinks: true, preserveTimestamps: true });
+      fs.mkdirSync(dirs.workspace, { recursive: true, mode: 0o755 });
+      fs.mkdirSync(run, { recursive: true, mode: 0o700 });
+      if (owner) {
+        chownTree(dirs.workspace, owner.uid, owner.gid);
+        fs.chownSync(run, owner.uid, owner.gid);
+      }
+    } else if (ws.mode === 'bind') {
+      fs.mkdirSync(dirs.workspace, { recursive: true, mode: 0o755 });
+      if (owner) chownTree(dirs.workspace, owner.uid, owner.gid);
+    }
+  } catch (err) {
+    removeDirs(dirs);
+    throw err;
   }
-  if (owner) chownTree(workspace, owner.uid, owner.gid);
+  return dirs;
 }
 
+/** Hands a tree the host just wrote (before any sandbox code ran in it) to the sandbox user. */
 function chownTree(dir: string, uid: number, gid: number): void {
   fs.lchownSync(dir, uid, gid);
   for (const e of fs.readdirSync(dir, { withFileTypes: true })) {
@@ -57,20 +58,23 @@ function chownTree(dir: string, uid: number, gid: number): void {
   }
 }
 
-/** Removes a sandbox's directories, including read-only trees the agent left behind. */
-/** The host path of a spec's file key; refuses absolute keys and any escape from the workspace. */
-function checkFileKey(workspace: string, rel: string): string {
-  const target = path.resolve(workspace, rel);
-  if (path.isAbsolute(rel) || rel.split(/[\\/]+/).includes('..') || !target.startsWith(workspace + path.sep)) {
+/** Refuses a spec's file key that is absolute or leaves the workspace (checked before anything starts). */
+export function checkFileKey(rel: string): void {
+  const parts = rel.split(/[\\/]+/);
+  if (rel === '' || path.isAbsolute(rel) || parts.includes('..') || rel.includes('\0')) {
     throw new RaasError('bad_request', `SandboxSpec.files key "${rel}" must be a relative path inside the workspace (no "..", not absolute)`, { retryable: false });
   }
-  return target;
 }
 
+/**
+ * Removes a sandbox's host directories once its processes are gone. Never follows a link the
+ * sandbox may have planted: rmSync works on lstat, and the fallback that makes read-only trees
+ * writable changes only real directories (checked with lstat, nothing runs any more to swap them).
+ */
 export function removeDirs(dirs: SandboxDirs): void {
   const id = path.basename(dirs.workspace);
   const root = path.dirname(path.dirname(dirs.workspace));
-  for (const d of [dirs.workspace, dirs.run, path.join(root, 'owners', id)]) {
+  for (const d of [...(dirs.bound ? [] : [dirs.workspace]), dirs.run, path.join(root, 'owners', id)]) {
     try {
       fs.rmSync(d, { recursive: true, force: true });
     } catch {
@@ -82,6 +86,7 @@ export function removeDirs(dirs: SandboxDirs): void {
 
 function makeWritable(dir: string): void {
   try {
+    if (!fs.lstatSync(dir).isDirectory()) return;
     fs.chmodSync(dir, 0o700);
     for (const e of fs.readdirSync(dir, { withFileTypes: true })) if (e.isDirectory()) makeWritable(path.join(dir, e.name));
   } catch {

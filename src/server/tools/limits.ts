@@ -1,4 +1,4 @@
-import type { ToolServerOptions } from './protocol.js';
+import { CONN_FD, type ToolServerOptions } from './protocol.js';
 
 /**
  * Shell prefix that applies the resource limits to a child before it execs. Limits go on bash and
@@ -7,8 +7,10 @@ import type { ToolServerOptions } from './protocol.js';
  * uid's processes host-wide. `ulimit` without -S/-H sets both, so user code cannot raise them.
  */
 export function ulimitPrefix(limits: ToolServerOptions['limits']): string {
-  if (!limits) return '';
-  const parts: string[] = [];
+  // The tool server's connection to the host (CONN_FD) is inherited without close-on-exec: every
+  // child closes it first, so nothing the task runs holds the host's channel.
+  const parts: string[] = [`exec ${CONN_FD}<&-`];
+  if (!limits) return parts.join(' && ') + ' && ';
   const int = (n: number): number => Math.max(1, Math.floor(n));
   if (limits.memory_mb) parts.push(`ulimit -v ${int(limits.memory_mb * 1024)}`);
   if (limits.cpu_s) parts.push(`ulimit -t ${int(limits.cpu_s)}`);
@@ -21,6 +23,5 @@ export function ulimitPrefix(limits: ToolServerOptions['limits']): string {
 /** argv that runs `argv` under the limits, through bash's ulimit builtin. */
 export function withLimits(bash: string, limits: ToolServerOptions['limits'], argv: string[]): [string, string[]] {
   const prefix = ulimitPrefix(limits);
-  if (!prefix) return [argv[0], argv.slice(1)];
   return [bash, ['-c', `${prefix}exec "$@"`, 'raas-limits', ...argv]];
 }

@@ -5,10 +5,12 @@
  */
 import { ToolServer } from './server.js';
 import type { ToolServerOptions } from './protocol.js';
+import { copySeed } from './files.js';
 
 async function main(): Promise<void> {
   const opts = JSON.parse(process.argv[2] ?? '{}') as ToolServerOptions;
-  if (!opts.socket || !opts.workspace) throw new Error('tool server: options need socket and workspace');
+  if ((!opts.socket && opts.conn_fd === undefined) || !opts.workspace) throw new Error('tool server: options need socket (or conn_fd) and workspace');
+  if (opts.seed_dir) copySeed(opts.seed_dir, opts.workspace);
   const server = new ToolServer(opts, () => process.exit(0));
   await server.listen();
   process.stdout.write(JSON.stringify({ ready: true, pid: process.pid }) + '\n');

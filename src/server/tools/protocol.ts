@@ -12,17 +12,35 @@ export type ToolRequest =
   | { id: number; tool: 'cancel'; target: number }
   | { id: number; tool: 'bash'; command: string; timeout_s?: number; no_change_timeout_s?: number; is_input?: boolean }
   | { id: number; tool: 'python'; code: string; timeout_s?: number }
-  | { id: number; tool: 'edit'; op: Record<string, unknown> };
+  | { id: number; tool: 'edit'; op: Record<string, unknown> }
+  | { id: number; tool: 'read_file'; path: string; max_bytes?: number }
+  | { id: number; tool: 'write_files'; files: Record<string, string> }
+  | { id: number; tool: 'exec'; argv: string[]; stdin?: string; cwd?: string; env?: Record<string, string>; timeout_s?: number; max_output_bytes?: number };
 
 /** One answer line: `result` on success, `error` when the request was malformed or refused. */
 export type ToolResponse =
   | { id: number | null; ok: true; result: unknown }
-  | { id: number | null; ok: false; error: { code: 'tool_error' | 'sandbox_error'; message: string } };
+  | { id: number | null; ok: false; error: { code: 'tool_error' | 'sandbox_error' | 'sandbox_limit'; message: string } };
+
+/** The fd number of the tool server's inherited connection to the host (bwrap keeps it open). */
+export const CONN_FD = 9;
 
 /** Options the host passes to the tool server as one JSON argument. */
 export interface ToolServerOptions {
-  /** Socket path as seen by the tool server. */
+  /** Socket path as seen by the tool server (used when no listen_fd is passed). */
   socket: string;
+  /**
+   * An inherited, already connected socket (one end of a socketpair the host made): the only
+   * channel to the host. Nothing in the sandbox can connect to it; the limits wrapper closes it in
+   * every child, so only the tool server holds it.
+   */
+  conn_fd?: number;
+  /** A read-only tree copied into the workspace at start (an image). */
+  seed_dir?: string;
+  /** Cap of one read_file answer, bytes (sandbox.max_read_bytes). */
+  max_read_bytes?: number;
+  /** Size of the workspace filesystem in MB (sandbox.disk_mb), for the message when it is full. */
+  disk_mb?: number;
   /** Workspace directory as seen by the tool server (editor paths are confined to it). */
   workspace: string;
   /** Which tools to start (default all). */

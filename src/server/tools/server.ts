@@ -5,6 +5,8 @@ import { TmuxBash } from './bash-tmux.js';
 import { PythonKernel } from './python.js';
 import { Editor } from './editor.js';
 import type { ToolResponse, ToolServerOptions } from './protocol.js';
+import { execProcess } from './exec.js';
+import { DEFAULT_MAX_READ, ToolLimitError, freeBytes, readFileCapped, writeFiles } from './files.js';
 
 /** The common face of the PTY bash and the tmux baseline. */
 export interface BashBackend {
@@ -29,9 +31,9 @@ export class ToolServer {
   /** Set once bash or python ran or warmed: `configure` is refused after that. */
   private used = false;
   /** Running request id → its tool, how to interrupt it, and its completion. */
-  private readonly inflight = new Map<number, { tool: 'bash' | 'python'; interrupt: () => void; done?: Promise<unknown> }>();
+  private readonly inflight = new Map<number, { tool: 'bash' | 'python' | 'exec'; interrupt: () => void; done?: Promise<unknown> }>();
   /** A cancelled call still unwinding (Ctrl-C, KeyboardInterrupt): the next call of that tool waits for it. */
-  private readonly settling = new Map<'bash' | 'python', Promise<unknown>>();
+  private readonly settling = new Map<'bash' | 'python' | 'exec', Promise<unknown>>();
   private readonly maxInput: number;
   private readonly sockets = new Set<net.Socket>();
   private closing = false;
@@ -71,8 +73,15 @@ export class ToolServer {
     return { configured: true };
   }
 
-  /** Listens on the socket path (a stale socket file is unlinked first). */
+  /** Serves the inherited connection (conn_fd), else listens on the socket path (a stale socket file is unlinked first). */
   listen(): Promise<void> {
+    if (this.opts.conn_fd !== undefined) {
+      const sock = new net.Socket({ fd: this.opts.conn_fd, readable: true, writable: true });
+      // The host went away: nothing else can ever reach this tool server.
+      sock.on('close', () => void this.close().then(this.onShutdown));
+      this.serve(sock);
+      return Promise.resolve();
+    }
     try {
       fs.unlinkSync(this.opts.socket);
     } catch {
@@ -131,7 +140,7 @@ export class ToolServer {
       const result = await this.dispatch(req, id);
       send({ id, ok: true, result });
     } catch (e) {
-      const code = e instanceof ToolInputError ? 'tool_error' : 'sandbox_error';
+      const code = e instanceof ToolLimitError ? 'sandbox_limit' : e instanceof ToolInputError ? 'tool_error' : 'sandbox_error';
       send({ id, ok: false, error: { code, message: (e as Error).message } });
     } finally {
       if (id !== null) this.inflight.delete(id);
@@ -174,7 +183,7 @@ export class ToolServer {
         };
         this.used = true;
         await this.settled(id, 'bash');
-        return this.track(id, 'bash', () => bash.interrupt(), bash.run(args));
+        return this.checkDisk(await this.track(id, 'bash', () => bash.interrupt(), bash.run(args)));
       }
       case 'python': {
         const py = need(this.python, 'python');
@@ -182,14 +191,29 @@ export class ToolServer {
         const timeout = seconds(req.timeout_s, 'timeout_s');
         this.used = true;
         await this.settled(id, 'python');
-        return this.track(id, 'python', () => py.interrupt(), py.run(code, timeout));
+        return this.checkDisk(await this.track(id, 'python', () => py.interrupt(), py.run(code, timeout)));
       }
       case 'edit': {
         const ed = need(this.editor, 'editor');
         if (!req.op || typeof req.op !== 'object') throw new ToolInputError('op must be an object with a command');
         const op = req.op as Record<string, unknown>;
         for (const k of ['file_text', 'old_str', 'new_str']) if (op[k] !== undefined) bytes(op[k], k);
-        return ed.run(op);
+        return this.checkDisk(await ed.run(op));
+      }
+      case 'read_file': {
+        const max = typeof req.max_bytes === 'number' && req.max_bytes > 0 ? Math.floor(req.max_bytes) : (this.opts.max_read_bytes ?? DEFAULT_MAX_READ);
+        return readFileCapped(this.opts.workspace, req.path, max);
+      }
+      case 'write_files':
+        return writeFiles(this.opts.workspace, req.files);
+      case 'exec': {
+        if (req.stdin !== undefined) bytes(req.stdin, 'stdin');
+        let kill: () => void = () => undefined;
+        const done = execProcess(this.opts, req as never, (k) => (kill = k));
+        if (id !== null) this.inflight.set(id, { tool: 'exec', interrupt: () => kill() });
+        const r = await done;
+        this.checkDisk();
+        return r;
       }
       case 'cancel': {
         const call = this.inflight.get(Number(req.target));
@@ -206,11 +230,25 @@ export class ToolServer {
         setImmediate(() => void this.close().then(this.onShutdown));
         return { stopping: true };
       default:
-        throw new ToolInputError(`unknown tool ${JSON.stringify(tool)}: use bash, python, edit, ping, configure, cancel or shutdown`);
+        throw new ToolInputError(`unknown tool ${JSON.stringify(tool)}: use bash, python, edit, read_file, write_files, exec, ping, configure, cancel or shutdown`);
     }
   }
 
-  private track<T>(id: number | null, tool: 'bash' | 'python', interrupt: () => void, done: Promise<T>): Promise<T> {
+  /**
+   * The workspace is a tmpfs capped at sandbox.disk_mb: once it is full, the call that filled it is
+   * answered with a `sandbox_limit` error, which ends the job with that limit named.
+   */
+  private checkDisk<T>(result?: T): T {
+    if (this.opts.disk_mb !== undefined) {
+      const free = freeBytes(this.opts.workspace);
+      if (free !== undefined && free < 64 * 1024) {
+        throw new ToolLimitError(`the workspace is full: it reached its size limit of ${this.opts.disk_mb} MB (sandbox.disk_mb)`);
+      }
+    }
+    return result as T;
+  }
+
+  private track<T>(id: number | null, tool: 'bash' | 'python' | 'exec', interrupt: () => void, done: Promise<T>): Promise<T> {
     if (id !== null) this.inflight.set(id, { tool, interrupt, done });
     return done;
   }
@@ -249,7 +287,7 @@ export class ToolServer {
     this.bash?.close();
     this.python?.close();
     // server.close() waits for open connections: end them, after the shutdown answer is flushed.
-    const closed = new Promise<void>((r) => this.server.close(() => r()));
+    const closed = this.server.listening ? new Promise<void>((r) => this.server.close(() => r())) : Promise.resolve();
     for (const s of this.sockets) s.end();
     await closed;
   }
