@@ -1,4 +1,5 @@
 import fs from 'node:fs';
+import path from 'node:path';
 import { spawnSync } from 'node:child_process';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createSandboxRuntime, type ManagedSandbox, type Runtime } from '../../src/server/sandbox/index.js';
@@ -30,10 +31,14 @@ describe(`bwrap sandbox security (${root ? 'root → raas-sandbox' : 'unprivileg
     fs.rmSync(dir, { recursive: true, force: true });
   });
 
-  it('runs as the sandbox user, with the workspace owned by it on the host', async () => {
+  it('runs as the sandbox user, in a workspace the host has no path into', async () => {
     expect((await sb.bash('id -u')).output.trim()).toBe(String(sandboxUid));
     await sb.bash('echo data > made-inside.txt');
-    expect(fs.statSync(`${sb.workspace}/made-inside.txt`).uid).toBe(sandboxUid);
+    expect((await sb.exec(['stat', '-c', '%u', 'made-inside.txt'])).stdout.trim()).toBe(String(sandboxUid));
+    // The workspace is a tmpfs inside the sandbox: nothing of it exists under the sandbox root.
+    expect(sb.workspace).toBe('/workspace');
+    expect(fs.readdirSync(path.join(dir, 'ws')).length).toBe(0);
+    expect((await sb.readFile('made-inside.txt')).toString()).toBe('data\n');
   });
 
   it('cannot open a TCP connection to a server on the host 127.0.0.1', async () => {
