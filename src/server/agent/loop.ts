@@ -116,7 +116,8 @@ export async function runAgent(opts: AgentOptions): Promise<AgentTrajectory> {
             final = p.call.arguments;
           }
         } catch (err) {
-          if (signal.aborted) throw err;
+          // A sandbox limit (a full workspace, an over-size read) ends the rollout, naming the limit.
+          if (signal.aborted || (err instanceof RaasError && err.code === 'sandbox_limit')) throw err;
           observation = `ERROR: ${err instanceof Error ? err.message : String(err)}`;
         }
         results.push({ role: 'tool', content: observation, tool_call_id: id });
