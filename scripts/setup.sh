@@ -1,14 +1,16 @@
 #!/usr/bin/env bash
 # Installs what raas needs beyond npm, then the npm packages and the build. Idempotent.
-# As root: Debian packages (bubblewrap, tmux, git, python3) and the unprivileged sandbox user.
+# As root: Debian packages (bubblewrap, tmux, git, python3; slirp4netns for network-enabled
+# sandboxes; seccomp's scmp_sys_resolver, which the tests use to check our syscall table) and the
+# unprivileged sandbox user.
 # Without root: installs nothing system-wide and prints what is missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 SANDBOX_USER="${RAAS_SANDBOX_USER:-raas-sandbox}"
-declare -A PKG_OF=([bwrap]=bubblewrap [tmux]=tmux [git]=git)
+declare -A PKG_OF=([bwrap]=bubblewrap [tmux]=tmux [git]=git [slirp4netns]=slirp4netns [pasta]=passt [scmp_sys_resolver]=seccomp)
 missing=()
-for bin in bwrap tmux git; do command -v "$bin" >/dev/null 2>&1 || missing+=("${PKG_OF[$bin]}"); done
+for bin in bwrap tmux git slirp4netns pasta scmp_sys_resolver; do command -v "$bin" >/dev/null 2>&1 || missing+=("${PKG_OF[$bin]}"); done
 [ -x /usr/bin/python3 ] || missing+=(python3)
 
 if [ "$(id -u)" = 0 ]; then
