@@ -15,6 +15,8 @@ export const StatusResponse = z.looseObject({
   queues: z.object({ init: z.number().int(), run: z.number().int(), eval: z.number().int() }),
   workers: z.object({ init: Pool, run: Pool, eval: Pool }),
   backends: z.array(BackendInfo),
+  /** The sandbox isolation and limits in force (null when this server has no sandbox settings yet). */
+  sandbox: z.record(z.string(), z.unknown()).nullable().optional(),
 });
 export type StatusResponse = z.infer<typeof StatusResponse>;
 

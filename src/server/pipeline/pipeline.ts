@@ -6,12 +6,12 @@ import type { StatusResponse } from '../../protocol/status.js';
 import type { Clock } from '../../util/clock.js';
 import type { Tokenizer } from '../../tokens/tokenizer.js';
 import type { HandlerRegistry } from '../handlers/registry.js';
-import type { Logger } from '../handlers/types.js';
+import type { AdmissionEnv, Logger } from '../handlers/types.js';
 import type { BackendPool } from '../llm/pool.js';
 import type { SessionObserver } from '../llm/session.js';
 import { Job, STAGES, transition, type Stage } from './job.js';
 import type { ResultsJournal } from './journal.js';
-import { admit, instanceHash } from './intake.js';
+import { admissionEnv, admit, instanceHash } from './intake.js';
 import { buildResult } from './result.js';
 import { LazySandboxRuntime } from './sandboxes.js';
 import { StagePool } from './stage-pool.js';
@@ -66,6 +66,8 @@ export class Pipeline {
   private readonly done = new Map<string, Finished>();
   readonly pools: Record<Stage, StagePool>;
   readonly sandboxes: LazySandboxRuntime;
+  /** What /process checks instances against (sandbox.data_dirs, sandbox.disk_mb). */
+  private readonly admission: AdmissionEnv;
   private readonly runner: StageRunner;
   private readonly wallNow: () => number;
   private readonly pending = new Set<Promise<unknown>>();
@@ -77,6 +79,7 @@ export class Pipeline {
     this.wallNow = o.wallNow ?? Date.now;
     this.state = o.config.autostart ? 'running' : 'stopped';
     this.sandboxes = new LazySandboxRuntime(o.config.sandbox, o.log);
+    this.admission = admissionEnv(o.config.sandbox);
     this.runner = new StageRunner({
       ...o,
       sandboxes: this.sandboxes,
@@ -105,7 +108,7 @@ export class Pipeline {
 
   /** Validates and enqueues a /process body, or attaches to the job that already has its job_id. */
   async submit(body: unknown): Promise<Submission> {
-    const a = await admit(body, this.o.registry);
+    const a = await admit(body, this.o.registry, this.admission);
     const id = a.request.job_id ?? randomUUID();
     const known = this.attach(id, a.request.instance);
     if (known) return known;
@@ -216,6 +219,7 @@ export class Pipeline {
       ...inStage,
       queues: { init: p.init.depth, run: p.run.depth, eval: p.eval.depth },
       workers: Object.fromEntries(STAGES.map((s) => [s, { size: p[s].size, busy: p[s].busy }])) as StatusResponse['workers'],
+      sandbox: this.sandboxes.describe(),
     };
   }
 

@@ -9,6 +9,8 @@ import type { Sandbox, SandboxRuntime, SandboxSpec } from '../sandbox/types.js';
 export class LazySandboxRuntime {
   private runtime: Promise<SandboxRuntime> | undefined;
   private closed = false;
+  /** What the runtime reports in force (isolation, limits), once it is known. */
+  private described: Record<string, unknown> | undefined;
 
   constructor(
     private readonly config: Record<string, unknown>,
@@ -37,6 +39,16 @@ export class LazySandboxRuntime {
       const i = r.error!.issues[0];
       throw new RaasError('config_invalid', `sandbox.${i.path.map(String).join('.')}: ${i.message}`);
     }
+    const describe = mod.describeSandbox as ((config: unknown) => Record<string, unknown>) | undefined;
+    if (describe) {
+      this.described = describe(this.config);
+      this.log.info({ sandbox: this.described }, 'sandbox isolation and limits in force');
+    }
+  }
+
+  /** The isolation and limits in force, for /status (null until the sandbox settings were read). */
+  describe(): Record<string, unknown> | null {
+    return this.described ?? null;
   }
 
   async close(): Promise<void> {
@@ -56,7 +68,10 @@ export class LazySandboxRuntime {
     } catch (err) {
       throw new RaasError('config_invalid', `sandbox: ${err instanceof Error ? err.message : String(err)}`, { cause: err });
     }
-    return create(config, { log: this.log });
+    const rt = create(config, { log: this.log });
+    const describe = mod.describeSandbox as ((config: unknown) => Record<string, unknown>) | undefined;
+    this.described ??= describe?.(config);
+    return rt;
   }
 }
 

@@ -11,6 +11,7 @@ import type { SandboxRuntime } from './types.js';
 export { SandboxConfig, SandboxLimitsConfig, ImageDefinition, ImageMode, ApptainerConfig } from './config.js';
 export type { SandboxConfigInput } from './config.js';
 export { Runtime } from './runtime.js';
+export { describeSandbox } from './describe.js';
 export { ManagedSandbox } from './managed.js';
 export { ToolClient } from './client.js';
 export { LoopbackLeases, loopbackAddress } from './leases.js';

@@ -1,0 +1,22 @@
+import os from 'node:os';
+import { SandboxConfig, type SandboxConfigInput } from './config.js';
+
+/**
+ * What isolation and which limits are in force for a sandbox config on this host: /status shows it
+ * and the server logs it at start, so an operator can check rather than assume.
+ */
+export function describeSandbox(input: SandboxConfig | SandboxConfigInput = {}): Record<string, unknown> {
+  const c = SandboxConfig.parse(input);
+  const root = process.getuid?.() === 0;
+  const bwrap = c.runtime === 'bwrap';
+  return {
+    runtime: c.runtime,
+    isolated: c.runtime !== 'process',
+    user: bwrap ? (root ? c.user : os.userInfo().username) : os.userInfo().username,
+    workspace: bwrap ? { kind: 'tmpfs private to the sandbox', size_mb: c.disk_mb } : { kind: 'host directory', root: c.root ?? null },
+    max_read_bytes: c.max_read_bytes,
+    data_dirs: c.data_dirs,
+    host_channel: bwrap ? 'inherited socketpair (no socket file, nothing of the host filesystem writable)' : 'unix socket file',
+    limits: { ...c.limits, enforced_by: 'rlimit' },
+  };
+}
