@@ -49,6 +49,19 @@ describe('sandbox reads, exec and the workspace quota (real bwrap)', () => {
     expect(Buffer.compare(await sb.readFile('bin'), bin)).toBe(0);
   });
 
+  it('writes large and many files through the tool server in parts under its line limit', async () => {
+    const big = 'x'.repeat(3 << 20) + '\u0001'.repeat(300_000) + 'end';
+    const many = Object.fromEntries(Array.from({ length: 300 }, (_, i) => [`many/f${i}.txt`, `file ${i}`]));
+    const other = await rt.open({ files: { 'big.txt': big, ...many } });
+    try {
+      expect((await other.exec(['wc', '-c', 'big.txt'])).stdout.trim()).toBe(`${Buffer.byteLength(big)} big.txt`);
+      expect((await other.readFile('big.txt', { maxBytes: 8 << 20 })).toString() === big).toBe(true);
+      expect((await other.exec(['bash', '-c', 'ls many | wc -l'])).stdout.trim()).toBe('300');
+    } finally {
+      await other.close();
+    }
+  });
+
   it('a symlink to a host file resolves inside the sandbox: the host file is never read', async () => {
     await sb.bash(`ln -sf ${secretDir}/secret link; ln -sf /etc/shadow shadow; ln -sf /proc/1/environ env1`);
     for (const p of ['link', 'shadow']) {

@@ -48,6 +48,8 @@ export interface SandboxMeta {
   startTimeoutMs: number;
   graceMs: number;
   log?: Logger;
+  /** The tool server's request line limit (sandbox.max_input_bytes), for splitting file writes. */
+  maxLineBytes?: number;
   /** Removes the workspace, releases the lease; runs once after the processes are gone. */
   cleanup: () => void | Promise<void>;
 }
@@ -204,9 +206,40 @@ export class ManagedSandbox implements Sandbox {
     return this.tools().call<ExecResult>('exec', { argv, ...rest, ...(maxOutputBytes ? { max_output_bytes: maxOutputBytes } : {}) }, signal);
   }
 
-  /** Writes files into the workspace through the tool server (as the sandbox user). */
+  /**
+   * Writes files into the workspace through the tool server (as the sandbox user), in requests that
+   * stay under the tool server's line limit: small files go together, a large one in appended parts.
+   */
   async writeFiles(files: Record<string, string>, signal?: AbortSignal): Promise<void> {
-    if (Object.keys(files).length) await this.tools().call('write_files', { files }, signal);
+    const budget = Math.max(4096, Math.floor((this.meta.maxLineBytes ?? 1 << 20) / 4));
+    let batch: Record<string, string> = {};
+    let size = 0;
+    const flush = async (append = false): Promise<void> => {
+      if (Object.keys(batch).length) await this.tools().call('write_files', { files: batch, ...(append ? { append: true } : {}) }, signal);
+      batch = {};
+      size = 0;
+    };
+    for (const [rel, content] of Object.entries(files)) {
+      const cost = (s: string): number => JSON.stringify(s).length + rel.length + 8;
+      if (cost(content) <= budget) {
+        if (size + cost(content) > budget) await flush();
+        batch[rel] = content;
+        size += cost(content);
+        continue;
+      }
+      await flush();
+      // JSON escapes can make a character cost up to 6 bytes: cut parts by their escaped size.
+      let first = true;
+      for (let at = 0; at < content.length; ) {
+        let n = Math.min(content.length - at, budget);
+        while (n > 1 && cost(content.slice(at, at + n)) > budget) n = Math.floor(n / 2);
+        batch[rel] = content.slice(at, at + n);
+        await flush(!first);
+        first = false;
+        at += n;
+      }
+    }
+    await flush();
   }
 
   /** Sets env, limits and tools of a pooled tool server before its first bash or python call. */

@@ -198,6 +198,7 @@ export class Runtime implements SandboxRuntime {
           address,
           startTimeoutMs: this.config.start_timeout_s * 1000,
           graceMs: this.config.close_grace_ms,
+          maxLineBytes: this.config.max_input_bytes,
           log: this.log,
           cleanup: () => {
             if (sb) this.open_.delete(sb);

@@ -67,9 +67,10 @@ function kind(st: fs.Stats): string {
 
 /**
  * Writes files into the workspace as the sandbox user (a job's files, or a pooled sandbox's files
- * when a job takes it). Keys are relative paths that stay inside the workspace.
+ * when a job takes it); `append` adds a further part of large files. Keys are relative paths that
+ * stay inside the workspace.
  */
-export function writeFiles(workspace: string, files: unknown): { written: number } {
+export function writeFiles(workspace: string, files: unknown, append = false): { written: number } {
   if (!files || typeof files !== 'object' || Array.isArray(files)) throw new ToolInputError('files must be an object of relative path → content');
   let written = 0;
   for (const [rel, content] of Object.entries(files as Record<string, unknown>)) {
@@ -77,7 +78,8 @@ export function writeFiles(workspace: string, files: unknown): { written: number
     if (path.isAbsolute(rel) || rel.split(/[\\/]+/).includes('..') || rel === '') throw new ToolInputError(`files key "${rel}" must be a relative path inside the workspace`);
     const target = path.join(workspace, rel);
     fs.mkdirSync(path.dirname(target), { recursive: true });
-    fs.writeFileSync(target, content);
+    if (append) fs.appendFileSync(target, content);
+    else fs.writeFileSync(target, content);
     written++;
   }
   return { written };

@@ -14,7 +14,7 @@ export type ToolRequest =
   | { id: number; tool: 'python'; code: string; timeout_s?: number }
   | { id: number; tool: 'edit'; op: Record<string, unknown> }
   | { id: number; tool: 'read_file'; path: string; max_bytes?: number }
-  | { id: number; tool: 'write_files'; files: Record<string, string> }
+  | { id: number; tool: 'write_files'; files: Record<string, string>; append?: boolean }
   | { id: number; tool: 'exec'; argv: string[]; stdin?: string; cwd?: string; env?: Record<string, string>; timeout_s?: number; max_output_bytes?: number };
 
 /** One answer line: `result` on success, `error` when the request was malformed or refused. */

@@ -205,7 +205,7 @@ export class ToolServer {
         return readFileCapped(this.opts.workspace, req.path, max);
       }
       case 'write_files':
-        return writeFiles(this.opts.workspace, req.files);
+        return writeFiles(this.opts.workspace, req.files, req.append === true);
       case 'exec': {
         if (req.stdin !== undefined) bytes(req.stdin, 'stdin');
         let kill: () => void = () => undefined;
