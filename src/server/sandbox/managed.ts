@@ -149,6 +149,10 @@ export class ManagedSandbox implements Sandbox {
         child.off('exit', onExit);
         child.off('error', onError);
         lines.removeAllListeners('line');
+        // Past the ready line the host reads nothing more from the tool server's stdout: drained, never buffered.
+        lines.close();
+        child.stdout!.on('data', () => undefined);
+        child.stdout!.resume();
         if (err) reject(err);
         else resolve();
       };
