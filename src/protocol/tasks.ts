@@ -81,6 +81,15 @@ export const CodeInstance = z.looseObject({
 });
 export type CodeInstance = z.infer<typeof CodeInstance>;
 
+/** A path inside the repository: relative, no `..`, not inside `.git`. */
+const RepoPath = z
+  .string()
+  .min(1)
+  .max(4096)
+  .refine((p) => !p.includes('\0') && !p.startsWith('/') && !p.split('/').some((s) => s === '..' || s === '.git') && p.replace(/\/+$/, '') !== '' && p !== '.', {
+    message: 'must be a path relative to the repository root, without "..", outside .git',
+  });
+
 /** A repository task: fix the bug so FAIL_TO_PASS pass and PASS_TO_PASS keep passing. */
 export const SweInstance = z
   .looseObject({
@@ -88,11 +97,21 @@ export const SweInstance = z
     problem_statement: z.string({ error: 'instance.problem_statement is required (the issue text)' }).min(1),
     /** The repository as a files map (path relative to the repository root → content). */
     files: z.record(z.string().min(1), z.string()).optional(),
-    /** Or a tarball (.tar, .tar.gz, .tgz) on the server's disk. */
-    tarball: z.string().min(1).optional(),
+    /**
+     * Or a tarball (.tar, .tar.gz, .tgz) on the server's disk: inside one of `sandbox.data_dirs` (absolute,
+     * or relative to one of them), a regular file; checked at /process.
+     */
+    tarball: z.string().min(1).max(4096).optional(),
     test_command: z.string().min(1).default('python3 -m unittest'),
     FAIL_TO_PASS: z.array(z.string().min(1)).min(1, 'instance.FAIL_TO_PASS needs at least one test id'),
     PASS_TO_PASS: z.array(z.string().min(1)).default([]),
+    /**
+     * SWE-bench's test patch: applied with `git apply` after the model's patch, once every file it
+     * touches is reset to the base commit (so a model patch that edits or deletes them gains nothing).
+     */
+    test_patch: z.string().optional(),
+    /** Paths (files or directories) reset to the base commit after the model's patch, before the tests run. */
+    test_files: z.array(RepoPath).max(10_000).optional(),
     gold_patch: z.string().optional(),
   })
   .refine((i) => i.files !== undefined || i.tarball !== undefined, {
@@ -110,7 +129,7 @@ export function normaliseRow(row: unknown): unknown {
   if (!row || typeof row !== 'object' || Array.isArray(row)) return row;
   const r = { ...(row as Record<string, unknown>) };
   const task = taskOf(r.data_source ?? r.task);
-  for (const k of ['FAIL_TO_PASS', 'PASS_TO_PASS', 'tests', 'files'] as const) r[k] = parseJsonString(r[k]);
+  for (const k of ['FAIL_TO_PASS', 'PASS_TO_PASS', 'tests', 'files', 'test_files'] as const) r[k] = parseJsonString(r[k]);
   if (r.prompt === undefined && r.reward_model === undefined) return r;
 
   const extra = (parseJsonString(r.extra_info) ?? {}) as Record<string, unknown>;
@@ -138,7 +157,7 @@ export function normaliseRow(row: unknown): unknown {
   if (task === 'swe' && gt && typeof gt === 'object' && !Array.isArray(gt)) {
     for (const [k, v] of Object.entries(gt)) out[k] ??= parseJsonString(v);
   }
-  for (const k of ['FAIL_TO_PASS', 'PASS_TO_PASS', 'tests', 'files'] as const) out[k] = parseJsonString(out[k]);
+  for (const k of ['FAIL_TO_PASS', 'PASS_TO_PASS', 'tests', 'files', 'test_files'] as const) out[k] = parseJsonString(out[k]);
   return out;
 }
 

@@ -134,13 +134,17 @@ describe('swe: INIT repository, patch capture, EVAL in a fresh sandbox', async (
     const inst = insts[1]!;
     const ctx = stageContext(inst, runtime);
     try {
-      const { runtime: sb } = await sweHandler.init(ctx);
+      const { runtime: sb, metadata } = await sweHandler.init(ctx);
       expect((await sb!.bash('git log --oneline | wc -l && git status --short | wc -l')).output.trim().split(/\s+/)).toEqual(['1', '0']);
+      const base = String(metadata!.base_commit);
+      expect(base).toMatch(/^[0-9a-f]{40}$/);
       const file = 'calendar_utils/leap.py';
       const r = await sb!.edit({ command: 'str_replace', path: `/workspace/${file}`, old_str: '    if year % 100 == 0:\n', new_str: '    if year % 400 == 0:\n        return True\n    if year % 100 == 0:\n' });
       expect(r.ok, r.output).toBe(true);
       await sb!.bash('python3 -m unittest >/dev/null 2>&1; echo new > NOTES.txt');
-      const patch = await capturePatch(sb!, ctx.signal);
+      // A commit by the agent does not hide its work: the diff is taken against the base commit.
+      await sb!.bash('git add -A && git -c user.name=a -c user.email=a@b commit -qm wip');
+      const patch = await capturePatch(sb!, base, 1 << 20, ctx.signal);
       expect(patch).toContain(`+++ b/${file}`);
       expect(patch).toContain('+++ b/NOTES.txt');
       expect(patch).not.toContain('__pycache__');

@@ -72,12 +72,26 @@ export interface EvalContext<I> extends StageContext<I> {
   run: RunResult;
 }
 
+/** What admission knows of the server, for instance checks that need it (AgentHandler.checkInstance). */
+export interface AdmissionEnv {
+  /** Host directories client-named files may come from (`sandbox.data_dirs`). */
+  dataDirs: readonly string[];
+  /** Largest client-named host file a handler may read, in bytes (`sandbox.disk_mb`). */
+  maxFileBytes: number;
+}
+
 /** The handler contract (DESIGN.md "Handlers"). A handler module's default export is one or an array. */
 export interface AgentHandler<I = Record<string, unknown>> {
   name: string;
   aliases?: string[];
   /** Validates the instance at /process, before any sandbox starts (zod 4 schemas are Standard Schemas). */
   instance: StandardSchemaV1<unknown, I>;
+  /**
+   * Checks a validated instance against the server at /process, before any sandbox starts (e.g. a
+   * host path against sandbox.data_dirs); returns the instance to run, or nothing to keep it. A
+   * RaasError('invalid_instance') answers 400.
+   */
+  checkInstance?(instance: I, env: AdmissionEnv): I | void | Promise<I | void>;
   init(ctx: StageContext<I>): Promise<InitResult>;
   run(ctx: RunContext<I>): Promise<RunResult>;
   eval(ctx: EvalContext<I>): Promise<EvalResult>;

@@ -3,7 +3,8 @@ import { RaasError, fieldPath } from '../../protocol/errors.js';
 import { ProcessRequest } from '../../protocol/process.js';
 import { parseOrThrow } from '../../protocol/validation.js';
 import type { HandlerRegistry } from '../handlers/registry.js';
-import type { AgentHandler } from '../handlers/types.js';
+import type { AdmissionEnv, AgentHandler } from '../handlers/types.js';
+import { SandboxConfig } from '../sandbox/config.js';
 
 /** A /process body after validation: the request, its handler, and the instance as the handler's schema returned it. */
 export interface Admitted {
@@ -12,8 +13,21 @@ export interface Admitted {
   instance: unknown;
 }
 
-/** Validates a /process body: the envelope with zod, then the instance with the handler's Standard Schema. */
-export async function admit(body: unknown, registry: HandlerRegistry): Promise<Admitted> {
+/**
+ * What admission checks instances against, from the server's `sandbox:` section (its defaults when
+ * the section does not parse: the server refuses such a config at start anyway).
+ */
+export function admissionEnv(sandbox: Record<string, unknown> = {}): AdmissionEnv {
+  const parsed = SandboxConfig.safeParse(sandbox);
+  const cfg = parsed.success ? parsed.data : SandboxConfig.parse({});
+  return { dataDirs: cfg.data_dirs, maxFileBytes: cfg.disk_mb * 1024 * 1024 };
+}
+
+/**
+ * Validates a /process body: the envelope with zod, then the instance with the handler's Standard
+ * Schema, then the handler's checkInstance against the server (`env`; default config when omitted).
+ */
+export async function admit(body: unknown, registry: HandlerRegistry, env: AdmissionEnv = admissionEnv()): Promise<Admitted> {
   const request = parseOrThrow(ProcessRequest, body);
   const name = (request.instance.data_source ?? request.instance.task) as string;
   const handler = registry.resolve(name);
@@ -36,7 +50,15 @@ export async function admit(body: unknown, registry: HandlerRegistry): Promise<A
       .join('; ');
     throw new RaasError('invalid_instance', `${handler.name} instance: ${msg}`);
   }
-  return { request, handler, instance: out.value };
+  if (!handler.checkInstance) return { request, handler, instance: out.value };
+  let checked: unknown;
+  try {
+    checked = await handler.checkInstance(out.value, env);
+  } catch (err) {
+    if (err instanceof RaasError) throw err;
+    throw new RaasError('invalid_instance', `${handler.name} instance: ${err instanceof Error ? err.message : String(err)}`, { cause: err });
+  }
+  return { request, handler, instance: checked ?? out.value };
 }
 
 /** A short fingerprint of an instance, to tell a resubmission from a different job under the same id. */

@@ -1,5 +1,4 @@
-import { readFile } from 'node:fs/promises';
-import path from 'node:path';
+import { RaasError } from '../../../protocol/errors.js';
 import { CodeInstance, aliasesOf } from '../../../protocol/tasks.js';
 import type { Sandbox } from '../../sandbox/types.js';
 import type { AgentHandler, StageContext } from '../types.js';
@@ -43,11 +42,20 @@ export const codeHandler: AgentHandler<CodeInstance> = {
       defaults: { max_iterations: 20 },
       nudge: 'Continue with the tools: write /workspace/solution.py, test it, then call finish.',
     });
-    const solution = (await readSolution(ctx.runtime, ctx.signal)) ?? lastPythonBlock(trajectory.last_text);
-    run.artifacts.solution = solution ?? null;
+    try {
+      const solution = (await readSolution(ctx.runtime, ctx.signal)) ?? lastPythonBlock(trajectory.last_text);
+      run.artifacts.solution = solution ?? null;
+    } catch (err) {
+      // Over sandbox.max_read_bytes: the job ends with that error in EVAL, keeping the trajectory.
+      if (!(err instanceof RaasError) || err.code !== 'sandbox_limit') throw err;
+      run.artifacts.solution = null;
+      run.artifacts.solution_error = err.message;
+    }
     return run;
   },
   async eval(ctx) {
+    const limit = ctx.run.artifacts.solution_error;
+    if (typeof limit === 'string') throw new RaasError('sandbox_limit', `code: /workspace/${SOLUTION_FILE} was not graded: ${limit}`, { retryable: false });
     const code = ctx.run.artifacts.solution;
     if (typeof code !== 'string' || code.trim() === '') return { reward: 0, resolved: false, details: { reason: `no /workspace/${SOLUTION_FILE} was written` } };
     const mode = ctx.config.reward === 'fraction' ? 'fraction' : 'all_or_nothing';
@@ -62,18 +70,18 @@ export const codeHandler: AgentHandler<CodeInstance> = {
   },
 };
 
-/** Reads solution.py from the runtime's workspace on the host (exact bytes), else through python. */
+/**
+ * Reads solution.py through the sandbox (as the sandbox user, capped at sandbox.max_read_bytes): a
+ * symlink the model planted resolves inside the sandbox, a FIFO or device is refused. No file (or
+ * not a regular file) is no solution; a file over the cap throws `sandbox_limit`.
+ */
 async function readSolution(sb: Sandbox | undefined, signal: AbortSignal): Promise<string | undefined> {
   if (!sb) return undefined;
   try {
-    return await readFile(path.join(sb.workspace, SOLUTION_FILE), { encoding: 'utf8', signal });
-  } catch {
-    try {
-      const r = await sb.python(`import pathlib\np = pathlib.Path('/workspace/${SOLUTION_FILE}')\nprint(p.read_text() if p.exists() else '\\x00', end='')`, { timeout_s: 10, signal });
-      return r.stdout === '\0' || r.error ? undefined : r.stdout;
-    } catch {
-      return undefined;
-    }
+    return (await sb.readFile(SOLUTION_FILE, { signal })).toString('utf8');
+  } catch (err) {
+    if (signal.aborted || (err instanceof RaasError && err.code === 'sandbox_limit')) throw err;
+    return undefined;
   }
 }
 

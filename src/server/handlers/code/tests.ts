@@ -1,8 +1,5 @@
-import { readFile } from 'node:fs/promises';
-import path from 'node:path';
 import pLimit from 'p-limit';
 import type { CodeInstance, CodeTest } from '../../../protocol/tasks.js';
-import type { Sandbox } from '../../sandbox/types.js';
 import type { StageContext } from '../types.js';
 
 /** The verdict of one hidden test (inputs and outputs are not echoed: they stay hidden). */
@@ -19,8 +16,10 @@ export function outputsMatch(actual: string, expected: string): boolean {
 }
 
 /**
- * Runs each hidden test in a fresh sandbox (`timeout` limits the program; the sandbox call has a
- * margin on top). Reads the output file from the host side so nothing passes through the terminal.
+ * Runs each hidden test in a fresh sandbox: the program is a fresh process started by the tool
+ * server (never the agent's shell, whose functions and aliases could fake an exit status), stdin
+ * given, stdout captured by the tool server, the exit status taken from the process. `timeout`
+ * limits the program; the call has a margin on top.
  */
 export async function runHiddenTests(
   ctx: StageContext<CodeInstance>,
@@ -44,27 +43,26 @@ export async function runHiddenTests(
   return { passed: results.filter((r) => r.status === 'passed').length, total: tests.length, results };
 }
 
-async function runOne(ctx: StageContext<CodeInstance>, code: string, test: CodeTest, index: number, opts: { timeLimitS: number; python: string }): Promise<TestVerdict> {
-  const sb = await ctx.sandboxes.open({ files: { 'solution.py': code, 'input.txt': test.input }, tools: ['bash'], network: false }, ctx.signal);
-  try {
-    const limit = opts.timeLimitS;
-    const cmd = `timeout -k 1 ${limit} ${opts.python} solution.py < input.txt > output.txt 2> stderr.txt; echo "exit=$?"`;
-    const r = await sb.bash(cmd, { timeout_s: limit + 10, signal: ctx.signal });
-    const m = /exit=(\d+)/.exec(r.output);
-    const exit = m ? Number(m[1]) : null;
-    if (r.timed_out || exit === 124 || exit === 137) return { index, status: 'time_limit', exit_code: exit };
-    if (exit !== 0) return { index, status: 'runtime_error', exit_code: exit };
-    const out = await readOutput(sb.workspace, sb, ctx.signal);
-    return { index, status: outputsMatch(out, test.output) ? 'passed' : 'wrong_answer', exit_code: 0 };
-  } finally {
-    await sb.close();
-  }
+/** Output kept of one run: enough to compare with the expected output, bounded for a program that floods stdout. */
+function outputCap(expected: string): number {
+  return Math.max(1 << 20, 2 * Buffer.byteLength(expected) + 4096);
 }
 
-async function readOutput(workspace: string, sb: Sandbox, signal: AbortSignal): Promise<string> {
+async function runOne(ctx: StageContext<CodeInstance>, code: string, test: CodeTest, index: number, opts: { timeLimitS: number; python: string }): Promise<TestVerdict> {
+  const sb = await ctx.sandboxes.open({ files: { 'solution.py': code }, tools: [], network: false }, ctx.signal);
   try {
-    return await readFile(path.join(workspace, 'output.txt'), { encoding: 'utf8', signal });
-  } catch {
-    return (await sb.bash('cat output.txt', { signal })).output;
+    const limit = opts.timeLimitS;
+    const r = await sb.exec(['timeout', '-k', '1', String(limit), opts.python, 'solution.py'], {
+      stdin: test.input,
+      timeout_s: limit + 10,
+      maxOutputBytes: outputCap(test.output),
+      signal: ctx.signal,
+    });
+    const exit = r.exit_code;
+    if (r.timed_out || exit === 124 || exit === 137) return { index, status: 'time_limit', exit_code: exit };
+    if (exit !== 0) return { index, status: 'runtime_error', exit_code: exit };
+    return { index, status: !r.truncated && outputsMatch(r.stdout, test.output) ? 'passed' : 'wrong_answer', exit_code: 0 };
+  } finally {
+    await sb.close();
   }
 }

@@ -1,50 +1,82 @@
+import { RaasError } from '../../../protocol/errors.js';
 import type { SweInstance } from '../../../protocol/tasks.js';
 import type { Sandbox } from '../../sandbox/types.js';
 import type { StageContext } from '../types.js';
-import { GIT, initRepo, repoSpec } from './repo.js';
-
-const PATCH_FILE = '.raas-model.patch';
+import { RESET_SCRIPT, SHADOW_CHECK, numstatPaths, quoteIds, resetEntries } from './protect.js';
+import { GIT_FN, git, initRepo, repoSpec, script } from './repo.js';
 
 /** Per-test outcome of an evaluation. */
 export interface SweEvalDetails extends Record<string, unknown> {
   applied: boolean;
   apply_error?: string;
+  test_patch_error?: string;
   FAIL_TO_PASS: Record<string, 'PASSED' | 'FAILED'>;
   PASS_TO_PASS: Record<string, 'PASSED' | 'FAILED'>;
 }
 
 /**
- * Applies `patch` to a fresh copy of the repository in a fresh sandbox and runs the listed tests.
- * All tests run together first; only when that fails does each run alone, to say which failed.
+ * Environment of the test processes: HOME outside the repository (a patch could otherwise add a
+ * user site-packages or dotfiles under it) and no user site directory.
+ */
+const TEST_ENV = { HOME: '/tmp', PYTHONNOUSERSITE: '1', PYTHONDONTWRITEBYTECODE: '1' };
+
+/**
+ * Grades `patch` the way SWE-bench does, in a fresh sandbox the agent never touched: the base
+ * commit, the model's patch applied with `git apply`, then the instance's tests laid over it (the
+ * test files reset to the base commit, `test_patch` applied), then the listed tests run by a
+ * fresh `bash --noprofile --norc`, each verdict the exit status of that process. All tests run
+ * together first; only when that fails does each run alone, to say which failed.
  */
 export async function evaluatePatch(ctx: StageContext<SweInstance>, patch: string, opts: { testTimeoutS: number }): Promise<{ resolved: boolean; details: SweEvalDetails }> {
   const inst = ctx.job.instance;
+  const signal = ctx.signal;
   const details: SweEvalDetails = { applied: false, FAIL_TO_PASS: {}, PASS_TO_PASS: {} };
   const all = [...inst.FAIL_TO_PASS, ...inst.PASS_TO_PASS];
   const mark = (status: 'PASSED' | 'FAILED', only?: string) => {
     for (const t of inst.FAIL_TO_PASS) if (!only || only === t) details.FAIL_TO_PASS[t] = status;
     for (const t of inst.PASS_TO_PASS) if (!only || only === t) details.PASS_TO_PASS[t] = status;
   };
-  if (patch.trim() === '') {
+  const fail = (key: 'apply_error' | 'test_patch_error', text: string) => {
+    details[key] = text.trim().slice(0, 2000);
     mark('FAILED');
-    details.apply_error = 'empty patch: the model changed nothing';
     return { resolved: false, details };
-  }
-  const sb = await ctx.sandboxes.open(await repoSpec(inst, ctx.signal, { [PATCH_FILE]: patch.endsWith('\n') ? patch : `${patch}\n` }), ctx.signal);
+  };
+  if (patch.trim() === '') return fail('apply_error', 'empty patch: the model changed nothing');
+
+  const sb = await ctx.sandboxes.open(await repoSpec(inst, signal, { tools: [] }), signal);
   try {
-    await initRepo(sb, inst, ctx.signal);
-    const applied = await sb.bash(`${GIT} apply --whitespace=nowarn ${PATCH_FILE} 2>&1; echo "exit=$?"`, { timeout_s: 60, signal: ctx.signal });
-    if (!/exit=0\s*$/.test(applied.output.trim())) {
-      details.apply_error = applied.output.replace(/exit=\d+\s*$/, '').trim().slice(0, 2000);
-      mark('FAILED');
-      return { resolved: false, details };
-    }
+    await initRepo(sb, inst, signal);
+    const applied = await git(sb, ['apply', '--whitespace=nowarn', '-'], { stdin: withNewline(patch), timeout_s: 60, signal });
+    if (applied.exit_code !== 0) return fail('apply_error', applied.stderr || applied.stdout || `git apply exited with ${applied.exit_code ?? applied.signal}`);
     details.applied = true;
-    if (await passes(sb, inst.test_command, all, opts.testTimeoutS, ctx.signal)) {
+
+    const shadow = await shadowedModules(sb, signal);
+    if (shadow.length) {
+      details.applied = false;
+      return fail('apply_error', `the patch adds ${shadow.join(', ')} at the repository root, shadowing the standard library the test runner imports; not graded`);
+    }
+
+    let testPatchPaths: string[] = [];
+    if (inst.test_patch?.trim()) {
+      const stat = await git(sb, ['apply', '--numstat', '-z', '-'], { stdin: withNewline(inst.test_patch), timeout_s: 60, signal });
+      if (stat.exit_code !== 0) return fail('test_patch_error', `instance.test_patch is not a patch git can read: ${stat.stderr}`);
+      testPatchPaths = numstatPaths(stat.stdout);
+    }
+    const reset = await script(sb, `${GIT_FN}\n${RESET_SCRIPT}`, resetEntries(inst, testPatchPaths), { timeout_s: 120, signal });
+    if (reset.exit_code !== 0) throw new RaasError('sandbox_error', `swe: could not reset the test files to the base commit: ${(reset.stderr || reset.stdout).slice(-2000)}`);
+    if (inst.test_patch?.trim()) {
+      const tp = await git(sb, ['apply', '--whitespace=nowarn', '-'], { stdin: withNewline(inst.test_patch), timeout_s: 60, signal });
+      if (tp.exit_code !== 0) {
+        ctx.log.warn({ job_id: ctx.job.id, err: tp.stderr.slice(-500) }, 'swe: instance.test_patch did not apply after the model patch');
+        return fail('test_patch_error', `instance.test_patch did not apply after the model's patch: ${tp.stderr || tp.stdout}`);
+      }
+    }
+
+    if (await passes(sb, inst.test_command, all, opts.testTimeoutS, signal)) {
       mark('PASSED');
       return { resolved: true, details };
     }
-    for (const t of all) mark((await passes(sb, inst.test_command, [t], opts.testTimeoutS, ctx.signal)) ? 'PASSED' : 'FAILED', t);
+    for (const t of all) mark((await passes(sb, inst.test_command, [t], opts.testTimeoutS, signal)) ? 'PASSED' : 'FAILED', t);
     const resolved = Object.values(details.FAIL_TO_PASS).every((s) => s === 'PASSED') && Object.values(details.PASS_TO_PASS).every((s) => s === 'PASSED');
     return { resolved, details };
   } finally {
@@ -52,8 +84,25 @@ export async function evaluatePatch(ctx: StageContext<SweInstance>, patch: strin
   }
 }
 
+function withNewline(patch: string): string {
+  return patch.endsWith('\n') ? patch : `${patch}\n`;
+}
+
+/** Root entries the patch added that shadow a standard-library module (none when python3 is missing). */
+async function shadowedModules(sb: Sandbox, signal: AbortSignal): Promise<string[]> {
+  const base = await git(sb, ['ls-tree', '--name-only', 'HEAD'], { timeout_s: 60, signal });
+  const r = await sb.exec(['python3', '-I', '-c', SHADOW_CHECK], { stdin: base.stdout, timeout_s: 60, env: TEST_ENV, signal });
+  if (r.exit_code !== 0) return [];
+  return r.stdout.split('\n').filter(Boolean);
+}
+
+/** Runs the test command on `ids` in a fresh shell; passed means exit status 0 from that process. */
 async function passes(sb: Sandbox, testCommand: string, ids: string[], timeoutS: number, signal: AbortSignal): Promise<boolean> {
-  const quoted = ids.map((t) => `'${t.replace(/'/g, `'\\''`)}'`).join(' ');
-  const r = await sb.bash(`timeout -k 5 ${timeoutS} ${testCommand} ${quoted} > .git/raas-test.log 2>&1; echo "exit=$?"`, { timeout_s: timeoutS + 15, signal });
-  return !r.timed_out && /exit=0\s*$/.test(r.output.trim());
+  const r = await sb.exec(['bash', '--noprofile', '--norc', '-c', `timeout -k 5 ${timeoutS} ${testCommand} ${quoteIds(ids)}`], {
+    timeout_s: timeoutS + 15,
+    env: TEST_ENV,
+    maxOutputBytes: 1 << 20,
+    signal,
+  });
+  return !r.timed_out && r.exit_code === 0;
 }

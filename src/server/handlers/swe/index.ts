@@ -1,8 +1,10 @@
+import { RaasError } from '../../../protocol/errors.js';
 import { SweInstance, aliasesOf } from '../../../protocol/tasks.js';
 import type { AgentHandler } from '../types.js';
 import { configNumber, firstMessages, runToolAgent, taskSchema } from '../common/run.js';
 import { capturePatch, initRepo, repoSpec } from './repo.js';
 import { evaluatePatch } from './evaluate.js';
+import { checkDataFile } from './tarball.js';
 
 export { evaluatePatch } from './evaluate.js';
 
@@ -18,18 +20,25 @@ export function swePrompt(inst: SweInstance): string {
 }
 
 /**
- * Built-in `swe` handler: INIT materialises the repository (files map or tarball) and commits it;
- * RUN lets the model edit it and captures `git diff` as `git_patch`; EVAL applies the patch to a
- * fresh copy in a fresh sandbox and runs FAIL_TO_PASS and PASS_TO_PASS; reward 1 only if all pass.
+ * Built-in `swe` handler: INIT materialises the repository (files map, or a tarball inside
+ * sandbox.data_dirs) and commits it; RUN lets the model edit it and captures `git diff` as
+ * `git_patch`; EVAL applies the patch to a fresh copy in a fresh sandbox, resets the test files
+ * (test_files, test_patch, the files the test ids name) and runs FAIL_TO_PASS and PASS_TO_PASS;
+ * reward 1 only if all pass.
  */
 export const sweHandler: AgentHandler<SweInstance> = {
   name: 'swe',
   aliases: aliasesOf('swe'),
   instance: taskSchema(SweInstance),
+  async checkInstance(inst, env) {
+    if (inst.files || inst.tarball === undefined) return inst;
+    // INIT reads the real path checked here (and checks that it still is that path).
+    return { ...inst, tarball: await checkDataFile(inst.tarball, 'instance.tarball', { dataDirs: env.dataDirs, maxBytes: env.maxFileBytes }) };
+  },
   async init(ctx) {
     const runtime = await ctx.sandboxes.open(await repoSpec(ctx.job.instance, ctx.signal), ctx.signal);
-    await initRepo(runtime, ctx.job.instance, ctx.signal);
-    return { runtime };
+    const base = await initRepo(runtime, ctx.job.instance, ctx.signal);
+    return { runtime, metadata: { base_commit: base } };
   },
   async run(ctx) {
     const inst = ctx.job.instance;
@@ -43,9 +52,16 @@ export const sweHandler: AgentHandler<SweInstance> = {
     // A failed capture (a sandbox that died) grades as an empty patch instead of losing the trajectory.
     if (ctx.runtime && !ctx.signal.aborted) {
       try {
-        run.artifacts.git_patch = await capturePatch(ctx.runtime, ctx.signal);
+        const base = typeof ctx.init.metadata?.base_commit === 'string' ? ctx.init.metadata.base_commit : 'HEAD';
+        run.artifacts.git_patch = await capturePatch(ctx.runtime, base, configNumber(ctx.config, 'max_patch_bytes', 16 << 20), ctx.signal);
       } catch (err) {
         if (ctx.signal.aborted) throw err;
+        if (err instanceof RaasError && err.code === 'sandbox_limit') {
+          // Over the cap: the job ends with that error in EVAL, keeping the trajectory.
+          run.artifacts.git_patch = '';
+          run.artifacts.patch_error = err.message;
+          return run;
+        }
         run.artifacts.git_patch = '';
         run.artifacts.capture_error = err instanceof Error ? err.message : String(err);
         ctx.log.warn({ job_id: ctx.job.id, err: run.artifacts.capture_error }, 'swe: could not capture git diff');
@@ -54,6 +70,7 @@ export const sweHandler: AgentHandler<SweInstance> = {
     return run;
   },
   async eval(ctx) {
+    if (typeof ctx.run.artifacts.patch_error === 'string') throw new RaasError('sandbox_limit', ctx.run.artifacts.patch_error, { retryable: false });
     const patch = typeof ctx.run.artifacts.git_patch === 'string' ? ctx.run.artifacts.git_patch : '';
     const r = await evaluatePatch(ctx, patch, { testTimeoutS: configNumber(ctx.config, 'test_timeout_s', 300) });
     return { reward: r.resolved ? 1 : 0, resolved: r.resolved, details: r.details };
