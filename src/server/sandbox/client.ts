@@ -8,6 +8,33 @@ interface Pending {
   reject(e: unknown): void;
 }
 
+/** Default cap of one answer line from the tool server. */
+export const DEFAULT_MAX_LINE_BYTES = 4 << 20;
+
+export interface ToolClientOptions {
+  /**
+   * Longest answer line accepted, in bytes: past it the connection fails and the socket is
+   * destroyed, so a broken or hostile tool server cannot make the host buffer without bound.
+   */
+  maxLineBytes?: number;
+}
+
+/**
+ * The line cap that fits every legitimate answer under a sandbox config: a tool answer of
+ * `output_cap` characters (twice: stdout and stderr of python, each character up to 6 bytes once
+ * JSON-escaped), a `read_file` of `max_read_bytes` (base64), an `exec` of `exec_output_bytes` per
+ * stream (JSON-escaped), plus room for the envelope; never below 4 MiB.
+ */
+export function lineCapFor(c: { output_cap: number; max_read_bytes?: number; exec_output_bytes?: number }): number {
+  const envelope = 64 << 10;
+  return Math.max(
+    DEFAULT_MAX_LINE_BYTES,
+    2 * 6 * c.output_cap + envelope,
+    Math.ceil((c.max_read_bytes ?? 0) / 3) * 4 + envelope,
+    2 * 6 * (c.exec_output_bytes ?? 0) + envelope,
+  );
+}
+
 /**
  * Host side of the tool server's JSON-lines protocol: one connection per sandbox, requests tagged
  * with ids so bash, python and the editor can be in flight together. An aborted call sends a
@@ -15,17 +42,24 @@ interface Pending {
  */
 export class ToolClient {
   private sock: net.Socket | undefined;
-  private buf = '';
+  /** Pieces of the line not yet ended by a newline (kept as bytes: no quadratic string growth). */
+  private chunks: Buffer[] = [];
+  private buffered = 0;
   private seq = 0;
   private readonly pending = new Map<number, Pending>();
   private closedError: RaasError | undefined;
+  private readonly maxLineBytes: number;
+  /** Most bytes of one unfinished line held at once (for tests of the bound). */
+  peakBufferedBytes = 0;
 
-  private constructor() {}
+  private constructor(opts: ToolClientOptions = {}) {
+    this.maxLineBytes = opts.maxLineBytes ?? DEFAULT_MAX_LINE_BYTES;
+  }
 
   /** Connects to the tool server's socket. */
-  static async connect(socketPath: string, signal?: AbortSignal): Promise<ToolClient> {
+  static async connect(socketPath: string, signal?: AbortSignal, opts: ToolClientOptions = {}): Promise<ToolClient> {
     checkSocketPath(socketPath);
-    const c = new ToolClient();
+    const c = new ToolClient(opts);
     await new Promise<void>((resolve, reject) => {
       const sock = net.connect(socketPath);
       const onAbort = (): void => {
@@ -48,8 +82,8 @@ export class ToolClient {
   }
 
   /** Wraps an already connected socket (the host's end of the socketpair a bwrap sandbox inherits). */
-  static fromSocket(sock: net.Socket): ToolClient {
-    const c = new ToolClient();
+  static fromSocket(sock: net.Socket, opts: ToolClientOptions = {}): ToolClient {
+    const c = new ToolClient(opts);
     c.sock = sock;
     c.attach();
     return c;
@@ -57,18 +91,45 @@ export class ToolClient {
 
   private attach(): void {
     const sock = this.sock!;
-    sock.setEncoding('utf8');
-    sock.on('data', (d: string) => {
-      this.buf += d;
-      let nl: number;
-      while ((nl = this.buf.indexOf('\n')) >= 0) {
-        const line = this.buf.slice(0, nl);
-        this.buf = this.buf.slice(nl + 1);
-        this.onLine(line);
-      }
-    });
+    sock.on('data', (d: Buffer | string) => this.onData(typeof d === 'string' ? Buffer.from(d) : d));
     sock.on('error', () => undefined);
     sock.on('close', () => this.fail(new RaasError('sandbox_error', 'the tool server closed its connection (the sandbox stopped or was closed)')));
+  }
+
+  /** Splits bytes into lines; only the new chunk is scanned, and an unfinished line never grows past the cap. */
+  private onData(d: Buffer): void {
+    let start = 0;
+    while (!this.closedError) {
+      const nl = d.indexOf(0x0a, start);
+      const end = nl < 0 ? d.length : nl;
+      if (this.buffered + end - start > this.maxLineBytes) {
+        this.fail(
+          new RaasError(
+            'sandbox_error',
+            `the tool server sent a line over ${this.maxLineBytes} bytes; the connection was closed (the cap follows sandbox.output_cap and sandbox.max_read_bytes; a tool server that sends this much is broken or compromised)`,
+          ),
+        );
+        this.chunks = [];
+        this.buffered = 0;
+        this.sock?.destroy();
+        return;
+      }
+      if (nl < 0) {
+        if (end > start) {
+          this.chunks.push(d.subarray(start));
+          this.buffered += end - start;
+          this.peakBufferedBytes = Math.max(this.peakBufferedBytes, this.buffered);
+        }
+        return;
+      }
+      const piece = d.subarray(start, nl);
+      const line = this.chunks.length ? Buffer.concat([...this.chunks, piece]) : piece;
+      this.chunks = [];
+      this.buffered = 0;
+      start = nl + 1;
+      // UTF-8 is decoded per whole line, so a character split across chunks stays intact.
+      this.onLine(line.toString('utf8'));
+    }
   }
 
   private onLine(line: string): void {
