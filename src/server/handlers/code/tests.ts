@@ -17,9 +17,9 @@ export function outputsMatch(actual: string, expected: string): boolean {
 
 /**
  * Runs each hidden test in a fresh sandbox: the program is a fresh process started by the tool
- * server (never the agent's shell, whose functions and aliases could fake an exit status), stdin
- * given, stdout captured by the tool server, the exit status taken from the process. `timeout`
- * limits the program; the call has a margin on top.
+ * server (never the agent's shell, whose functions and aliases could fake an exit status), its
+ * stdout captured by the tool server, the exit status taken from the process. `timeout` limits
+ * the program; the call has a margin on top.
  */
 export async function runHiddenTests(
   ctx: StageContext<CodeInstance>,
@@ -49,11 +49,12 @@ function outputCap(expected: string): number {
 }
 
 async function runOne(ctx: StageContext<CodeInstance>, code: string, test: CodeTest, index: number, opts: { timeLimitS: number; python: string }): Promise<TestVerdict> {
-  const sb = await ctx.sandboxes.open({ files: { 'solution.py': code }, tools: [], network: false }, ctx.signal);
+  // The input goes in as a file (any size; exec's stdin is bounded by sandbox.max_input_bytes) and
+  // reaches the program through a redirect by a fresh bash that then becomes `timeout` (exec).
+  const sb = await ctx.sandboxes.open({ files: { 'solution.py': code, 'input.txt': test.input }, tools: [], network: false }, ctx.signal);
   try {
     const limit = opts.timeLimitS;
-    const r = await sb.exec(['timeout', '-k', '1', String(limit), opts.python, 'solution.py'], {
-      stdin: test.input,
+    const r = await sb.exec(['bash', '--noprofile', '--norc', '-c', 'exec timeout -k 1 "$1" "$2" solution.py < input.txt', 'raas', String(limit), opts.python], {
       timeout_s: limit + 10,
       maxOutputBytes: outputCap(test.output),
       signal: ctx.signal,

@@ -14,6 +14,12 @@ export interface SweEvalDetails extends Record<string, unknown> {
   PASS_TO_PASS: Record<string, 'PASSED' | 'FAILED'>;
 }
 
+/** The patches arrive as workspace files (any size), then move to PATCH_DIR, outside the repository. */
+const MODEL_PATCH = '.raas-model.patch';
+const TEST_PATCH = '.raas-test.patch';
+const PATCH_DIR = '/tmp/raas';
+const inSandbox = (file: string): string => `${PATCH_DIR}/${file.slice('.raas-'.length)}`;
+
 /**
  * Environment of the test processes: HOME outside the repository (a patch could otherwise add a
  * user site-packages or dotfiles under it) and no user site directory.
@@ -43,10 +49,15 @@ export async function evaluatePatch(ctx: StageContext<SweInstance>, patch: strin
   };
   if (patch.trim() === '') return fail('apply_error', 'empty patch: the model changed nothing');
 
-  const sb = await ctx.sandboxes.open(await repoSpec(inst, signal, { tools: [] }), signal);
+  const hasTestPatch = !!inst.test_patch?.trim();
+  const patches: Record<string, string> = { [MODEL_PATCH]: withNewline(patch), ...(hasTestPatch ? { [TEST_PATCH]: withNewline(inst.test_patch!) } : {}) };
+  const sb = await ctx.sandboxes.open(await repoSpec(inst, signal, { tools: [] }, patches), signal);
   try {
     await initRepo(sb, inst, signal);
-    const applied = await git(sb, ['apply', '--whitespace=nowarn', '-'], { stdin: withNewline(patch), timeout_s: 60, signal });
+    // Out of the worktree before the model's patch applies: a patch cannot reach /tmp.
+    const moved = await script(sb, `set -e; mkdir -p ${PATCH_DIR}; for f in "$@"; do mv -- ".raas-$f" "${PATCH_DIR}/$f"; done`, Object.keys(patches).map((f) => f.slice('.raas-'.length)), { signal });
+    if (moved.exit_code !== 0) throw new RaasError('sandbox_error', `swe: could not stage the patches: ${moved.stderr.slice(-2000)}`);
+    const applied = await git(sb, ['apply', '--whitespace=nowarn', inSandbox(MODEL_PATCH)], { timeout_s: 60, signal });
     if (applied.exit_code !== 0) return fail('apply_error', applied.stderr || applied.stdout || `git apply exited with ${applied.exit_code ?? applied.signal}`);
     details.applied = true;
 
@@ -57,15 +68,15 @@ export async function evaluatePatch(ctx: StageContext<SweInstance>, patch: strin
     }
 
     let testPatchPaths: string[] = [];
-    if (inst.test_patch?.trim()) {
-      const stat = await git(sb, ['apply', '--numstat', '-z', '-'], { stdin: withNewline(inst.test_patch), timeout_s: 60, signal });
+    if (hasTestPatch) {
+      const stat = await git(sb, ['apply', '--numstat', '-z', inSandbox(TEST_PATCH)], { timeout_s: 60, signal });
       if (stat.exit_code !== 0) return fail('test_patch_error', `instance.test_patch is not a patch git can read: ${stat.stderr}`);
       testPatchPaths = numstatPaths(stat.stdout);
     }
     const reset = await script(sb, `${GIT_FN}\n${RESET_SCRIPT}`, resetEntries(inst, testPatchPaths), { timeout_s: 120, signal });
     if (reset.exit_code !== 0) throw new RaasError('sandbox_error', `swe: could not reset the test files to the base commit: ${(reset.stderr || reset.stdout).slice(-2000)}`);
-    if (inst.test_patch?.trim()) {
-      const tp = await git(sb, ['apply', '--whitespace=nowarn', '-'], { stdin: withNewline(inst.test_patch), timeout_s: 60, signal });
+    if (hasTestPatch) {
+      const tp = await git(sb, ['apply', '--whitespace=nowarn', inSandbox(TEST_PATCH)], { timeout_s: 60, signal });
       if (tp.exit_code !== 0) {
         ctx.log.warn({ job_id: ctx.job.id, err: tp.stderr.slice(-500) }, 'swe: instance.test_patch did not apply after the model patch');
         return fail('test_patch_error', `instance.test_patch did not apply after the model's patch: ${tp.stderr || tp.stdout}`);

@@ -52,10 +52,10 @@ export function script(sb: Sandbox, text: string, args: string[], opts: ExecOpti
  * (read on the host from the real path /process checked against sandbox.data_dirs, passed in
  * base64 and unpacked inside, so the files belong to the sandbox user).
  */
-export async function repoSpec(inst: SweInstance, signal: AbortSignal, extra: Partial<SandboxSpec> = {}): Promise<SandboxSpec> {
-  if (inst.files) return { network: false, ...extra, files: { ...inst.files } };
+export async function repoSpec(inst: SweInstance, signal: AbortSignal, extra: Partial<SandboxSpec> = {}, extraFiles: Record<string, string> = {}): Promise<SandboxSpec> {
+  if (inst.files) return { network: false, ...extra, files: { ...inst.files, ...extraFiles } };
   const bytes = await readCheckedFile(inst.tarball!, 'instance.tarball', undefined, signal);
-  return { network: false, ...extra, files: { [TARBALL_FILE]: bytes.toString('base64') } };
+  return { network: false, ...extra, files: { [TARBALL_FILE]: bytes.toString('base64'), ...extraFiles } };
 }
 
 /** git for bash scripts: a function `g` over the GIT argv. */
