@@ -119,6 +119,16 @@ describe('ToolClient line bound (host side of the tool-server protocol)', () => 
     expect(client.peakBufferedBytes).toBeLessThanOrEqual(1 << 20);
   });
 
+  it('gives a read_file answer the room its max_bytes allows (base64), and no more', async () => {
+    const roomy = await ToolClient.connect((await fakeServer('trickle')).sock, undefined, { maxLineBytes: 1 << 20 });
+    expect((await roomy.call<string>('read_file', { path: 'f', max_bytes: 3 << 20 })).length).toBe(3 << 20);
+    roomy.close();
+    const tight = await ToolClient.connect((await fakeServer('trickle')).sock, undefined, { maxLineBytes: 1 << 20 });
+    const room = Math.ceil((1 << 20) / 3) * 4 + (64 << 10);
+    await expect(tight.call('read_file', { path: 'f', max_bytes: 1 << 20 })).rejects.toThrow(new RegExp(`over ${room} bytes`));
+    expect(tight.peakBufferedBytes).toBeLessThanOrEqual(room);
+  });
+
   it('decodes a character split across reads and several answers in one read', async () => {
     const fake = await fakeServer('split');
     const client = await ToolClient.connect(fake.sock);
@@ -128,10 +138,9 @@ describe('ToolClient line bound (host side of the tool-server protocol)', () => 
     client.close();
   });
 
-  it('sizes the default cap for every legitimate answer of a config', () => {
+  it('sizes the small-answer cap from sandbox.output_cap', () => {
     expect(lineCapFor({ output_cap: 30_000 })).toBe(DEFAULT_MAX_LINE_BYTES);
-    // A 16 MiB read_file answer is base64 (4/3) plus the envelope.
-    expect(lineCapFor({ output_cap: 30_000, max_read_bytes: 16 << 20 })).toBe(Math.ceil((16 << 20) / 3) * 4 + (64 << 10));
-    expect(lineCapFor({ output_cap: 1_000_000 })).toBe(12_000_000 + (64 << 10));
+    // Four capped fields, each character JSON-escaped at worst (6 bytes), plus the envelope.
+    expect(lineCapFor({ output_cap: 1_000_000 })).toBe(24_000_000 + (64 << 10));
   });
 });

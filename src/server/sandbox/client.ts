@@ -8,31 +8,36 @@ interface Pending {
   reject(e: unknown): void;
 }
 
-/** Default cap of one answer line from the tool server. */
+/** Cap of one answer line to requests other than read_file and exec (bash, python, edit, ...). */
 export const DEFAULT_MAX_LINE_BYTES = 4 << 20;
+/** Room for an answer's JSON envelope and small fields. */
+const ENVELOPE_BYTES = 64 << 10;
+/** JSON escapes a control byte as \u00XX: the worst case of a string field, in bytes per byte. */
+const JSON_WORST = 6;
+/** The tool server's read cap when the host passes none (tools/files.ts DEFAULT_MAX_READ). */
+const DEFAULT_READ_BYTES = 16 << 20;
+/** exec's output cap per stream when the request names none, and its clamp (tools/exec.ts). */
+const EXEC_OUTPUT_BYTES = 16 << 20;
+const EXEC_OUTPUT_MAX = EXEC_OUTPUT_BYTES * 4;
 
 export interface ToolClientOptions {
   /**
-   * Longest answer line accepted, in bytes: past it the connection fails and the socket is
-   * destroyed, so a broken or hostile tool server cannot make the host buffer without bound.
+   * Longest answer line accepted for bash, python, edit and the other small answers; past it the
+   * connection fails and the socket is destroyed, so a broken or hostile tool server cannot make the
+   * host buffer without bound. read_file and exec answers get the room their request allows.
    */
   maxLineBytes?: number;
+  /** The read cap the tool server applies when a read names none (sandbox.max_read_bytes). */
+  maxReadBytes?: number;
 }
 
 /**
- * The line cap that fits every legitimate answer under a sandbox config: a tool answer of
- * `output_cap` characters (twice: stdout and stderr of python, each character up to 6 bytes once
- * JSON-escaped), a `read_file` of `max_read_bytes` (base64), an `exec` of `exec_output_bytes` per
- * stream (JSON-escaped), plus room for the envelope; never below 4 MiB.
+ * The cap for small answers under a given `sandbox.output_cap` (characters): four capped fields
+ * (python's stdout, stderr, result, traceback), each character JSON-escaped at worst, plus the
+ * envelope; never below 4 MiB.
  */
-export function lineCapFor(c: { output_cap: number; max_read_bytes?: number; exec_output_bytes?: number }): number {
-  const envelope = 64 << 10;
-  return Math.max(
-    DEFAULT_MAX_LINE_BYTES,
-    2 * 6 * c.output_cap + envelope,
-    Math.ceil((c.max_read_bytes ?? 0) / 3) * 4 + envelope,
-    2 * 6 * (c.exec_output_bytes ?? 0) + envelope,
-  );
+export function lineCapFor(c: { output_cap: number }): number {
+  return Math.max(DEFAULT_MAX_LINE_BYTES, 4 * JSON_WORST * c.output_cap + ENVELOPE_BYTES);
 }
 
 /**
@@ -49,11 +54,30 @@ export class ToolClient {
   private readonly pending = new Map<number, Pending>();
   private closedError: RaasError | undefined;
   private readonly maxLineBytes: number;
+  private readonly maxReadBytes: number;
+  /** Room of the answers still owed (read_file, exec): kept until the answer arrives, even if cancelled. */
+  private readonly owed = new Map<number, number>();
   /** Most bytes of one unfinished line held at once (for tests of the bound). */
   peakBufferedBytes = 0;
 
   private constructor(opts: ToolClientOptions = {}) {
     this.maxLineBytes = opts.maxLineBytes ?? DEFAULT_MAX_LINE_BYTES;
+    this.maxReadBytes = opts.maxReadBytes ?? DEFAULT_READ_BYTES;
+  }
+
+  /** The longest answer a request can legitimately get, when larger than the small-answer cap. */
+  private room(tool: string, body: Record<string, unknown>): number | undefined {
+    const n = (v: unknown): number | undefined => (typeof v === 'number' && v > 0 ? v : undefined);
+    if (tool === 'read_file') return Math.ceil((n(body.max_bytes) ?? this.maxReadBytes) / 3) * 4 + ENVELOPE_BYTES;
+    if (tool === 'exec') return 2 * JSON_WORST * Math.min(n(body.max_output_bytes) ?? EXEC_OUTPUT_BYTES, EXEC_OUTPUT_MAX) + ENVELOPE_BYTES;
+    return undefined;
+  }
+
+  /** The cap of the line being read: the small-answer cap, or the largest room still owed. */
+  private lineCap(): number {
+    let cap = this.maxLineBytes;
+    for (const r of this.owed.values()) cap = Math.max(cap, r);
+    return cap;
   }
 
   /** Connects to the tool server's socket. */
@@ -102,11 +126,11 @@ export class ToolClient {
     while (!this.closedError) {
       const nl = d.indexOf(0x0a, start);
       const end = nl < 0 ? d.length : nl;
-      if (this.buffered + end - start > this.maxLineBytes) {
+      if (this.buffered + end - start > this.maxLineBytes && this.buffered + end - start > this.lineCap()) {
         this.fail(
           new RaasError(
             'sandbox_error',
-            `the tool server sent a line over ${this.maxLineBytes} bytes; the connection was closed (the cap follows sandbox.output_cap and sandbox.max_read_bytes; a tool server that sends this much is broken or compromised)`,
+            `the tool server sent a line over ${this.lineCap()} bytes, more than any answer to the requests in flight can be; the connection was closed (the cap follows sandbox.output_cap and sandbox.max_read_bytes; a tool server that sends this is broken or compromised)`,
           ),
         );
         this.chunks = [];
@@ -140,6 +164,7 @@ export class ToolClient {
       return;
     }
     if (r.id === null) return;
+    this.owed.delete(r.id);
     const p = this.pending.get(r.id);
     if (!p) return;
     this.pending.delete(r.id);
@@ -175,6 +200,8 @@ export class ToolClient {
         },
       });
       signal?.addEventListener('abort', onAbort, { once: true });
+      const room = this.room(tool, body);
+      if (room !== undefined) this.owed.set(id, room);
       this.send({ ...body, id, tool });
     });
   }
