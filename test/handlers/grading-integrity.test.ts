@@ -10,6 +10,7 @@ import { startSim, type SimHandle } from '../../src/sim/index.js';
 import { sweHandler } from '../../src/server/handlers/swe/index.js';
 import type { SweInstance } from '../../src/protocol/tasks.js';
 import type { RunResult } from '../../src/server/handlers/types.js';
+import { numstatPaths, resetPlan, testFileCandidates } from '../../src/server/handlers/swe/protect.js';
 import { call, scriptPolicy } from '../agent/script-policy.js';
 import { bwrapRuntime, parseInstance, readJsonl, stageContext } from './helpers.js';
 
@@ -247,6 +248,12 @@ describe('swe grading: the instance tests laid over the model patch (bwrap, hand
       init: patchOf(stats.files, (d) => write(d, 'tests/__init__.py', 'import unittest\nunittest.TestCase.assertEqual = lambda *a, **k: None\n')),
       // Deletes the failing tests outright.
       delete: patchOf(stats.files, (d) => fs.rmSync(path.join(d, 'tests/test_core.py'))),
+      // Replaces the test package with a symlink to a rewritten copy.
+      symlink: patchOf(stats.files, (d) => {
+        rewriteTests(d);
+        fs.renameSync(path.join(d, 'tests'), path.join(d, 'fake_tests'));
+        fs.symlinkSync('fake_tests', path.join(d, 'tests'));
+      }),
       // A smudge filter in a .gitconfig at the repository root (HOME is the workspace) would rewrite
       // the tests when grading checks them out; grading reads no global git config.
       smudge: patchOf(stats.files, (d) => {
@@ -261,6 +268,20 @@ describe('swe grading: the instance tests laid over the model patch (bwrap, hand
     });
     expect(await grade(base, patchOf(stats.files, (d) => (fix(d), rewriteTests(d))))).toMatchObject({ reward: 1, resolved: true });
   }, 60_000);
+
+  it('plans the reset from test_files, test_patch paths and the files test ids name', () => {
+    expect(testFileCandidates('tests/unit/test_a.py::TestA::test_x[1-2]')).toEqual(['tests/unit/test_a.py']);
+    expect(testFileCandidates('test_x (app.tests.test_views.ViewTests)')).toContain('app/tests/test_views.py');
+    expect(numstatPaths('1\t0\ta.py\0-\t-\tbin.dat\0' + '2\t1\t\0old/t.py\0new/t.py\0')).toEqual(['a.py', 'bin.dat', 'old/t.py', 'new/t.py']);
+    const inst = { FAIL_TO_PASS: ['pkg.tests.test_m.T.test_a'], PASS_TO_PASS: ['other/test_o.py::test_b'], test_files: ['docs/./', 'fixtures'] } as unknown as SweInstance;
+    const plan = resetPlan(inst, ['pkg/tests/test_new.py'], ['pkg/__init__.py', 'pkg/tests/__init__.py', 'pkg/tests/test_m.py', 'other/test_o.py', 'fixtures/a.json']);
+    expect(plan.remove).toEqual([
+      'conftest.py', 'docs', 'fixtures', 'other/conftest.py', 'other/test_o.py',
+      'pkg/conftest.py', 'pkg/tests/__init__.py', 'pkg/tests/conftest.py', 'pkg/tests/test_m.py', 'pkg/tests/test_new.py',
+    ]);
+    // The package's own __init__.py is source, not a test: left as the model wrote it.
+    expect(plan.restore).toEqual(['fixtures', 'other/test_o.py', 'pkg/tests/__init__.py', 'pkg/tests/test_m.py']);
+  });
 
   it('a patch that adds a module shadowing the test runner (unittest.py) is not graded', async () => {
     const r = await grade(base, patchOf(stats.files, (d) => write(d, 'unittest.py', 'raise SystemExit(0)\n')));

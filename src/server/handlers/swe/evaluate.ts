@@ -2,8 +2,8 @@ import { RaasError } from '../../../protocol/errors.js';
 import type { SweInstance } from '../../../protocol/tasks.js';
 import type { Sandbox } from '../../sandbox/types.js';
 import type { StageContext } from '../types.js';
-import { RESET_SCRIPT, SHADOW_CHECK, numstatPaths, quoteIds, resetEntries } from './protect.js';
-import { GIT_FN, git, initRepo, repoSpec, script } from './repo.js';
+import { SHADOW_CHECK, numstatPaths, quoteIds, resetPlan } from './protect.js';
+import { git, initRepo, repoSpec, script } from './repo.js';
 
 /** Per-test outcome of an evaluation. */
 export interface SweEvalDetails extends Record<string, unknown> {
@@ -61,7 +61,11 @@ export async function evaluatePatch(ctx: StageContext<SweInstance>, patch: strin
     if (applied.exit_code !== 0) return fail('apply_error', applied.stderr || applied.stdout || `git apply exited with ${applied.exit_code ?? applied.signal}`);
     details.applied = true;
 
-    const shadow = await shadowedModules(sb, signal);
+    const tree = await git(sb, ['ls-tree', '-r', '-z', '--name-only', 'HEAD'], { timeout_s: 60, maxOutputBytes: 64 << 20, signal });
+    if (tree.exit_code !== 0 || tree.truncated) throw new RaasError('sandbox_error', `swe: could not list the base commit: ${tree.stderr.slice(-2000)}`);
+    const baseFiles = tree.stdout.split('\0').filter(Boolean);
+
+    const shadow = await shadowedModules(sb, baseFiles, signal);
     if (shadow.length) {
       details.applied = false;
       return fail('apply_error', `the patch adds ${shadow.join(', ')} at the repository root, shadowing the standard library the test runner imports; not graded`);
@@ -73,8 +77,11 @@ export async function evaluatePatch(ctx: StageContext<SweInstance>, patch: strin
       if (stat.exit_code !== 0) return fail('test_patch_error', `instance.test_patch is not a patch git can read: ${stat.stderr}`);
       testPatchPaths = numstatPaths(stat.stdout);
     }
-    const reset = await script(sb, `${GIT_FN}\n${RESET_SCRIPT}`, resetEntries(inst, testPatchPaths), { timeout_s: 120, signal });
-    if (reset.exit_code !== 0) throw new RaasError('sandbox_error', `swe: could not reset the test files to the base commit: ${(reset.stderr || reset.stdout).slice(-2000)}`);
+    const resetError = await resetTests(sb, resetPlan(inst, testPatchPaths, baseFiles), signal);
+    if (resetError) {
+      details.applied = false;
+      return fail('apply_error', `the patch leaves the test files in a state grading cannot reset to the base commit: ${resetError}`);
+    }
     if (hasTestPatch) {
       const tp = await git(sb, ['apply', '--whitespace=nowarn', inSandbox(TEST_PATCH)], { timeout_s: 60, signal });
       if (tp.exit_code !== 0) {
@@ -99,10 +106,23 @@ function withNewline(patch: string): string {
   return patch.endsWith('\n') ? patch : `${patch}\n`;
 }
 
+/** Removes the planned paths, then checks out those the base commit has; answers what failed, if anything. */
+async function resetTests(sb: Sandbox, plan: { remove: string[]; restore: string[] }, signal: AbortSignal): Promise<string | undefined> {
+  for (let i = 0; i < plan.remove.length; i += 500) {
+    const r = await sb.exec(['rm', '-rf', '--', ...plan.remove.slice(i, i + 500)], { timeout_s: 120, signal });
+    if (r.exit_code !== 0) return r.stderr.trim().slice(-1000) || `rm exited with ${r.exit_code ?? r.signal}`;
+  }
+  for (let i = 0; i < plan.restore.length; i += 500) {
+    const r = await git(sb, ['checkout', '-q', 'HEAD', '--', ...plan.restore.slice(i, i + 500)], { timeout_s: 120, signal });
+    if (r.exit_code !== 0) return r.stderr.trim().slice(-1000) || `git checkout exited with ${r.exit_code ?? r.signal}`;
+  }
+  return undefined;
+}
+
 /** Root entries the patch added that shadow a standard-library module (none when python3 is missing). */
-async function shadowedModules(sb: Sandbox, signal: AbortSignal): Promise<string[]> {
-  const base = await git(sb, ['ls-tree', '--name-only', 'HEAD'], { timeout_s: 60, signal });
-  const r = await sb.exec(['python3', '-I', '-c', SHADOW_CHECK], { stdin: base.stdout, timeout_s: 60, env: TEST_ENV, signal });
+async function shadowedModules(sb: Sandbox, baseFiles: readonly string[], signal: AbortSignal): Promise<string[]> {
+  const roots = [...new Set(baseFiles.map((f) => f.split('/')[0]!))];
+  const r = await sb.exec(['python3', '-I', '-c', SHADOW_CHECK], { stdin: roots.join('\n'), timeout_s: 60, env: TEST_ENV, signal });
   if (r.exit_code !== 0) return [];
   return r.stdout.split('\n').filter(Boolean);
 }

@@ -1,20 +1,21 @@
+import path from 'node:path';
 import type { SweInstance } from '../../../protocol/tasks.js';
 
 /**
  * What grading resets to the base commit after the model's patch, so a patch that rewrites the
  * tests gains nothing (SWE-bench does the same with the files its test patch touches):
- * - `F:path` (forced): `instance.test_files` and the files `instance.test_patch` touches. Reset to
- *   the base commit: restored when the base has them, removed when it does not.
- * - `K:path` (known tests): the files the test ids name (`tests.test_core.TestX.test_y`,
- *   `tests/test_core.py::test_y`), reset only when the base commit has them (an id's dotted
- *   prefixes are tried, most of them name nothing).
- * For every reset path the `conftest.py` of each directory above it, and the `__init__.py` of
- * directories named like tests, are reset too (pytest and unittest run them before any test).
+ * - `instance.test_files` and the files `instance.test_patch` touches, whether or not the base
+ *   commit has them (absent there: removed);
+ * - the files the test ids name (`tests.test_core.TestX.test_y`, `tests/test_core.py::test_y`)
+ *   that the base commit has (an id's dotted prefixes are tried, most of them name nothing);
+ * - for each of those, the `conftest.py` of every directory above it, and the `__init__.py` of
+ *   directories named like tests (pytest and unittest run them before any test), and the root
+ *   `conftest.py`.
  */
 
 /** A repository path as git and rm take it: no leading `./`, no trailing `/`. */
 export function cleanPath(p: string): string {
-  return p.replace(/^(\.\/)+/, '').replace(/\/+$/, '');
+  return path.posix.normalize(p).replace(/\/+$/, '');
 }
 
 /** Files a test id may live in, most specific first. */
@@ -31,40 +32,34 @@ export function testFileCandidates(id: string): string[] {
   return [...out].filter(safePath);
 }
 
-/** The reset entries for an instance, given the paths its test patch touches. */
-export function resetEntries(inst: SweInstance, testPatchPaths: readonly string[]): string[] {
-  const forced = new Set([...(inst.test_files ?? []), ...testPatchPaths].map(cleanPath).filter(safePath));
-  const known = new Set([...inst.FAIL_TO_PASS, ...inst.PASS_TO_PASS].flatMap(testFileCandidates).filter((p) => !forced.has(p)));
-  return [...[...forced].map((p) => `F:${p}`), ...[...known].map((p) => `K:${p}`)];
+/** The reset: every path to remove, and those of them the base commit has (to check out again). */
+export interface ResetPlan {
+  remove: string[];
+  restore: string[];
+}
+
+/** Plans the reset for an instance, from the paths its test patch touches and the base commit's files. */
+export function resetPlan(inst: SweInstance, testPatchPaths: readonly string[], baseFiles: readonly string[]): ResetPlan {
+  const files = new Set(baseFiles);
+  const dirs = new Set<string>();
+  for (const f of baseFiles) for (let i = f.indexOf('/'); i > 0; i = f.indexOf('/', i + 1)) dirs.add(f.slice(0, i));
+  const named = [...(inst.test_files ?? []), ...testPatchPaths].map(cleanPath).filter(safePath);
+  const known = [...inst.FAIL_TO_PASS, ...inst.PASS_TO_PASS].flatMap(testFileCandidates).filter((p) => files.has(p));
+  const all = new Set<string>(['conftest.py']);
+  for (const p of [...named, ...known]) {
+    all.add(p);
+    for (let d = path.posix.dirname(p); d !== '.' && d !== '/'; d = path.posix.dirname(d)) {
+      all.add(`${d}/conftest.py`);
+      if (/test/i.test(path.posix.basename(d))) all.add(`${d}/__init__.py`);
+    }
+  }
+  const remove = [...all].sort();
+  return { remove, restore: remove.filter((p) => files.has(p) || dirs.has(p)) };
 }
 
 function safePath(p: string): boolean {
   return p !== '' && p !== '.' && !p.includes('\0') && !p.startsWith('/') && !p.split('/').some((s) => s === '..' || s === '.git');
 }
-
-/**
- * The reset, as a bash script over the entries (`"$@"`); `g` is git (see repo.ts). `rm -rf` first
- * clears whatever the patch put there (a file, a directory, a symlink); `git checkout` then
- * writes the base version, replacing a symlinked parent directory with a real one.
- */
-export const RESET_SCRIPT = `
-reset() {
-  rm -rf -- "$1" || return 1
-  if g cat-file -e "HEAD:$1" 2>/dev/null; then g checkout -q HEAD -- "$1" || return 1; fi
-}
-for a in "$@"; do
-  p=\${a#?:}
-  case $a in K:*) g cat-file -e "HEAD:$p" 2>/dev/null || continue ;; esac
-  reset "$p" || { echo "cannot reset $p to the base commit" >&2; exit 3; }
-  d=$p
-  while [ "$d" != "\${d%/*}" ]; do
-    d=\${d%/*}
-    reset "$d/conftest.py" || exit 3
-    case \${d##*/} in *test*) reset "$d/__init__.py" || exit 3 ;; esac
-  done
-done
-reset conftest.py || exit 3
-`;
 
 /** Paths of a `git apply --numstat -z` answer (both sides of a rename). */
 export function numstatPaths(out: string): string[] {
