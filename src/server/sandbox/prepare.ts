@@ -4,17 +4,26 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { RaasError } from '../../protocol/errors.js';
+import { isRoot } from './host.js';
+
+/** Name of the execute-only node inside a tool-server install (`<install>/node`). */
+export const SANDBOX_NODE = 'node';
 
 /**
  * Installs the tool server under `<root>/tool-server/<hash>/`: the compiled JavaScript of
  * src/server/tools plus node-pty (package.json, lib, pty.node), world-readable, so the sandbox user
  * can run it wherever the repository was cloned (CI clones as root into a folder that user cannot
  * read). Content-addressed, so a rebuild never changes files under a running sandbox.
+ *
+ * With `opts.node`, the install also holds `node`: an execute-only copy of that binary (see
+ * installExecOnlyNode). Start the tool server with it so code in the sandbox cannot attach to it.
  */
-export function installToolServer(root: string): string {
+export function installToolServer(root: string, opts: { node?: string } = {}): string {
   const files = readSources();
   const h = createHash('sha256');
   for (const [f, buf] of files) h.update(f).update(buf);
+  const node = opts.node ? installExecOnlyNode(root, opts.node) : undefined;
+  if (node) h.update(SANDBOX_NODE).update(node);
   const dir = path.join(root, 'tool-server', h.digest('hex').slice(0, 16));
   if (fs.existsSync(path.join(dir, 'main.js'))) return dir;
 
@@ -22,6 +31,7 @@ export function installToolServer(root: string): string {
   fs.mkdirSync(tmp, { recursive: true, mode: 0o755 });
   // Written from the bytes that were hashed, so the directory always matches its name.
   for (const [f, buf] of files) write(path.join(tmp, f), buf, f.endsWith('.node') ? 0o755 : 0o644);
+  if (node) linkOrCopy(node, opts.node!, path.join(tmp, SANDBOX_NODE));
   try {
     fs.renameSync(tmp, dir);
   } catch {
@@ -29,6 +39,67 @@ export function installToolServer(root: string): string {
     fs.rmSync(tmp, { recursive: true, force: true });
   }
   return dir;
+}
+
+/**
+ * Copies `node` to `<root>/node/<key>/node`, execute-only (0711 owned by root when the server runs
+ * as root; 0111 otherwise, on a mount the sandbox sees read-only). A process that executes a file
+ * it cannot read is made non-dumpable by the kernel, and its memory is owned by a user namespace
+ * the sandbox has no capability in: other processes of the sandbox, though they run as the same
+ * uid, cannot ptrace it, read /proc/<pid>/{mem,environ,fd}, or copy its descriptors with
+ * pidfd_getfd. The key is the binary's real path, size and mtime; an unchanged binary is reused.
+ */
+export function installExecOnlyNode(root: string, node: string): string {
+  let real: string;
+  let st: fs.Stats;
+  try {
+    real = fs.realpathSync(node);
+    st = fs.statSync(real);
+  } catch (e) {
+    throw new RaasError('sandbox_unavailable', `node binary ${node} not found: set sandbox.node to an existing node binary`, { cause: e, retryable: false });
+  }
+  const key = createHash('sha256').update(`${real}\0${st.size}\0${st.mtimeMs}`).digest('hex').slice(0, 16);
+  const base = path.join(root, 'node');
+  const dir = path.join(base, key);
+  const target = path.join(dir, SANDBOX_NODE);
+  const mode = isRoot() ? 0o711 : 0o111;
+  let stale = false;
+  try {
+    const have = fs.statSync(target);
+    if (have.size === st.size && (have.mode & 0o7777) === mode) return target;
+    stale = true;
+  } catch {
+    /* not installed yet */
+  }
+  ensureDir(base);
+  const tmp = `${dir}.tmp-${process.pid}-${randomBytes(3).toString('hex')}`;
+  try {
+    ensureDir(tmp);
+    fs.copyFileSync(real, path.join(tmp, SANDBOX_NODE));
+    fs.chmodSync(path.join(tmp, SANDBOX_NODE), mode);
+    // A running sandbox keeps its (unlinked) binary; only new sandboxes see the new one.
+    if (stale) fs.rmSync(dir, { recursive: true, force: true });
+    fs.renameSync(tmp, dir);
+  } catch (e) {
+    fs.rmSync(tmp, { recursive: true, force: true });
+    // Another process installed the same binary first.
+    if (fs.existsSync(target)) return target;
+    throw new RaasError('sandbox_unavailable', `cannot install the sandbox node under ${base}: ${(e as Error).message}; check that sandbox.root is writable`, { cause: e, retryable: false });
+  }
+  return target;
+}
+
+/**
+ * Hard-links the execute-only copy (no ~100 MB copy per tool-server build); where linking fails,
+ * copies the original (the copy itself may be unreadable to us) with the same mode.
+ */
+function linkOrCopy(execOnly: string, original: string, to: string): void {
+  try {
+    fs.linkSync(execOnly, to);
+  } catch {
+    fs.copyFileSync(fs.realpathSync(original), to);
+    fs.chmodSync(to, fs.statSync(execOnly).mode & 0o7777);
+  }
 }
 
 /**
