@@ -1,6 +1,6 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
-import type { Socket } from 'node:net';
+import net, { type Socket } from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import type { Readable, Stream } from 'node:stream';
@@ -92,7 +92,7 @@ fcntl($ufh, F_SETFD, 0) or die "raas-net: fcntl: $!\n";
 my ($U, $N) = ("/proc/self/fd/$u", '/proc/self/fd/' . fileno($net));
 if ($deny ne '') {
   open(my $ip, '|-', 'nsenter', '--preserve-credentials', "--user=$U", "--net=$N", 'ip', '-batch', '-') // die "raas-net: fork: $!\n";
-  print $ip "route add unreachable $_\n" for split /,/, $deny;
+  print $ip "route replace unreachable $_\n" for split /,/, $deny;
   close($ip) or die "raas-net: adding unreachable routes failed (ip status $?)\n";
 }
 s/\@USERNS\@/$U/g, s/\@NETNS\@/$N/g for @cmd;
@@ -274,6 +274,12 @@ export async function startUserNet(o: UserNetOptions): Promise<UserNet> {
   const tool = o.tool ?? 'slirp4netns';
   const b = binaries(tool);
   const deny = o.deny ?? hostAddresses();
+  for (const d of deny) {
+    const [addr, bits, ...rest] = d.split('/');
+    if (!net.isIP(addr) || rest.length || (bits !== undefined && !/^\d{1,3}$/.test(bits))) {
+      throw new RaasError('config_invalid', `network deny entry "${d}" is not an IP address or CIDR (e.g. 192.0.2.2 or 10.0.0.0/8)`, { retryable: false });
+    }
+  }
   const argv = [b.perl, '-e', SHIM, String(o.pid), deny.join(','), tool === 'pasta' ? '1' : '0', ...helperArgv(tool, b)];
   // fd 3: the exit fd (sync from bwrap, or a pipe we hold); fd 4: slirp4netns writes '1' when up.
   const child = spawn(argv[0], argv.slice(1), {
@@ -285,12 +291,12 @@ export async function startUserNet(o: UserNetOptions): Promise<UserNet> {
   });
   // The helper holds its own copy of the sync fd now; ours would keep it open past the sandbox.
   o.sync?.destroy();
-  const net = new HelperProcess(child, tool, deny);
+  const helper = new HelperProcess(child, tool, deny);
   try {
-    await net.ready(o.pid, o.timeoutMs ?? 10_000, o.signal);
-    return net;
+    await helper.ready(o.pid, o.timeoutMs ?? 10_000, o.signal);
+    return helper;
   } catch (e) {
-    await net.close();
+    await helper.close();
     throw e;
   }
 }
@@ -340,6 +346,7 @@ class HelperProcess implements UserNet {
     const fail = (why: string): RaasError =>
       new RaasError('sandbox_error', `the sandbox's network helper (${this.tool}) ${why}; stderr: ${this.stderr.trim().slice(-1500) || '(empty)'}`);
     const deadline = Date.now() + timeoutMs;
+    if (this.done) throw fail(`exited during start (code ${this.code})`);
     if (this.tool === 'slirp4netns') {
       const readyFd = this.child.stdio[4] as Readable;
       await new Promise<void>((resolve, reject) => {
