@@ -15,7 +15,7 @@ export type { Tokenizer, ChatMessage, ToolDefinition, DriftReport } from './toke
 export { startRolloutServer, HandlerRegistry, builtinHandlers, loadHandlerModules, chatHandler, BackendPool, ServerConfig, loadServerConfig } from './server/index.js';
 export type { RolloutServer, RolloutServerOptions, ServerConfigInput } from './server/index.js';
 export type {
-  AgentHandler, StageContext, RunContext, EvalContext, InitResult, RunResult, EvalResult, Logger,
+  AgentHandler, AdmissionEnv, StageContext, RunContext, EvalContext, InitResult, RunResult, EvalResult, Logger,
 } from './server/handlers/types.js';
 export type { LlmSession, GenerateRequest, GenerateResult } from './server/llm/types.js';
 
