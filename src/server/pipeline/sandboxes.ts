@@ -11,6 +11,7 @@ export class LazySandboxRuntime {
   private closed = false;
   /** What the runtime reports in force (isolation, limits), once it is known. */
   private described: Record<string, unknown> | undefined;
+  private resolved: SandboxRuntime | undefined;
 
   constructor(
     private readonly config: Record<string, unknown>,
@@ -48,7 +49,11 @@ export class LazySandboxRuntime {
 
   /** The isolation and limits in force, for /status (null until the sandbox settings were read). */
   describe(): Record<string, unknown> | null {
-    return this.described ?? null;
+    if (!this.described) return null;
+    // Once the runtime prepared, its cgroup probe is the word on which limits hold.
+    const inForce = (this.resolved as { limitsInForce?: () => unknown } | undefined)?.limitsInForce?.();
+    if (!inForce) return this.described;
+    return { ...this.described, limits: { ...(this.described.limits as object), cgroup: inForce } };
   }
 
   async close(): Promise<void> {
@@ -69,6 +74,7 @@ export class LazySandboxRuntime {
       throw new RaasError('config_invalid', `sandbox: ${err instanceof Error ? err.message : String(err)}`, { cause: err });
     }
     const rt = create(config, { log: this.log });
+    this.resolved = rt;
     const describe = mod.describeSandbox as ((config: unknown) => Record<string, unknown>) | undefined;
     this.described ??= describe?.(config);
     return rt;

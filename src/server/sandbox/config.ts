@@ -25,6 +25,8 @@ export const SandboxLimitsConfig = z.strictObject({
   file_size_mb: z.number().int().positive().default(4096),
   /** Size of the sandbox's private /tmp (bwrap tmpfs). */
   tmp_size_mb: z.number().int().positive().default(512),
+  /** CPUs' worth of time the sandbox may use (cgroup CPU quota; 0.5 = half a core); 0 = unlimited. */
+  cpus: z.number().nonnegative().default(1),
 });
 
 /** How an image is reused: always rebuilt, reused per base + framework version, or per lockfile hash. */
@@ -125,6 +127,14 @@ export const SandboxConfig = z.strictObject({
    * symlink cannot lead out. Default: the bundled configs/data.
    */
   data_dirs: z.array(z.string().min(1)).default(() => [bundledDataDir()]),
+  /**
+   * Per-sandbox cgroups (memory incl. the sandbox's tmpfs files, tasks, CPU) when the server may
+   * create them (root, or a delegated subtree): `auto` uses them when writable and falls back to
+   * rlimits with the reason in /status; `required` refuses to start without them; `off` never.
+   */
+  cgroup: z.enum(['auto', 'off', 'required']).default('auto'),
+  /** Parent group of the sandboxes' cgroups, relative to each hierarchy's mount (put it inside the server's own allocation to count sandboxes against it). */
+  cgroup_parent: z.string().min(1).default('raas'),
   /** Keep workspaces after close (debugging). */
   keep_workspaces: z.boolean().default(false),
 });

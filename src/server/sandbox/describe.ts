@@ -1,11 +1,22 @@
 import os from 'node:os';
 import { SandboxConfig, type SandboxConfigInput } from './config.js';
+import { CgroupManager, type CgroupDescription } from './cgroup.js';
+
+/** The cgroup mode this config gets here, found without creating anything (no probe). */
+function limitsMode(c: SandboxConfig): CgroupDescription {
+  if (c.runtime !== 'bwrap') return { mode: 'rlimit', controllers: [], parents: [], reason: `cgroups are used with the bwrap runtime only (sandbox.runtime is ${c.runtime})` };
+  try {
+    return CgroupManager.detect({ setting: c.cgroup, parent: c.cgroup_parent, probe: false }).describe();
+  } catch (e) {
+    return { mode: 'rlimit', controllers: [], parents: [], reason: (e as Error).message };
+  }
+}
 
 /**
  * What isolation and which limits are in force for a sandbox config on this host: /status shows it
  * and the server logs it at start, so an operator can check rather than assume.
  */
-export function describeSandbox(input: SandboxConfig | SandboxConfigInput = {}): Record<string, unknown> {
+export function describeSandbox(input: SandboxConfig | SandboxConfigInput = {}, inForce?: { limits?: CgroupDescription }): Record<string, unknown> {
   const c = SandboxConfig.parse(input);
   const root = process.getuid?.() === 0;
   const bwrap = c.runtime === 'bwrap';
@@ -17,6 +28,6 @@ export function describeSandbox(input: SandboxConfig | SandboxConfigInput = {}):
     max_read_bytes: c.max_read_bytes,
     data_dirs: c.data_dirs,
     host_channel: bwrap ? 'inherited socketpair (no socket file, nothing of the host filesystem writable)' : 'unix socket file',
-    limits: { ...c.limits, enforced_by: 'rlimit' },
+    limits: { ...c.limits, cgroup: inForce?.limits ?? limitsMode(c), rlimits: 'ulimit -v/-t/-u/-f on every process the tools start' },
   };
 }

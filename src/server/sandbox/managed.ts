@@ -4,7 +4,8 @@ import type { Readable } from 'node:stream';
 import { RaasError } from '../../protocol/errors.js';
 import type { Logger } from '../handlers/types.js';
 import type { BashOptions, BashResult, EditOp, EditResult, ExecOptions, ExecResult, PythonOptions, PythonResult, ReadFileOptions, Sandbox } from './types.js';
-import { ToolClient } from './client.js';
+import { ToolClient, type ToolClientOptions } from './client.js';
+import type { SandboxCgroup } from './cgroup.js';
 import { CONN_FD } from '../tools/protocol.js';
 import type { Socket } from 'node:net';
 import type { Writable } from 'node:stream';
@@ -50,6 +51,10 @@ export interface SandboxMeta {
   log?: Logger;
   /** The tool server's request line limit (sandbox.max_input_bytes), for splitting file writes. */
   maxLineBytes?: number;
+  /** Bounds of the host's reads from the tool server (answer lines). */
+  clientOptions?: ToolClientOptions;
+  /** The sandbox's cgroup (limits, and what hit them), when cgroups are in force. */
+  cgroup?: SandboxCgroup;
   /** Removes the workspace, releases the lease; runs once after the processes are gone. */
   cleanup: () => void | Promise<void>;
 }
@@ -169,11 +174,11 @@ export class ManagedSandbox implements Sandbox {
         if (!msg.ready) return;
         this.toolServerPid = msg.pid;
         if (plan.connFd) {
-          this.client = ToolClient.fromSocket((child.stdio as unknown as Socket[])[CONN_FD]!);
+          this.client = ToolClient.fromSocket((child.stdio as unknown as Socket[])[CONN_FD]!, this.meta.clientOptions);
           done();
           return;
         }
-        ToolClient.connect(plan.socket, signal).then((c) => {
+        ToolClient.connect(plan.socket, signal, this.meta.clientOptions).then((c) => {
           this.client = c;
           done();
         }, done);
@@ -188,12 +193,36 @@ export class ManagedSandbox implements Sandbox {
 
   async bash(command: string, opts: BashOptions = {}): Promise<BashResult> {
     const { signal, ...rest } = opts;
-    return this.tools().call<BashResult>('bash', { command, ...rest }, signal);
+    const r = await this.noted(this.tools().call<BashResult>('bash', { command, ...rest }, signal));
+    return r.note ? { ...r.value, output: `${r.value.output}\n[raas: ${r.note}]` } : r.value;
   }
 
   async python(code: string, opts: PythonOptions = {}): Promise<PythonResult> {
     const { signal, ...rest } = opts;
-    return this.tools().call<PythonResult>('python', { code, ...rest }, signal);
+    const r = await this.noted(this.tools().call<PythonResult>('python', { code, ...rest }, signal));
+    return r.note ? { ...r.value, stderr: `${r.value.stderr}\n[raas: ${r.note}]` } : r.value;
+  }
+
+  /**
+   * Adds what the cgroup saw during a call (an OOM kill, refused forks) to its answer, so the model
+   * and the result see which limit was hit; a call that failed because the limit killed the tool
+   * server itself becomes a `sandbox_limit` error naming it.
+   */
+  private async noted<T>(call: Promise<T>): Promise<{ value: T; note?: string }> {
+    let value: T;
+    try {
+      value = await call;
+    } catch (e) {
+      const note = this.meta.cgroup?.limitNote();
+      if (note && e instanceof RaasError && e.code === 'sandbox_error') throw new RaasError('sandbox_limit', `${e.message}: ${note}`, { cause: e, retryable: false });
+      throw e;
+    }
+    return { value, note: this.meta.cgroup?.limitNote() };
+  }
+
+  /** The sandbox's cgroup (undefined under the rlimit fallback). */
+  get cgroup(): SandboxCgroup | undefined {
+    return this.meta.cgroup;
   }
 
   async edit(op: EditOp, opts: { signal?: AbortSignal } = {}): Promise<EditResult> {
@@ -207,7 +236,8 @@ export class ManagedSandbox implements Sandbox {
 
   async exec(argv: string[], opts: ExecOptions = {}): Promise<ExecResult> {
     const { signal, maxOutputBytes, ...rest } = opts;
-    return this.tools().call<ExecResult>('exec', { argv, ...rest, ...(maxOutputBytes ? { max_output_bytes: maxOutputBytes } : {}) }, signal);
+    const r = await this.noted(this.tools().call<ExecResult>('exec', { argv, ...rest, ...(maxOutputBytes ? { max_output_bytes: maxOutputBytes } : {}) }, signal));
+    return r.note ? { ...r.value, stderr: `${r.value.stderr}\n[raas: ${r.note}]` } : r.value;
   }
 
   /**

@@ -16,6 +16,8 @@ import { ensureDir, installToolServer } from './prepare.js';
 import { checkFileKey, createDirs, removeDirs, sweepOrphans, type SandboxDirs } from './workspace.js';
 import { CONN_FD } from '../tools/protocol.js';
 import { WarmPool } from './pool.js';
+import { CgroupManager, type CgroupLimits, type SandboxCgroup } from './cgroup.js';
+import { lineCapFor } from './client.js';
 
 /** What the first open() prepares once: binaries, identity, tool server install. */
 interface Prepared {
@@ -24,6 +26,8 @@ interface Prepared {
   identity: SandboxIdentity | undefined;
   binary: string;
   node: string;
+  /** Per-sandbox cgroups, or the rlimit fallback (with its reason). */
+  cgroups: CgroupManager;
 }
 
 /** Base environment inside every sandbox; the host's environment is never passed. */
@@ -91,7 +95,13 @@ export class Runtime implements SandboxRuntime {
     const orphans = sweepOrphans(root);
     if (orphans) this.log?.info({ root, removed: orphans }, 'removed workspaces of sandboxes whose server is gone');
     this.images = new ImageCache({ root: path.join(root, 'images'), runtime: this, log: this.log });
-    this.prepared = { root, toolServer, identity, binary, node };
+    const cgroups = CgroupManager.detect(c.runtime === 'bwrap' ? { setting: c.cgroup, parent: c.cgroup_parent, identity } : { setting: 'off' });
+    this.log?.info({ limits: cgroups.describe() }, 'sandbox resource limits');
+    void cgroups.sweep().then(
+      (n) => n && this.log?.info({ removed: n }, 'removed cgroups of sandboxes whose server is gone'),
+      () => undefined,
+    );
+    this.prepared = { root, toolServer, identity, binary, node, cgroups };
     return this.prepared;
   }
 
@@ -123,6 +133,7 @@ export class Runtime implements SandboxRuntime {
         try {
           const limits = { ...this.config.limits, ...(spec.limits ?? {}) };
           await sb.configure({ env: this.toolEnv(spec), limits, ...(spec.tools ? { tools: spec.tools } : {}) }, signal);
+          sb.cgroup?.setLimits(this.cgroupLimits(spec, false));
           await sb.writeFiles(spec.files ?? {}, signal);
           return sb;
         } catch (e) {
@@ -184,12 +195,16 @@ export class Runtime implements SandboxRuntime {
     // Runtimes that share the host network get their own loopback address.
     const sharesNet = this.kind === 'process' || spec.network === true;
     let address: string | undefined;
+    let group: SandboxCgroup | undefined;
     // Assigned once start() returns; cleanup may run inside start() (a failed start) before that.
     let sb: ManagedSandbox | undefined;
     try {
       if (sharesNet) address = this.leaseTable(p.root).acquire();
+      // The cgroup counts the sandbox's processes and the files of its tmpfs mounts.
+      group = p.cgroups.create(id, this.cgroupLimits(spec, dirs.bound === true));
       // An image build binds its output directory, seeded from the base image through the tool server.
-      const plan = this.plan(p, dirs, spec, address, this.kind === 'bwrap' || buildDir ? imageDir : undefined);
+      const base = this.plan(p, dirs, spec, address, this.kind === 'bwrap' || buildDir ? imageDir : undefined);
+      const plan = group ? group.wrapSpawn(base) : base;
       sb = await ManagedSandbox.start(
         plan,
         {
@@ -199,11 +214,14 @@ export class Runtime implements SandboxRuntime {
           startTimeoutMs: this.config.start_timeout_s * 1000,
           graceMs: this.config.close_grace_ms,
           maxLineBytes: this.config.max_input_bytes,
+          clientOptions: { maxLineBytes: lineCapFor({ output_cap: this.config.output_cap }), maxReadBytes: this.config.max_read_bytes },
+          cgroup: group,
           log: this.log,
-          cleanup: () => {
+          cleanup: async () => {
             if (sb) this.open_.delete(sb);
             if (address) this.leaseTable(p.root).release(address);
             if (!this.config.keep_workspaces) removeDirs(dirs);
+            await group?.remove().catch((e: unknown) => this.log?.error({ err: (e as Error).message }, 'sandbox cgroup not removed'));
           },
         },
         signal,
@@ -214,8 +232,21 @@ export class Runtime implements SandboxRuntime {
       // ManagedSandbox.start already ran cleanup when the process started; this covers earlier failures.
       if (address) this.leaseTable(p.root).release(address);
       if (!this.config.keep_workspaces) removeDirs(dirs);
+      await group?.remove().catch(() => undefined);
       throw e;
     }
+  }
+
+  /** A sandbox's cgroup limits: its processes' memory plus room for its tmpfs files (/tmp, the workspace). */
+  private cgroupLimits(spec: SandboxSpec, boundWorkspace: boolean): CgroupLimits {
+    const l = { ...this.config.limits, ...(spec.limits ?? {}) };
+    const tmpfs = l.tmp_size_mb + (this.kind === 'bwrap' && !boundWorkspace ? this.config.disk_mb : 0);
+    return { memory_mb: l.memory_mb + tmpfs, processes: l.processes, cpus: l.cpus };
+  }
+
+  /** What the runtime has in force: the cgroup mode (or the rlimit fallback and why). */
+  limitsInForce(): ReturnType<CgroupManager['describe']> | undefined {
+    return this.prepared?.cgroups.describe();
   }
 
   /** Environment of bash and python: base, the config's, the spec's; never the host's. */

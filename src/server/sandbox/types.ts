@@ -25,6 +25,8 @@ export interface SandboxLimits {
   processes?: number;
   file_size_mb?: number;
   tmp_size_mb?: number;
+  /** CPUs' worth of time (cgroup quota). */
+  cpus?: number;
 }
 
 export interface BashOptions {
