@@ -85,7 +85,7 @@ class TestSandbox {
 
   /** `beforeNet` runs inside the sandbox before its network helper starts. */
   static async start(tool?: UserNetTool, beforeNet?: (sb: TestSandbox) => Promise<unknown>): Promise<TestSandbox> {
-    const a = ['--unshare-user', '--unshare-pid', '--unshare-net', '--unshare-ipc', '--unshare-uts', '--die-with-parent', '--new-session', '--clearenv'];
+    const a = ['--unshare-user', '--disable-userns', '--unshare-pid', '--unshare-net', '--unshare-ipc', '--unshare-uts', '--die-with-parent', '--new-session', '--clearenv'];
     a.push('--ro-bind', '/usr', '/usr');
     for (const p of SYSTEM_LINKS) {
       const st = fs.lstatSync(p, { throwIfNoEntry: false });
@@ -391,7 +391,31 @@ for (const tool of ['slirp4netns', 'pasta'] as const) {
   });
 }
 
-describe.skipIf(unavailable('slirp4netns') !== undefined)('helper failures', () => {
+describe.skipIf(unavailable('slirp4netns') !== undefined)('helper start and failures', () => {
+  it('waits until the sandbox user namespace has its id maps (bwrap reports child-pid before its child writes them)', async () => {
+    // A user + network namespace without id maps: where bwrap's child is right after child-pid.
+    const holder = spawn('unshare', ['--user', '--net', 'sleep', '30'], { ...ids, stdio: 'ignore' });
+    const pid = holder.pid!;
+    const own = fs.readlinkSync('/proc/self/ns/user');
+    while (fs.readlinkSync(`/proc/${pid}/ns/user`) === own) await new Promise((r) => setTimeout(r, 5));
+    const route = (): string => fs.readFileSync(`/proc/${pid}/net/route`, 'utf8');
+    try {
+      const starting = startUserNet({ pid, ...ids });
+      await new Promise((r) => setTimeout(r, 300));
+      expect(route()).not.toMatch(/\t00000000\t/);
+      const uid = ids.uid ?? process.getuid!();
+      const gid = ids.gid ?? process.getgid!();
+      fs.writeFileSync(`/proc/${pid}/uid_map`, `0 ${uid} 1\n`);
+      fs.writeFileSync(`/proc/${pid}/setgroups`, 'deny\n');
+      fs.writeFileSync(`/proc/${pid}/gid_map`, `0 ${gid} 1\n`);
+      const n = await starting;
+      expect(route()).toMatch(/^tap0\t00000000\t/m);
+      await n.close();
+    } finally {
+      holder.kill('SIGKILL');
+    }
+  });
+
   it('rejects a deny entry that is not an address, before starting anything', async () => {
     await expect(startUserNet({ pid: process.pid, ...ids, deny: ['192.0.2.2\nroute flush'] })).rejects.toMatchObject({ code: 'config_invalid' });
   });
@@ -402,7 +426,7 @@ describe.skipIf(unavailable('slirp4netns') !== undefined)('helper failures', () 
     const err = (await startUserNet({ pid: gone.pid!, ...ids }).catch((e: unknown) => e)) as Error & { code: string };
     observed('helper for a pid that is gone', err.message);
     expect(err.code).toBe('sandbox_error');
-    expect(err.message).toMatch(/exited during start.*\/proc\/\d+\/ns\/net/s);
+    expect(err.message).toMatch(/exited during start.*\/proc\/\d+\/(gid_map|ns\/net)/s);
     expect(helpersOf(process.pid)).toEqual([]);
   });
 });

@@ -75,13 +75,22 @@ const BIN_DIRS = ['/usr/local/sbin', '/usr/local/bin', '/usr/sbin', '/usr/bin', 
  * namespace belongs to the outer one, which no process stays in, so /proc/<pid>/ns/user (the inner
  * one) cannot be used to enter the network namespace. NS_GET_USERNS on the network namespace gives
  * the owner; the shim keeps that fd and the netns fd open across exec as /proc/self/fd/N, adds the
- * `unreachable` routes (nsenter + ip, as uid 0 of that namespace), then execs the helper. With
+ * `unreachable` routes (nsenter + ip, as uid 0 of that namespace), then execs the helper. It first
+ * waits for the namespace's id maps: bwrap reports child-pid before its child writes them, and a
+ * process entering an unmapped user namespace loses its capabilities at exec. With
  * `watch` (pasta, which has no exit fd) it stays as the helper's parent and kills it when fd 3 closes.
  * argv: pid, comma-separated deny list, watch (0/1), then the helper's argv with @USERNS@ / @NETNS@.
  */
 const SHIM = String.raw`
 use strict; use Fcntl; use POSIX ();
 my ($pid, $deny, $watch, @cmd) = @ARGV;
+for (my $i = 0; ; $i++) {
+  open(my $m, '<', "/proc/$pid/gid_map") or die "raas-net: open /proc/$pid/gid_map: $!\n";
+  my $map = do { local $/; <$m> };
+  last if defined $map && $map =~ /\d/;
+  die "raas-net: the sandbox's user namespace got no id map within 10 s\n" if $i >= 10000;
+  select(undef, undef, undef, 0.001);
+}
 $^F = 1023;
 open(my $net, '<', "/proc/$pid/ns/net") or die "raas-net: open /proc/$pid/ns/net: $!\n";
 my $r = ioctl($net, 0xb701, 0);
