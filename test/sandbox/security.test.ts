@@ -52,6 +52,25 @@ describe(`bwrap sandbox security (${root ? 'root → raas-sandbox' : 'unprivileg
     expect((await sb.bash('cat /sys/class/net/*/operstate 2>/dev/null; ls /sys/class/net 2>/dev/null || ip -o link 2>/dev/null')).output).not.toMatch(/eth|ens|enp|wlan|docker/);
   });
 
+  it('the tool server cannot be attached to or read: seccomp on, non-dumpable, no host channel to steal', async () => {
+    // The task's code runs as the same uid as the tool server: its /proc files, ptrace and
+    // pidfd_getfd must all fail (execute-only node: non-dumpable; seccomp denies the calls).
+    const pid = (await sb.exec(['bash', '-c', "pgrep -x node | head -1"])).stdout.trim();
+    expect(Number(pid)).toBeGreaterThan(1);
+    expect((await sb.exec(['grep', 'Seccomp:', '/proc/self/status'])).stdout).toMatch(/Seccomp:\s+2/);
+    const r = await sb.exec(['bash', '-c', `ls /proc/${pid}/fd 2>&1 | head -3; cat /proc/${pid}/environ 2>&1 | head -c 200; echo; head -c 16 /proc/${pid}/mem 2>&1; echo`]);
+    observed('tool server /proc', r.stdout);
+    expect(r.stdout).toMatch(/Permission denied/);
+    expect(r.stdout).not.toMatch(/socket:|PATH=/);
+    const py = await sb.python(
+      `import ctypes, os\nlibc = ctypes.CDLL(None, use_errno=True)\nr = libc.ptrace(16, ${pid}, 0, 0)\nprint("ptrace", r, os.strerror(ctypes.get_errno()))\nfd = libc.syscall(434, ${pid}, 0)\nprint("pidfd_open", fd)\ng = libc.syscall(438, fd, 9, 0) if fd >= 0 else -1\nprint("pidfd_getfd", g, os.strerror(ctypes.get_errno()))\nprint("unshare", libc.unshare(0x10000000), os.strerror(ctypes.get_errno()))`,
+    );
+    observed('ptrace / pidfd_getfd / unshare', py.stdout);
+    expect(py.stdout).toMatch(/ptrace -1 Operation not permitted/);
+    expect(py.stdout).toMatch(/pidfd_getfd -1/);
+    expect(py.stdout).toMatch(/unshare -1/);
+  });
+
   it('cannot write outside the workspace', async () => {
     const r = await sb.bash('for p in /usr/x /etc/x /x /opt/raas/tool-server/x /run/x /home/x; do touch $p 2>/dev/null && echo "WROTE $p"; done; echo done');
     observed('writes outside the workspace', r.output);

@@ -61,6 +61,10 @@ export const ApptainerConfig = z.strictObject({
   fakeroot: z.boolean().default(false),
   /** Extra arguments placed before the image. */
   extra_args: z.array(z.string()).default([]),
+  /** `--security seccomp:<profile>` with raas's deny list (Docker format) and --no-privs. */
+  seccomp: z.boolean().default(true),
+  /** `--userns`: a user namespace even where the setuid starter is installed. */
+  userns: z.boolean().default(false),
 });
 
 /**
@@ -135,6 +139,12 @@ export const SandboxConfig = z.strictObject({
   cgroup: z.enum(['auto', 'off', 'required']).default('auto'),
   /** Parent group of the sandboxes' cgroups, relative to each hierarchy's mount (put it inside the server's own allocation to count sandboxes against it). */
   cgroup_parent: z.string().min(1).default('raas'),
+  /**
+   * bwrap: a seccomp filter (Docker's and Flatpak's deny list: ptrace, process_vm_*, pidfd_getfd,
+   * mounts, namespaces, keyctl, bpf, perf_event_open, userfaultfd, module loading, …) on every
+   * process of the sandbox. Nested user namespaces are off either way (--disable-userns).
+   */
+  seccomp: z.boolean().default(true),
   /** Keep workspaces after close (debugging). */
   keep_workspaces: z.boolean().default(false),
 });

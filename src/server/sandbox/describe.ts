@@ -1,6 +1,7 @@
 import os from 'node:os';
 import { SandboxConfig, type SandboxConfigInput } from './config.js';
 import { CgroupManager, type CgroupDescription } from './cgroup.js';
+import { DENIED_SYSCALLS } from './seccomp.js';
 
 /** The cgroup mode this config gets here, found without creating anything (no probe). */
 function limitsMode(c: SandboxConfig): CgroupDescription {
@@ -27,6 +28,9 @@ export function describeSandbox(input: SandboxConfig | SandboxConfigInput = {}, 
     workspace: bwrap ? { kind: 'tmpfs private to the sandbox', size_mb: c.disk_mb } : { kind: 'host directory', root: c.root ?? null },
     max_read_bytes: c.max_read_bytes,
     data_dirs: c.data_dirs,
+    seccomp: bwrap ? (c.seccomp ? { filter: 'on', denied_syscalls: DENIED_SYSCALLS.map((d) => d.name) } : { filter: 'off (sandbox.seccomp: false)' }) : c.runtime === 'apptainer' && c.apptainer.seccomp ? { filter: 'apptainer --security seccomp (EPERM for every denied call)', denied_syscalls: DENIED_SYSCALLS.map((d) => d.name) } : { filter: 'off' },
+    nested_user_namespaces: bwrap ? 'disabled (--disable-userns)' : c.runtime === 'apptainer' ? 'allowed by apptainer' : 'host',
+    tool_server: bwrap ? 'execute-only node: non-dumpable, not ptrace-able or readable through /proc by the task' : 'plain node',
     host_channel: bwrap ? 'inherited socketpair (no socket file, nothing of the host filesystem writable)' : 'unix socket file',
     limits: { ...c.limits, cgroup: inForce?.limits ?? limitsMode(c), rlimits: 'ulimit -v/-t/-u/-f on every process the tools start' },
   };

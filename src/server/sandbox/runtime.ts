@@ -6,13 +6,14 @@ import type { Logger } from '../handlers/types.js';
 import type { ToolServerOptions } from '../tools/protocol.js';
 import type { Sandbox, SandboxRuntime, SandboxSpec } from './types.js';
 import type { SandboxConfig } from './config.js';
-import { apptainerArgs, findApptainer } from './apptainer.js';
+import { apptainerArgs, findApptainer, installApptainerSeccomp } from './apptainer.js';
 import { bwrapArgs, INSIDE } from './bwrap.js';
 import { checkReadableByOthers, checkSocketPath, defaultRoot, findBinary, resolveIdentity, type SandboxIdentity } from './host.js';
 import { ImageCache } from './image-cache.js';
 import { LoopbackLeases } from './leases.js';
 import { ManagedSandbox, type LaunchPlan } from './managed.js';
-import { ensureDir, installToolServer } from './prepare.js';
+import { ensureDir, installToolServer, SANDBOX_NODE } from './prepare.js';
+import { bwrapHardeningArgs, seccompProgram } from './seccomp.js';
 import { checkFileKey, createDirs, removeDirs, sweepOrphans, type SandboxDirs } from './workspace.js';
 import { CONN_FD } from '../tools/protocol.js';
 import { WarmPool } from './pool.js';
@@ -28,7 +29,14 @@ interface Prepared {
   node: string;
   /** Per-sandbox cgroups, or the rlimit fallback (with its reason). */
   cgroups: CgroupManager;
+  /** bwrap: the seccomp program handed to every sandbox (computed once). */
+  seccomp?: Buffer;
+  /** apptainer: the Docker-format seccomp profile file. */
+  apptainerSeccomp?: string;
 }
+
+/** The fd bwrap reads the seccomp program from (3 is the status fd, CONN_FD the host channel). */
+const SECCOMP_FD = 4;
 
 /** Base environment inside every sandbox; the host's environment is never passed. */
 const BASE_ENV: Record<string, string> = {
@@ -79,7 +87,7 @@ export class Runtime implements SandboxRuntime {
       if (!b) throw new RaasError('sandbox_unavailable', 'neither apptainer nor singularity is on PATH: load the module (e.g. "module load apptainer") or set sandbox.apptainer.binary', { retryable: false });
       if (!c.apptainer.image) throw new RaasError('sandbox_unavailable', 'sandbox.apptainer.image is required: the .sif file sandboxes run from', { retryable: false });
       binary = b;
-      identity = undefined;
+      identity = process.getuid?.() === 0 ? resolveIdentity(c.user) : undefined;
     } else {
       binary = c.node ?? process.execPath;
       identity = undefined;
@@ -91,7 +99,11 @@ export class Runtime implements SandboxRuntime {
     ensureDir(root);
     for (const d of ['ws', 'run', 'owners', 'tool-server']) ensureDir(path.join(root, d));
     checkSocketPath(path.join(root, 'run', 'x'.repeat(17), 'tools.sock'), 'sandbox socket (under sandbox.root)');
-    const toolServer = installToolServer(root);
+    // bwrap runs the tool server from an execute-only copy of node: the task's processes (same uid)
+    // can then neither ptrace it nor open its /proc files (a non-readable binary makes it non-dumpable).
+    const toolServer = installToolServer(root, c.runtime === 'bwrap' ? { node } : {});
+    const seccomp = c.runtime === 'bwrap' && c.seccomp ? seccompProgram() : undefined;
+    const apptainerSeccomp = c.runtime === 'apptainer' && c.apptainer.seccomp ? installApptainerSeccomp(root) : undefined;
     const orphans = sweepOrphans(root);
     if (orphans) this.log?.info({ root, removed: orphans }, 'removed workspaces of sandboxes whose server is gone');
     this.images = new ImageCache({ root: path.join(root, 'images'), runtime: this, log: this.log });
@@ -101,7 +113,7 @@ export class Runtime implements SandboxRuntime {
       (n) => n && this.log?.info({ removed: n }, 'removed cgroups of sandboxes whose server is gone'),
       () => undefined,
     );
-    this.prepared = { root, toolServer, identity, binary, node, cgroups };
+    this.prepared = { root, toolServer, identity, binary, node, cgroups, seccomp, apptainerSeccomp };
     return this.prepared;
   }
 
@@ -302,9 +314,20 @@ export class Runtime implements SandboxRuntime {
         tmpSizeMb: limits.tmp_size_mb,
         env: nodeEnv,
         roBinds: c.ro_binds,
-        command: main(INSIDE.toolServer),
+        hardening: p.seccomp ? bwrapHardeningArgs(SECCOMP_FD) : ['--disable-userns'],
+        command: [path.join(INSIDE.toolServer, SANDBOX_NODE), path.join(INSIDE.toolServer, 'main.js'), JSON.stringify(opts)],
       });
-      return { file: p.binary, args, env: { PATH: BASE_ENV.PATH }, uid: p.identity?.uid, gid: p.identity?.gid, socket, statusFd: true, connFd: true };
+      return {
+        file: p.binary,
+        args,
+        env: { PATH: BASE_ENV.PATH },
+        uid: p.identity?.uid,
+        gid: p.identity?.gid,
+        socket,
+        statusFd: true,
+        connFd: true,
+        ...(p.seccomp ? { fdData: { [SECCOMP_FD]: p.seccomp } } : {}),
+      };
     }
     if (this.kind === 'apptainer') {
       const args = apptainerArgs({
@@ -317,9 +340,11 @@ export class Runtime implements SandboxRuntime {
         fakeroot: c.apptainer.fakeroot,
         env: nodeEnv,
         extraArgs: c.apptainer.extra_args,
+        hardening: { seccompProfile: p.apptainerSeccomp, userns: c.apptainer.userns },
         command: ['node', path.join(INSIDE.toolServer, 'main.js'), JSON.stringify(opts)],
       });
-      return { file: p.binary, args, env: { PATH: process.env.PATH ?? BASE_ENV.PATH }, socket };
+      // As root, apptainer runs as the sandbox user too (a container started by root is uid 0).
+      return { file: p.binary, args, env: { PATH: process.env.PATH ?? BASE_ENV.PATH }, uid: p.identity?.uid, gid: p.identity?.gid, socket };
     }
     const [file, ...args] = main(p.toolServer);
     return { file, args, env: nodeEnv, cwd: dirs.workspace, socket };
