@@ -62,6 +62,23 @@ describe('sandbox reads, exec and the workspace quota (real bwrap)', () => {
     }
   });
 
+  it('readOnly binds an operator directory read-only; a bad bind is refused before anything starts', async () => {
+    const data = path.join(dir, 'ro-data');
+    fs.mkdirSync(data, { recursive: true, mode: 0o755 });
+    fs.writeFileSync(path.join(data, 'f.txt'), 'ro');
+    fs.chmodSync(path.join(data, 'f.txt'), 0o644);
+    const other = await rt.open({ readOnly: [{ host: data, inside: '/opt/data' }] });
+    try {
+      expect((await other.exec(['cat', '/opt/data/f.txt'])).stdout).toBe('ro');
+      const w = await other.exec(['bash', '-c', 'echo x > /opt/data/g.txt']);
+      expect(w.exit_code).not.toBe(0);
+      expect(fs.existsSync(path.join(data, 'g.txt'))).toBe(false);
+    } finally {
+      await other.close();
+    }
+    expect((await refusal(rt.open({ readOnly: [{ host: data, inside: '/workspace/x' }] }))).code).toBe('bad_request');
+  });
+
   it('a symlink to a host file resolves inside the sandbox: the host file is never read', async () => {
     await sb.bash(`ln -sf ${secretDir}/secret link; ln -sf /etc/shadow shadow; ln -sf /proc/1/environ env1`);
     for (const p of ['link', 'shadow']) {

@@ -31,6 +31,8 @@ export interface BwrapArgsInput {
   tmpSizeMb: number;
   env: Record<string, string>;
   roBinds?: string[];
+  /** Per-sandbox read-only binds (SandboxSpec.readOnly). */
+  readOnly?: Array<{ host: string; inside: string }>;
   /** The command run inside (node tool-server/main.js ...). */
   command: string[];
 }
@@ -69,6 +71,7 @@ export function bwrapArgs(i: BwrapArgsInput): string[] {
     if (prefix) a.push('--ro-bind', prefix, prefix);
   }
   for (const p of i.roBinds ?? []) a.push('--ro-bind', p, p);
+  for (const b of i.readOnly ?? []) a.push('--ro-bind', b.host, b.inside);
   a.push('--ro-bind', i.toolServer, INSIDE.toolServer);
   if (i.seed) a.push('--ro-bind', i.seed, INSIDE.seed);
   if (i.bindWorkspace) a.push('--bind', i.bindWorkspace, INSIDE.workspace);

@@ -138,6 +138,11 @@ export class Runtime implements SandboxRuntime {
       this.log?.warn({ runtime: 'process' }, 'sandbox.runtime is "process": tools run on the host without any isolation');
     }
     for (const rel of Object.keys(spec.files ?? {})) checkFileKey(rel);
+    for (const b of spec.readOnly ?? []) {
+      if (!path.isAbsolute(b.host) || !path.isAbsolute(b.inside) || b.inside === '/' || b.inside.startsWith(INSIDE.workspace)) {
+        throw new RaasError('bad_request', `SandboxSpec.readOnly: ${JSON.stringify(b)} needs absolute host and inside paths, inside not / or the workspace`, { retryable: false });
+      }
+    }
     const imageDir = spec.image ? await this.images!.resolve(spec.image, signal) : undefined;
     if (!buildDir && this.poolable(spec)) {
       const sb = await this.warmPool(p).take(signal);
@@ -181,7 +186,7 @@ export class Runtime implements SandboxRuntime {
 
   /** A pooled sandbox fits specs whose start-time choices (network, image, /tmp size) are the defaults. */
   private poolable(spec: SandboxSpec): boolean {
-    if (this.config.pool_size <= 0 || this.kind === 'process' || spec.network === true || spec.image) return false;
+    if (this.config.pool_size <= 0 || this.kind === 'process' || spec.network === true || spec.image || spec.readOnly?.length) return false;
     const tmp = spec.limits?.tmp_size_mb;
     return tmp === undefined || tmp === this.config.limits.tmp_size_mb;
   }
@@ -314,6 +319,7 @@ export class Runtime implements SandboxRuntime {
         tmpSizeMb: limits.tmp_size_mb,
         env: nodeEnv,
         roBinds: c.ro_binds,
+        readOnly: spec.readOnly,
         hardening: p.seccomp ? bwrapHardeningArgs(SECCOMP_FD) : ['--disable-userns'],
         command: [path.join(INSIDE.toolServer, SANDBOX_NODE), path.join(INSIDE.toolServer, 'main.js'), JSON.stringify(opts)],
       });
@@ -339,7 +345,7 @@ export class Runtime implements SandboxRuntime {
         network: spec.network === true,
         fakeroot: c.apptainer.fakeroot,
         env: nodeEnv,
-        extraArgs: c.apptainer.extra_args,
+        extraArgs: [...(spec.readOnly ?? []).flatMap((b) => ['--bind', `${b.host}:${b.inside}:ro`]), ...c.apptainer.extra_args],
         hardening: { seccompProfile: p.apptainerSeccomp, userns: c.apptainer.userns },
         command: ['node', path.join(INSIDE.toolServer, 'main.js'), JSON.stringify(opts)],
       });

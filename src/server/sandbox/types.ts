@@ -17,6 +17,11 @@ export interface SandboxSpec {
   tools?: Array<'bash' | 'python' | 'editor'>;
   /** Resource limits for the bash and python children. */
   limits?: SandboxLimits;
+  /**
+   * Host paths bound read-only into the sandbox (bwrap, apptainer): operator-provided data such as a
+   * repository cache. Handlers must only pass paths from the server config, never client input.
+   */
+  readOnly?: Array<{ host: string; inside: string }>;
 }
 
 export interface SandboxLimits {
