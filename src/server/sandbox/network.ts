@@ -5,6 +5,7 @@ import os from 'node:os';
 import path from 'node:path';
 import type { Readable, Stream } from 'node:stream';
 import { RaasError } from '../../protocol/errors.js';
+import { findBinary } from './host.js';
 
 /**
  * User-mode networking for a sandbox that runs in its own network namespace. The helper
@@ -122,17 +123,7 @@ kill 'KILL', $kid; waitpid($kid, 0); exit 0;
 
 /** Absolute path of an executable, from PATH and the usual sbin/bin directories. */
 function which(name: string): string | undefined {
-  const dirs = [...(process.env.PATH ?? '').split(':').filter(Boolean), ...BIN_DIRS];
-  for (const d of dirs) {
-    const p = path.join(d, name);
-    try {
-      fs.accessSync(p, fs.constants.X_OK);
-      if (fs.statSync(p).isFile()) return p;
-    } catch {
-      /* next */
-    }
-  }
-  return undefined;
+  return findBinary(name) ?? BIN_DIRS.map((d) => path.join(d, name)).find((p) => findBinary(p));
 }
 
 /** The helper binaries, resolved once per process. */
@@ -318,14 +309,19 @@ class HelperProcess implements UserNet {
   private closing: Promise<void> | undefined;
 
   constructor(private readonly child: ChildProcess, private readonly tool: UserNetTool, private readonly denied: string[]) {
-    this.exited = new Promise((r) =>
-      child.once('close', (code) => {
+    this.exited = new Promise((r) => {
+      const end = (code: number | null): void => {
         this.done = true;
-        this.code = code;
+        this.code ??= code;
         r();
-      }),
-    );
-    child.once('error', (e) => (this.stderr += `spawn: ${e.message}\n`));
+      };
+      child.once('close', end);
+      // A failed spawn emits 'error' and may never emit 'close'.
+      child.once('error', (e) => {
+        this.stderr += `spawn: ${e.message}\n`;
+        end(null);
+      });
+    });
     child.stderr!.setEncoding('utf8');
     child.stderr!.on('data', (d: string) => (this.stderr = (this.stderr + d).slice(-4000)));
     // Our ends of fds 3 and 4 must not keep the event loop alive; errors there mean the helper is gone.
@@ -362,18 +358,19 @@ class HelperProcess implements UserNet {
         const timer = setTimeout(() => finish(fail(`did not bring the interface up within ${timeoutMs} ms`)), timeoutMs);
         const onData = (): void => finish();
         const onAbort = (): void => finish(signal!.reason);
-        const onExit = (): void => finish(fail(`exited during start (code ${this.code})`));
+        let settled = false;
         const finish = (err?: unknown): void => {
+          if (settled) return;
+          settled = true;
           clearTimeout(timer);
           readyFd.off('data', onData);
           signal?.removeEventListener('abort', onAbort);
-          this.child.off('close', onExit);
           if (err) reject(err);
           else resolve();
         };
         readyFd.once('data', onData);
         signal?.addEventListener('abort', onAbort, { once: true });
-        this.child.once('close', onExit);
+        void this.exited.then(() => finish(fail(`exited during start (code ${this.code})`)));
       });
       readyFd.destroy();
       return;
