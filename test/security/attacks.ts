@@ -298,3 +298,90 @@ report({'listen': rep})
 `
   );
 }
+
+/**
+ * Syscalls container runtimes deny by default (Docker's and Flatpak's seccomp profiles): kernel
+ * keyrings, bpf, perf events, userfaultfd, module and kexec loading, mounts, setns, handle-based
+ * opens (the classic container escape). Each is called once with harmless arguments; 'OK' means
+ * the kernel accepted it.
+ */
+export const PY_SYSCALLS = PY_COMMON + String.raw`
+NR = {'keyctl': 250, 'add_key': 248, 'request_key': 249, 'bpf': 321, 'perf_event_open': 298, 'userfaultfd': 323,
+      'kexec_load': 246, 'kexec_file_load': 320, 'init_module': 175, 'finit_module': 313, 'delete_module': 176,
+      'mount': 165, 'umount2': 166, 'pivot_root': 155, 'setns': 308, 'open_by_handle_at': 304, 'swapon': 167,
+      'reboot': 169, 'process_vm_writev': 311, 'fsopen': 430, 'move_mount': 429, 'open_tree': 428}
+rep = {}
+def call(name, *args):
+    r = libc.syscall(NR[name], *[ctypes.c_long(a) if isinstance(a, int) else a for a in args])
+    rep[name] = 'OK' if r >= 0 else ename()
+    if r >= 0 and name in ('userfaultfd', 'perf_event_open', 'bpf', 'fsopen', 'open_tree'):
+        try: os.close(r)
+        except OSError: pass
+call('keyctl', 1, 0)  # KEYCTL_JOIN_SESSION_KEYRING, anonymous
+call('add_key', ctypes.c_char_p(b'user'), ctypes.c_char_p(b'rt'), ctypes.c_char_p(b'x'), 1, -3)
+call('request_key', ctypes.c_char_p(b'user'), ctypes.c_char_p(b'rt'), None, 0)
+attr = (ctypes.c_ubyte * 128)()
+attr[4] = 128  # perf_event_attr.size; type 1 (software), config 0 (cpu clock)
+attr[0] = 1
+call('perf_event_open', attr, 0, -1, -1, 0)
+call('userfaultfd', 1)  # UFFD_USER_MODE_ONLY
+battr = (ctypes.c_ubyte * 64)()
+call('bpf', 0, battr, 64)  # BPF_MAP_CREATE with zeros
+call('kexec_load', 0, 0, 0, 0)
+call('kexec_file_load', -1, -1, 0, ctypes.c_char_p(b''), 0)
+call('init_module', 0, 0, ctypes.c_char_p(b''))
+call('finit_module', -1, ctypes.c_char_p(b''), 0)
+call('delete_module', ctypes.c_char_p(b'nonexistent_rt'), 0)
+call('mount', ctypes.c_char_p(b'none'), ctypes.c_char_p(b'/tmp'), ctypes.c_char_p(b'tmpfs'), 0, None)
+call('umount2', ctypes.c_char_p(b'/workspace'), 2)
+call('pivot_root', ctypes.c_char_p(b'/tmp'), ctypes.c_char_p(b'/tmp'))
+call('setns', os.open('/proc/self/ns/uts', os.O_RDONLY), 0)
+handle = (ctypes.c_ubyte * 136)()
+handle[0] = 8
+call('open_by_handle_at', -100, handle, 0)
+call('swapon', ctypes.c_char_p(b'/tmp/none'), 0)
+call('reboot', 0, 0, 0, None)  # bad magic: EINVAL once permitted
+call('fsopen', ctypes.c_char_p(b'tmpfs'), 0)
+call('open_tree', -100, ctypes.c_char_p(b'/'), 1)  # OPEN_TREE_CLONE
+report({'syscalls': rep})
+`;
+
+/** Everything procfs shows of the processes visible in the sandbox (environments, command lines, fds, mapped files). */
+export const PY_SNOOP = PY_COMMON + String.raw`
+import glob
+visible, env, fds, maps = [], set(), set(), set()
+for pid, cmd in procs():
+    visible.append([pid, cmd[:160]])
+    try:
+        for e in open('/proc/%d/environ' % pid, 'rb').read().split(b'\0'):
+            if e: env.add(e.decode('utf8', 'replace')[:300])
+    except OSError as e:
+        env.add('ERR %d %s' % (pid, ename(e.errno)))
+    try:
+        for fd in os.listdir('/proc/%d/fd' % pid):
+            try: fds.add(os.readlink('/proc/%d/fd/%s' % (pid, fd)))
+            except OSError: pass
+    except OSError as e:
+        fds.add('ERR %d %s' % (pid, ename(e.errno)))
+    try:
+        for l in open('/proc/%d/maps' % pid):
+            p = l.split()
+            if len(p) >= 6 and p[5].startswith('/'): maps.add(p[5])
+    except OSError:
+        pass
+# Anything with a credential-like name anywhere procfs or the filesystem shows.
+hits = []
+for pat in ['/proc/*/environ', '/proc/*/cmdline', '/workspace/**', '/tmp/**', '/run/**', '/opt/**']:
+    for f in glob.glob(pat, recursive=True)[:2000]:
+        if f == os.path.abspath(__file__) or f.startswith('/proc/%d/' % os.getpid()):
+            continue
+        try:
+            data = open(f, 'rb').read(1 << 20)
+        except OSError:
+            continue
+        for key in (b'TOKEN', b'token', b'SECRET', b'Bearer', b'API_KEY', b'PASSWORD'):
+            i = data.find(key)
+            if i >= 0:
+                hits.append(f + ': ' + data[max(0, i - 40): i + 80].decode('utf8', 'replace'))
+report({'snoop': {'visible': visible, 'env': sorted(env)[:200], 'fds': sorted(fds)[:200], 'maps': sorted(maps)[:100], 'hits': hits[:50]}})
+`;
