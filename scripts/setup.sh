@@ -25,6 +25,11 @@ if [ "$(id -u)" = 0 ]; then
     useradd --system --no-create-home --home-dir /nonexistent --shell /usr/sbin/nologin "$SANDBOX_USER"
   fi
   mkdir -p /var/tmp/raas && chmod 755 /var/tmp/raas
+  # Network sandboxes: slirp4netns opens /dev/net/tun as the sandbox user (container images often
+  # ship it 0600 root; udev's default is 0666).
+  if [ -c /dev/net/tun ] && [ "$(stat -c %a /dev/net/tun)" != 666 ]; then
+    chgrp "$SANDBOX_USER" /dev/net/tun && chmod 0660 /dev/net/tun
+  fi
 else
   [ ${#missing[@]} -gt 0 ] && echo "setup: not root, could not install: ${missing[*]} (sudo apt-get install ${missing[*]})"
   echo "setup: not root; sandboxes run as $(id -un) through unprivileged user namespaces"

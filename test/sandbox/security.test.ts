@@ -71,6 +71,20 @@ describe(`bwrap sandbox security (${root ? 'root → raas-sandbox' : 'unprivileg
     expect(py.stdout).toMatch(/unshare -1/);
   });
 
+  it('a network sandbox (network: true) has its own namespace: the host loopback stays unreachable', async () => {
+    const net = await rt.open({ network: true });
+    try {
+      expect(net.address).toBeUndefined();
+      const r = await net.bash(`timeout 3 bash -c 'echo > /dev/tcp/127.0.0.1/${host.port}' && echo CONNECTED || echo REFUSED; timeout 3 bash -c 'echo > /dev/tcp/10.0.2.2/${host.port}' && echo CONNECTED || echo REFUSED; ip -o -4 addr show | awk '{print $2, $4}'`);
+      observed('network sandbox to host loopback', r.output);
+      expect(r.output).not.toContain('CONNECTED');
+      expect(r.output).toMatch(/tap0 10\.0\.2\.100/);
+      expect(await healthCheck(host.port)).toBeLessThan(5000);
+    } finally {
+      await net.close();
+    }
+  });
+
   it('cannot write outside the workspace', async () => {
     const r = await sb.bash('for p in /usr/x /etc/x /x /opt/raas/tool-server/x /run/x /home/x; do touch $p 2>/dev/null && echo "WROTE $p"; done; echo done');
     observed('writes outside the workspace', r.output);

@@ -1,5 +1,6 @@
 import fs from 'node:fs';
 import path from 'node:path';
+import { networkBwrapArgs } from './network.js';
 
 /** Where things appear inside a bwrap sandbox. */
 export const INSIDE = {
@@ -27,7 +28,12 @@ export interface BwrapArgsInput {
   toolServer: string;
   node: string;
   python?: string;
+  /** User-mode networking (slirp4netns) in the sandbox's own network namespace; never the host's. */
   network: boolean;
+  /** Where the generated resolv.conf of network sandboxes lives (readable by the sandbox user). */
+  netDir?: string;
+  /** The fd bwrap holds open as `--sync-fd` for the network helper's lifetime. */
+  syncFd?: number;
   tmpSizeMb: number;
   env: Record<string, string>;
   roBinds?: string[];
@@ -41,15 +47,15 @@ export interface BwrapArgsInput {
 const SYSTEM_LINKS = ['/bin', '/sbin', '/lib', '/lib32', '/lib64', '/libx32'];
 
 /**
- * The bwrap command line: own user, pid, ipc, uts, cgroup and (unless the task asks) network
- * namespaces; read-only /usr and /etc; the workspace a size-capped tmpfs of its own (nothing of the
+ * The bwrap command line: own user, pid, ipc, uts, cgroup and network namespaces (a task that asks
+ * for network gets user-mode networking in its own namespace, never the host's loopback); read-only /usr and /etc; the workspace a size-capped tmpfs of its own (nothing of the
  * host's filesystem is writable); a size-capped tmpfs /tmp; `/` remounted read-only; cleared
  * environment; --die-with-parent and --new-session. The tool server reaches the host only through
  * the socketpair it inherits.
  */
 export function bwrapArgs(i: BwrapArgsInput): string[] {
   const a = ['--unshare-user', '--unshare-pid', '--unshare-ipc', '--unshare-uts', '--unshare-cgroup-try'];
-  if (!i.network) a.push('--unshare-net');
+  a.push('--unshare-net');
   a.push('--die-with-parent', '--new-session', '--clearenv');
   a.push('--ro-bind', '/usr', '/usr');
   for (const p of SYSTEM_LINKS) {
@@ -63,6 +69,7 @@ export function bwrapArgs(i: BwrapArgsInput): string[] {
     else if (st.isDirectory()) a.push('--ro-bind', p, p);
   }
   a.push('--ro-bind', '/etc', '/etc');
+  if (i.network) a.push(...networkBwrapArgs(i.netDir!));
   a.push('--proc', '/proc', '--dev', '/dev');
   a.push('--size', String(i.tmpSizeMb * 1024 * 1024), '--tmpfs', '/tmp');
   // Interpreters outside /usr (nvm, pyenv installs) need their prefix visible, read-only.
@@ -80,6 +87,7 @@ export function bwrapArgs(i: BwrapArgsInput): string[] {
   a.push('--chdir', INSIDE.workspace, '--hostname', 'sandbox');
   for (const [k, v] of Object.entries(i.env)) a.push('--setenv', k, v);
   a.push('--json-status-fd', '3');
+  if (i.network) a.push('--sync-fd', String(i.syncFd));
   a.push(...(i.hardening ?? []));
   a.push(...i.command);
   return a;

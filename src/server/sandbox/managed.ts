@@ -6,6 +6,7 @@ import type { Logger } from '../handlers/types.js';
 import type { BashOptions, BashResult, EditOp, EditResult, ExecOptions, ExecResult, PythonOptions, PythonResult, ReadFileOptions, Sandbox } from './types.js';
 import { ToolClient, type ToolClientOptions } from './client.js';
 import type { SandboxCgroup } from './cgroup.js';
+import { startUserNet, type UserNet } from './network.js';
 import { CONN_FD } from '../tools/protocol.js';
 import type { Socket } from 'node:net';
 import type { Writable } from 'node:stream';
@@ -27,6 +28,11 @@ export interface LaunchPlan {
   statusFd?: boolean;
   /** Extra data handed to the child on its own pipe fd (bwrap: the seccomp program), fd → bytes. */
   fdData?: Record<number, Buffer>;
+  /**
+   * bwrap with network: start slirp4netns for the sandbox once its pid is known; bwrap holds
+   * `syncFd`; the helper runs as `uid`/`gid` (the sandbox user, whatever wrapper starts bwrap).
+   */
+  network?: { syncFd: number; uid?: number; gid?: number };
 }
 
 /** The stdio array of a launch: stdin, stdout, stderr, the status fd, data fds, the connection fd. */
@@ -39,6 +45,7 @@ function stdioOf(plan: LaunchPlan): Array<'pipe' | 'ignore'> {
   if (plan.statusFd) want(3);
   for (const fd of Object.keys(plan.fdData ?? {})) want(Number(fd));
   if (plan.connFd) want(CONN_FD);
+  if (plan.network) want(plan.network.syncFd);
   return stdio;
 }
 
@@ -76,6 +83,8 @@ export class ManagedSandbox implements Sandbox {
   private ns: string | undefined;
   private toolServerPid: number | undefined;
   private client: ToolClient | undefined;
+  /** The network helper (slirp4netns) of a network sandbox, started once bwrap reports its child pid. */
+  private netStart: Promise<UserNet> | undefined;
   /** Hook for tests of the close path: the last check's leftover pids (should be empty). */
   leftover: number[] = [];
 
@@ -121,6 +130,13 @@ export class ManagedSandbox implements Sandbox {
     child.stdin!.on('error', () => undefined);
     child.stderr!.setEncoding('utf8');
     child.stderr!.on('data', (d: string) => (this.stderrTail = (this.stderrTail + d).slice(-4000)));
+    let pidKnown: ((pid: number) => void) | undefined;
+    if (plan.network) {
+      const known = new Promise<number>((r) => (pidKnown = r));
+      const sync = (this.child.stdio as unknown as Readable[])[plan.network.syncFd]!;
+      this.netStart = known.then((pid) => startUserNet({ pid, uid: plan.network!.uid, gid: plan.network!.gid, sync, signal }));
+      this.netStart.catch(() => undefined);
+    }
     if (plan.statusFd) {
       const status = createInterface({ input: child.stdio[3] as Readable });
       status.on('line', (line) => {
@@ -129,6 +145,7 @@ export class ManagedSandbox implements Sandbox {
           if (typeof pid === 'number' && this.innerPid === undefined) {
             this.innerPid = pid;
             this.ns = pidNamespace(pid);
+            pidKnown?.(pid);
           }
         } catch {
           /* other status lines */
@@ -175,7 +192,9 @@ export class ManagedSandbox implements Sandbox {
         this.toolServerPid = msg.pid;
         if (plan.connFd) {
           this.client = ToolClient.fromSocket((child.stdio as unknown as Socket[])[CONN_FD]!, this.meta.clientOptions);
-          done();
+          // A network sandbox is ready once its interface is up too.
+          if (this.netStart) this.netStart.then(() => done(), done);
+          else done();
           return;
         }
         ToolClient.connect(plan.socket, signal, this.meta.clientOptions).then((c) => {
@@ -218,6 +237,11 @@ export class ManagedSandbox implements Sandbox {
       throw e;
     }
     return { value, note: this.meta.cgroup?.limitNote() };
+  }
+
+  /** The network helper's view (address, gateway, resolver) of a network sandbox. */
+  async networkInfo(): Promise<ReturnType<UserNet['describe']> | undefined> {
+    return (await this.netStart?.catch(() => undefined))?.describe();
   }
 
   /** The sandbox's cgroup (undefined under the rlimit fallback). */
@@ -326,6 +350,8 @@ export class ManagedSandbox implements Sandbox {
       }
     }
     if (this.innerPid) signal(this.innerPid, 'SIGKILL');
+    // The helper ends with the sandbox (bwrap's --sync-fd); close() covers a start that failed half way.
+    await (await this.netStart?.catch(() => undefined))?.close();
     this.leftover = await this.sweep(tree);
     if (this.leftover.length) {
       this.meta.log?.error({ sandbox: this.id, pids: this.leftover }, 'sandbox processes survived close');

@@ -14,6 +14,7 @@ import { LoopbackLeases } from './leases.js';
 import { ManagedSandbox, type LaunchPlan } from './managed.js';
 import { ensureDir, installToolServer, SANDBOX_NODE } from './prepare.js';
 import { bwrapHardeningArgs, seccompProgram } from './seccomp.js';
+import { checkUserNet } from './network.js';
 import { checkFileKey, createDirs, removeDirs, sweepOrphans, type SandboxDirs } from './workspace.js';
 import { CONN_FD } from '../tools/protocol.js';
 import { WarmPool } from './pool.js';
@@ -37,6 +38,8 @@ interface Prepared {
 
 /** The fd bwrap reads the seccomp program from (3 is the status fd, CONN_FD the host channel). */
 const SECCOMP_FD = 4;
+/** The fd bwrap holds as `--sync-fd` for a network sandbox: the helper exits when it closes. */
+const SYNC_FD = 5;
 
 /** Base environment inside every sandbox; the host's environment is never passed. */
 const BASE_ENV: Record<string, string> = {
@@ -58,6 +61,7 @@ export class Runtime implements SandboxRuntime {
   private readonly open_ = new Set<Sandbox>();
   private closing: Promise<void> | undefined;
   private warned = false;
+  private netChecked = false;
   private leases: LoopbackLeases | undefined;
   private pool: WarmPool | undefined;
   private readonly starting = new Set<{ ac: AbortController; done: Promise<void> }>();
@@ -97,7 +101,7 @@ export class Runtime implements SandboxRuntime {
       checkReadableByOthers(node, 'node', 'install node system-wide (e.g. /usr/bin/node from Debian or NodeSource), or set sandbox.node to a node binary under a world-readable path');
     }
     ensureDir(root);
-    for (const d of ['ws', 'run', 'owners', 'tool-server']) ensureDir(path.join(root, d));
+    for (const d of ['ws', 'run', 'owners', 'tool-server', 'net']) ensureDir(path.join(root, d));
     checkSocketPath(path.join(root, 'run', 'x'.repeat(17), 'tools.sock'), 'sandbox socket (under sandbox.root)');
     // bwrap runs the tool server from an execute-only copy of node: the task's processes (same uid)
     // can then neither ptrace it nor open its /proc files (a non-readable binary makes it non-dumpable).
@@ -209,8 +213,13 @@ export class Runtime implements SandboxRuntime {
     // an image build binds). Other runtimes bind a host workspace, seeded here before anything runs.
     const hostWorkspace = this.kind !== 'bwrap';
     const dirs = createDirs(p.root, id, p.identity, buildDir ? { mode: 'bind', dir: buildDir } : hostWorkspace ? { mode: 'host', imageDir } : { mode: 'private' });
-    // Runtimes that share the host network get their own loopback address.
-    const sharesNet = this.kind === 'process' || spec.network === true;
+    // Runtimes that share the host network get their own loopback address (bwrap never shares it:
+    // a network sandbox gets slirp4netns in its own namespace).
+    const sharesNet = this.kind === 'process' || (this.kind === 'apptainer' && spec.network === true);
+    if (this.kind === 'bwrap' && spec.network === true && !this.netChecked) {
+      checkUserNet('slirp4netns', p.identity ?? {});
+      this.netChecked = true;
+    }
     let address: string | undefined;
     let group: SandboxCgroup | undefined;
     // Assigned once start() returns; cleanup may run inside start() (a failed start) before that.
@@ -316,6 +325,8 @@ export class Runtime implements SandboxRuntime {
         node: p.node,
         python: c.python,
         network: spec.network === true,
+        netDir: path.join(p.root, 'net'),
+        syncFd: SYNC_FD,
         tmpSizeMb: limits.tmp_size_mb,
         env: nodeEnv,
         roBinds: c.ro_binds,
@@ -333,6 +344,7 @@ export class Runtime implements SandboxRuntime {
         statusFd: true,
         connFd: true,
         ...(p.seccomp ? { fdData: { [SECCOMP_FD]: p.seccomp } } : {}),
+        ...(spec.network === true ? { network: { syncFd: SYNC_FD, uid: p.identity?.uid, gid: p.identity?.gid } } : {}),
       };
     }
     if (this.kind === 'apptainer') {
