@@ -31,6 +31,11 @@ export function describeSandbox(input: SandboxConfig | SandboxConfigInput = {}, 
     seccomp: bwrap ? (c.seccomp ? { filter: 'on', denied_syscalls: DENIED_SYSCALLS.map((d) => d.name) } : { filter: 'off (sandbox.seccomp: false)' }) : c.runtime === 'apptainer' && c.apptainer.seccomp ? { filter: 'apptainer --security seccomp (EPERM for every denied call)', denied_syscalls: DENIED_SYSCALLS.map((d) => d.name) } : { filter: 'off' },
     nested_user_namespaces: bwrap ? 'disabled (--disable-userns)' : c.runtime === 'apptainer' ? 'allowed by apptainer' : 'host',
     tool_server: bwrap ? 'execute-only node: non-dumpable, not ptrace-able or readable through /proc by the task' : 'plain node',
+    network: bwrap
+      ? { default: 'none (own namespace with only lo)', network_true: 'slirp4netns in the sandbox\'s own namespace: outside reachable; host loopback, the host\'s own addresses and other sandboxes not' }
+      : c.runtime === 'apptainer'
+        ? { default: 'none (--net --network none)', network_true: 'the host network (apptainer), with a unique 127.x address' }
+        : { default: 'the host network (no isolation)' },
     host_channel: bwrap ? 'inherited socketpair (no socket file, nothing of the host filesystem writable)' : 'unix socket file',
     limits: { ...c.limits, cgroup: inForce?.limits ?? limitsMode(c), rlimits: 'ulimit -v/-t/-u/-f on every process the tools start' },
   };
