@@ -377,6 +377,8 @@ export interface Harness {
   sim: SimHandle;
   secrets: Secrets;
   sandboxRoot: string;
+  /** Bytes under the sandbox root once the runtime prepared (tool server installed), before any attack. */
+  rootBaseline: number;
   watch: ProcWatch;
   /** Registers a script and returns the marker to put into the task text. */
   script(name: string, steps: Step[]): string;
@@ -435,6 +437,7 @@ export async function startHarness(
     sim,
     secrets,
     sandboxRoot,
+    rootBaseline: 0,
     watch,
     script(n, steps) {
       scripts[n] = steps;
@@ -486,6 +489,14 @@ export async function startHarness(
       fs.rmSync(sandboxRoot, { recursive: true, force: true });
     },
   };
+  // One honest job first: the runtime prepares (installs the tool server under the root) and the
+  // sandbox root's size is taken as the baseline the attacks are measured against.
+  const warm = await h.process({ instance: codeTask(h.script(`${name}-warmup`, [create('/workspace/solution.py', 'a, b = map(int, input().split())\nprint(a + b)\n'), finish()])) }, 60_000);
+  if (warm.status !== 200 || warm.body?.reward !== 1) {
+    await h.close();
+    throw new Error(`the harness's warm-up job failed (the server cannot run jobs): ${warm.text.slice(0, 1000)}`);
+  }
+  h.rootBaseline = duBytes(sandboxRoot);
   return h;
 }
 
