@@ -146,9 +146,41 @@ for pid in rep['targets']:
                     pass
         finally:
             os.close(n)
+# Sockets this process holds itself (inherited from the shell or the interpreter): a leaked copy of
+# the host connection would take forged answers without any syscall against the tool server.
+for fd in sorted(int(x) for x in os.listdir('/proc/self/fd')):
+    try:
+        if stat.S_ISSOCK(os.fstat(fd).st_mode):
+            rep['own_sockets'] = rep.get('own_sockets', 0) + 1
+            try:
+                os.write(fd, lines)
+                rep['forged_writes'] += 1
+            except OSError:
+                pass
+    except OSError:
+        pass
 report({'forge': rep})
 `
   );
+}
+
+/**
+ * Run as a python cell: writes a forged reply of the interpreter driver (its reply pipe is fd 4 of
+ * the process the cell runs in) whose error type and message are `mb` MB each and whose traceback is
+ * empty, so the host would fall back to the uncapped message.
+ */
+export function pyForgedDriverReply(mb: number): string {
+  return [
+    'import json, os, sys',
+    "cid = getattr(sys.modules.get('__main__'), 'current', [1])[0] or 1",
+    `big = 'M' * (${mb} << 20)`,
+    "line = json.dumps({'id': cid, 'stdout': '', 'stderr': '', 'error': {'type': 'RT' + big, 'message': big, 'traceback': ''}}) + '\\n'",
+    'for fd in (4, 1):',
+    '    try:',
+    '        os.write(fd, line.encode())',
+    '    except OSError:',
+    '        pass',
+  ].join('\n');
 }
 
 /** Unix sockets visible in the sandbox (files and abstract names); each one is sent forged answers. */

@@ -239,6 +239,22 @@ for (const v of variants) {
         expect(left.map((p) => `${p.pid} ${p.cmd.slice(0, 120)}`)).toEqual([]);
         expect(await srv.health()).toBeLessThan(1000);
       });
+
+      it('SIGKILL of the server mid-job: every sandbox process dies with it (--die-with-parent), escaped ones included', async () => {
+        const mark = `${s.procMark}kill`;
+        const m = script(`cli-${v.label}-orphans`, [
+          bash(`setsid bash -c 'exec -a ${mark}-a sleep 300' & ( ( exec -a ${mark}-b sleep 300 & ) & ); nohup bash -c 'trap "" HUP TERM; exec -a ${mark}-c sleep 300' >/dev/null 2>&1 & sleep 60`, 90),
+          finish(),
+        ]);
+        const pending = srv.process({ instance: codeTask(m) }, 30_000).catch(() => undefined);
+        const started = await waitGone(() => (srv.watch.leftovers().filter((p) => p.cmd.includes(mark)).length >= 3 ? [] : [0]), 20_000);
+        expect(started, 'the escapes never started').toEqual([]);
+        srv.watch.sample();
+        srv.child.kill('SIGKILL');
+        const left = await waitGone(() => srv.watch.leftovers(), 5000);
+        expect(left.map((p) => `${p.pid} ${p.cmd.slice(0, 120)}`), 'sandbox processes alive 5 s after their server was SIGKILLed').toEqual([]);
+        await pending;
+      });
     });
   });
 }

@@ -241,6 +241,46 @@ describe.concurrent('the model cannot reach the tool server, the kernel or the h
   });
 });
 
+describe.concurrent('rollouts cannot see each other', { timeout: 120_000 }, () => {
+  it("a rollout cannot read what a concurrent rollout left in /tmp, /dev/shm, SysV or POSIX IPC (copying a group peer's answer)", async () => {
+    const mark = `RTSHARE${hex(8)}`;
+    const writer = h.script('iso-share-write', [
+      bash(
+        [
+          `for d in /tmp /dev/shm /var/tmp /run /workspace; do echo ${mark} > $d/rt-share 2>/dev/null && echo "wrote $d"; done`,
+          `ipcmk -M 4096 2>&1 | head -1`,
+          `python3 -c "import ctypes; libc = ctypes.CDLL(None); fd = libc.shm_open(b'/rt-share', 66, 0o644); import os; os.write(fd, b'${mark}') if fd >= 0 else None; print('shm_open', fd)"`,
+          'sleep 8; echo writer-done',
+        ].join('\n'),
+        30,
+      ),
+      finish(),
+    ]);
+    const reader = h.script('iso-share-read', [
+      bash(
+        [
+          'sleep 1.5',
+          "grep -rsh 'RTSHARE' /tmp /dev/shm /var/tmp /run /workspace 2>/dev/null | head -5",
+          'ipcs -m 2>/dev/null | tail -n +4 | head -5',
+          "ls -la /dev/shm 2>&1 | head -5",
+          'echo reader-done',
+        ].join('\n'),
+        30,
+      ),
+      finish(),
+    ]);
+    const w = h.process({ instance: codeTask(writer) });
+    await sleep(500);
+    const [wa, ra] = await Promise.all([w, h.process({ instance: codeTask(reader) })]);
+    for (const a of [wa, ra]) expectNoLeak(a.text, s);
+    const wr = answered(wa);
+    const rr = answered(ra);
+    expect(observations(wr).join('\n'), summary(wr)).toContain('wrote /tmp');
+    expect(observations(rr).join('\n'), summary(rr)).toContain('reader-done');
+    expect(observations(rr).join('\n'), `the reader saw the writer's data: ${summary(rr)}`).not.toContain(mark);
+  });
+});
+
 describe('the host after every attack of this file', { timeout: 60_000 }, () => {
   it('planted files unchanged, no process of ours left, /health fast', async () => {
     expectPlantedUnchanged(before, s);

@@ -28,6 +28,7 @@ import {
   type JobAnswer,
   type Secrets,
 } from './helpers.js';
+import { pyForgedDriverReply } from './attacks.js';
 
 /** Limits of this file's sandboxes (small, so the attacks hit them fast). */
 const LIMITS = { memory_mb: 512, processes: 64, tmp_size_mb: 64, cpus: 1 };
@@ -183,23 +184,6 @@ describe.concurrent('resource exhaustion stays inside the sandbox', { timeout: 1
     expect(left.map((p) => `${p.pid} ${p.cmd}`), 'burners alive after the job answered').toEqual([]);
   });
 
-  it('50 MB of output in one command (bash and python, with and without newlines) is cut; the event loop does not stall', async () => {
-    const m = h.script('res-output', [
-      bash("head -c 50000000 /dev/zero | tr '\\0' 'A'; echo", 60),
-      bash('head -c 20000000 /dev/urandom', 60),
-      call_py("print('B' * 50_000_000)"),
-      finish(),
-    ]);
-    const loop = monitorEventLoopDelay({ resolution: 10 });
-    loop.enable();
-    const a = await h.process({ instance: codeTask(m) });
-    loop.disable();
-    const r = await job(Promise.resolve(a));
-    expect(a.text.length, 'result size (bytes)').toBeLessThan(1 << 20);
-    expect(observations(r).length, summary(r)).toBeGreaterThanOrEqual(3);
-    expect(loop.max / 1e6, 'longest event-loop stall of the server during the job (ms)').toBeLessThan(1000);
-  });
-
   it('the editor viewing a 4 GB sparse file and /dev/zero is bounded: the job answers, the server stays responsive', async () => {
     const m = h.script('res-editor', [
       bash('truncate -s 4G /workspace/sparse; ln -sf /dev/zero /workspace/zero; ls -l /workspace'),
@@ -265,6 +249,54 @@ describe.concurrent('nothing of a sandbox outlives its job', { timeout: 120_000 
     const r = await job(h.process({ instance: codeTask(ok) }, 30_000));
     expect(r.reward, summary(r)).toBe(1);
   });
+});
+
+// Sequential: these measure the event loop of the server, which every concurrent job shares.
+describe('output floods do not stall the server', { timeout: 120_000 }, () => {
+  it('50 MB of output in one command (bash and python, with and without newlines) is cut; the event loop does not stall', async () => {
+    const m = h.script('res-output', [
+      bash("head -c 50000000 /dev/zero | tr '\\0' 'A'; echo", 60),
+      bash('head -c 20000000 /dev/urandom', 60),
+      call_py("print('B' * 50_000_000)"),
+      finish(),
+    ]);
+    const loop = monitorEventLoopDelay({ resolution: 10 });
+    loop.enable();
+    const a = await h.process({ instance: codeTask(m) });
+    loop.disable();
+    const r = await job(Promise.resolve(a));
+    expect.soft(a.text.length, 'result size (bytes)').toBeLessThan(1 << 20);
+    expect.soft(observations(r).length, summary(r)).toBeGreaterThanOrEqual(3);
+    expect.soft(loop.max / 1e6, 'longest event-loop stall of the server during the job (ms)').toBeLessThan(1000);
+  });
+
+  it('the editor listing a directory of 50,000 long file names is cut', async () => {
+    const m = h.script('res-listing', [
+      bash(`cd /workspace && mkdir many && cd many && python3 -c "import os\nfor i in range(50000): open('f%06d_' % i + 'x' * 200, 'w').close()" && ls | wc -l`, 60),
+      '<tool_call>\n' + JSON.stringify({ name: 'str_replace_editor', arguments: { command: 'view', path: '/workspace/many' } }) + '\n</tool_call>',
+      finish(),
+    ]);
+    const loop = monitorEventLoopDelay({ resolution: 10 });
+    loop.enable();
+    const a = await h.process({ instance: codeTask(m) });
+    loop.disable();
+    const r = await job(Promise.resolve(a));
+    expect.soft(Math.max(...observations(r).map((o) => o.length)), `longest observation: ${summary(r)}`).toBeLessThan(100_000);
+    expect.soft(loop.max / 1e6, 'longest event-loop stall of the server during the job (ms)').toBeLessThan(1000);
+  });
+
+  it.each([40, 1])("a python cell forging the interpreter's reply with a %i MB error message is cut; the event loop does not stall", async (mb) => {
+    const m = h.script(`res-forged-reply-${mb}`, [call_py(pyForgedDriverReply(mb)), bash('echo after'), finish()]);
+    const loop = monitorEventLoopDelay({ resolution: 10 });
+    loop.enable();
+    const a = await h.process({ instance: codeTask(m) });
+    loop.disable();
+    const r = await job(Promise.resolve(a));
+    expect.soft(Math.max(...observations(r).map((o) => o.length)), `longest observation: ${summary(r)}`).toBeLessThan(100_000);
+    expect.soft(a.text.length, 'result size (bytes)').toBeLessThan(1 << 20);
+    expect.soft(loop.max / 1e6, 'longest event-loop stall of the server during the job (ms)').toBeLessThan(1000);
+  });
+
 });
 
 /** An execute_ipython_cell call. */
