@@ -494,6 +494,8 @@ export async function startHarness(
       await server.close().catch(() => undefined);
       await sim.close().catch(() => undefined);
       fs.rmSync(sandboxRoot, { recursive: true, force: true });
+      // Secrets the caller passed in are the caller's to remove.
+      if (!opts.secrets) removeSecrets(secrets);
     },
   };
   // One honest job first: the runtime prepares (installs the tool server under the root) and the
