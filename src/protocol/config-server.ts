@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { LlmApi } from './llm.js';
+import { SweHandlerConfig } from './tasks.js';
 
 /** Worker pool sizes of the three stages. */
 export const WorkersConfig = z.strictObject({
@@ -76,8 +77,8 @@ export const ServerConfig = z.strictObject({
   journal: JournalConfig.default(JournalConfig.parse({})),
   /** Handler modules loaded by path (default export: a handler or an array); relative to the config file. */
   handler_modules: z.array(z.string().min(1)).default([]),
-  /** Per-handler settings, `handlers.<name>`, handed to the handler as `ctx.config`. */
-  handlers: z.record(z.string(), z.record(z.string(), z.unknown())).default({}),
+  /** Per-handler settings, `handlers.<name>`, handed to the handler as `ctx.config` (`handlers.swe` checked here: its host paths). */
+  handlers: z.object({ swe: SweHandlerConfig.optional() }).catchall(z.record(z.string(), z.unknown())).default({}),
   /** Sandbox runtime settings, validated by the sandbox's own SandboxConfig when the first sandbox opens. */
   sandbox: z.record(z.string(), z.unknown()).default({}),
   log_level: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('warn'),

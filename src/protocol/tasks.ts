@@ -20,6 +20,10 @@ export const TASK_ALIASES: Readonly<Record<string, 'math' | 'code' | 'swe'>> = {
   livecodebench: 'code',
   primeintellect: 'code',
   taco: 'code',
+  // ProRL Agent Server's code datasets (openhands/nvidia/__init__.py@40c1d8a:9-10 maps them to deepcoder).
+  codecontests: 'code',
+  apps: 'code',
+  codeforces: 'code',
   swebench: 'swe',
   'swe-bench': 'swe',
   'swe-gym': 'swe',
@@ -32,11 +36,20 @@ export function aliasesOf(task: 'math' | 'code' | 'swe'): string[] {
     .map(([a]) => a);
 }
 
+/**
+ * ProRL's prefix rule: any data_source whose first 9 characters are `deepcoder` is the code task
+ * (`deepcoder_lcb`, `deepcoder-v2`, …; openhands/nvidia/registry.py@40c1d8a:133, 142).
+ */
+export function isDeepcoderName(dataSource: string): boolean {
+  return dataSource.slice(0, 9) === 'deepcoder';
+}
+
 /** The task a data_source names (`math`, `code`, `swe`), following aliases; undefined for others. */
 export function taskOf(dataSource: unknown): 'math' | 'code' | 'swe' | undefined {
   if (typeof dataSource !== 'string') return undefined;
   if (dataSource === 'math' || dataSource === 'code' || dataSource === 'swe') return dataSource;
-  return TASK_ALIASES[dataSource] ?? TASK_ALIASES[dataSource.toLowerCase()];
+  const alias = (k: string) => (Object.hasOwn(TASK_ALIASES, k) ? TASK_ALIASES[k] : undefined);
+  return alias(dataSource) ?? alias(dataSource.toLowerCase()) ?? (isDeepcoderName(dataSource) ? 'code' : undefined);
 }
 
 /** A chat message of a veRL prompt. */
@@ -90,7 +103,15 @@ const RepoPath = z
     message: 'must be a path relative to the repository root, without "..", outside .git',
   });
 
-/** A repository task: fix the bug so FAIL_TO_PASS pass and PASS_TO_PASS keep passing. */
+/** A GitHub repository name as SWE-bench writes it (`owner/name`); it names host paths, so nothing else. */
+const REPO_NAME = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}\/[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$/;
+const REPO_MESSAGE = 'instance.repo must be "owner/name" (letters, digits, "_", ".", "-"), as in SWE-bench';
+
+/**
+ * A repository task: fix the bug so FAIL_TO_PASS pass and PASS_TO_PASS keep passing. The repository
+ * is the instance's `files` map, a `tarball` on the server, or (SWE-bench rows as ProRL takes them)
+ * `repo` at `base_commit`, found in the operator's `handlers.swe.repos_dir` or `images_dir`.
+ */
 export const SweInstance = z
   .looseObject({
     ...base,
@@ -102,7 +123,17 @@ export const SweInstance = z
      * or relative to one of them), a regular file; checked at /process.
      */
     tarball: z.string().min(1).max(4096).optional(),
-    test_command: z.string().min(1).default('python3 -m unittest'),
+    /** Or a SWE-bench row: `owner/name` of the repository (checked where it is used: rows with files or a tarball may carry any). */
+    repo: z.string().optional(),
+    /** The commit the task starts from (full or abbreviated hex id). */
+    base_commit: z.string().optional(),
+    /** SWE-bench's version of the repository's environment (a string; some exports write it as a number). */
+    version: z.union([z.string().max(64), z.number()]).optional(),
+    /**
+     * Appended to by the test ids. Default: `handlers.swe.test_command`, else for a SWE-bench row
+     * SWE-bench's command for its repository (see testRunner in the swe handler), else `python3 -m unittest`.
+     */
+    test_command: z.string().min(1).optional(),
     FAIL_TO_PASS: z.array(z.string().min(1)).min(1, 'instance.FAIL_TO_PASS needs at least one test id'),
     PASS_TO_PASS: z.array(z.string().min(1)).default([]),
     /**
@@ -114,11 +145,51 @@ export const SweInstance = z
     test_files: z.array(RepoPath).max(10_000).optional(),
     gold_patch: z.string().optional(),
   })
-  .refine((i) => i.files !== undefined || i.tarball !== undefined, {
-    message: 'instance.files (a map of path → content) or instance.tarball (a path on the server) is required',
-    path: ['files'],
+  .superRefine((i, ctx) => {
+    if (i.files !== undefined || i.tarball !== undefined) return;
+    if (i.repo === undefined && i.base_commit === undefined) {
+      ctx.addIssue({
+        code: 'custom',
+        path: ['files'],
+        message: 'instance.files (a map of path → content), instance.tarball (a path on the server) or instance.repo with instance.base_commit (a SWE-bench row) is required',
+      });
+      return;
+    }
+    if (typeof i.repo !== 'string' || !REPO_NAME.test(i.repo) || i.repo.split('/').some((p) => p === '.' || p === '..')) {
+      ctx.addIssue({ code: 'custom', path: ['repo'], message: REPO_MESSAGE });
+    }
+    if (typeof i.base_commit !== 'string' || !/^[0-9a-fA-F]{7,64}$/.test(i.base_commit)) {
+      ctx.addIssue({ code: 'custom', path: ['base_commit'], message: 'instance.base_commit must be a commit id (7 to 64 hex digits), as in SWE-bench' });
+    }
   });
 export type SweInstance = z.infer<typeof SweInstance>;
+
+const HostDir = (key: string) =>
+  z
+    .string()
+    .min(1)
+    .max(4096)
+    .refine((p) => p.startsWith('/'), { message: `handlers.swe.${key} must be an absolute path (it is bound into sandboxes read-only)` });
+
+/**
+ * `handlers.swe` in the server config. Where SWE-bench rows (`repo` + `base_commit`, no files) find
+ * their repository, and the grading knobs; other keys (`max_iterations`, …) pass through.
+ */
+export const SweHandlerConfig = z.looseObject({
+  /** Bare mirrors (`<owner>__<name>.git`, `<owner>/<name>.git`) or bundles (`<owner>__<name>.bundle`), readable by sandbox.user. */
+  repos_dir: HostDir('repos_dir').optional(),
+  /** Per-instance images named as SWE-bench names them (`sweb.eval.x86_64.<id>`), unpacked root filesystems whose /testbed is the repository. */
+  images_dir: HostDir('images_dir').optional(),
+  /** The test command of every row without its own `test_command` (ids are appended). */
+  test_command: z.string().min(1).optional(),
+  /** Seconds one test command may run. */
+  test_timeout_s: z.number().positive().optional(),
+  /** Largest git_patch captured, in bytes. */
+  max_patch_bytes: z.number().int().positive().optional(),
+  /** Largest repository snapshot (the base commit, gzipped) taken from repos_dir or images_dir, in bytes. */
+  max_repo_bytes: z.number().int().positive().optional(),
+});
+export type SweHandlerConfig = z.infer<typeof SweHandlerConfig>;
 
 /**
  * Turns a veRL dataset row into our plain form (plain rows pass through unchanged). JSON-string

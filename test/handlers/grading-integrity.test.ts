@@ -276,8 +276,8 @@ describe('swe grading: the instance tests laid over the model patch (bwrap, hand
     const inst = { FAIL_TO_PASS: ['pkg.tests.test_m.T.test_a'], PASS_TO_PASS: ['other/test_o.py::test_b'], test_files: ['docs/./', 'fixtures'] } as unknown as SweInstance;
     const plan = resetPlan(inst, ['pkg/tests/test_new.py'], ['pkg/__init__.py', 'pkg/tests/__init__.py', 'pkg/tests/test_m.py', 'other/test_o.py', 'fixtures/a.json']);
     expect(plan.remove).toEqual([
-      'conftest.py', 'docs', 'fixtures', 'other/conftest.py', 'other/test_o.py',
-      'pkg/conftest.py', 'pkg/tests/__init__.py', 'pkg/tests/conftest.py', 'pkg/tests/test_m.py', 'pkg/tests/test_new.py',
+      'conftest.py', 'docs', 'fixtures', 'other/conftest.py', 'other/test_o', 'other/test_o.py',
+      'pkg/conftest.py', 'pkg/tests/__init__.py', 'pkg/tests/conftest.py', 'pkg/tests/test_m', 'pkg/tests/test_m.py', 'pkg/tests/test_new.py',
     ]);
     // The package's own __init__.py is source, not a test: left as the model wrote it.
     expect(plan.restore).toEqual(['fixtures', 'other/test_o.py', 'pkg/tests/__init__.py', 'pkg/tests/test_m.py']);

@@ -1,12 +1,26 @@
 import { RaasError } from '../../protocol/errors.js';
+import { isDeepcoderName } from '../../protocol/tasks.js';
 import type { AgentHandler } from './types.js';
 import { chatHandler } from './chat.js';
 import { mathHandler } from './math/index.js';
 import { codeHandler } from './code/index.js';
 import { sweHandler } from './swe/index.js';
 
-/** ProRL Agent Server's data_source names, mapped onto ours. */
-const PRORL_NAMES: Record<string, string> = { deepscaler: 'math', deepcoder: 'code' };
+/**
+ * ProRL Agent Server's data_source names, mapped onto ours: its handlers `swebench`, `deepscaler`,
+ * `deepcoder`, and the code datasets it maps to deepcoder (openhands/nvidia/__init__.py@40c1d8a:5-10).
+ * The built-in handlers carry these as aliases too; this table keeps them working when a handler
+ * module replaces a built-in without them.
+ */
+const PRORL_NAMES: Record<string, string> = {
+  swebench: 'swe',
+  deepscaler: 'math',
+  deepcoder: 'code',
+  codecontests: 'code',
+  apps: 'code',
+  codeforces: 'code',
+  taco: 'code',
+};
 
 /** The built-in handlers. The handlers issue adds math / code / swe on this one line. */
 export function builtinHandlers(): AgentHandler<any>[] {
@@ -32,9 +46,15 @@ export class HandlerRegistry {
     for (const n of names) this.byName.set(n, handler);
   }
 
-  /** The handler for a data_source, following aliases and ProRL's names. */
+  /**
+   * The handler for a data_source, following aliases and ProRL's names, with ProRL's prefix rule
+   * (`deepcoder…` is the code handler, openhands/nvidia/registry.py@40c1d8a:133). Undefined for a
+   * name nothing matches: /process answers 400 unknown_data_source (ProRL: 500).
+   */
   resolve(dataSource: string): AgentHandler<any> | undefined {
-    return this.byName.get(dataSource) ?? this.byName.get(PRORL_NAMES[dataSource] ?? '');
+    const direct = this.byName.get(dataSource) ?? (Object.hasOwn(PRORL_NAMES, dataSource) ? this.byName.get(PRORL_NAMES[dataSource]!) : undefined);
+    if (direct || !isDeepcoderName(dataSource)) return direct;
+    return this.byName.get('deepcoder') ?? this.byName.get('code');
   }
 
   /** Every registered handler name (aliases excluded). */

@@ -1,9 +1,11 @@
 import { RaasError } from '../../../protocol/errors.js';
-import type { SweInstance } from '../../../protocol/tasks.js';
+import type { SweHandlerConfig, SweInstance } from '../../../protocol/tasks.js';
 import type { Sandbox } from '../../sandbox/types.js';
 import type { StageContext } from '../types.js';
-import { SHADOW_CHECK, numstatPaths, quoteIds, resetPlan } from './protect.js';
-import { git, initRepo, repoSpec, script } from './repo.js';
+import { SHADOW_CHECK, numstatPaths, resetPlan } from './protect.js';
+import { git, script } from './git.js';
+import { initRepo, repoMaterial, repoSpec } from './repo.js';
+import { testRunner, type TestRunner } from './testcmd.js';
 
 /** Per-test outcome of an evaluation. */
 export interface SweEvalDetails extends Record<string, unknown> {
@@ -22,9 +24,11 @@ const inSandbox = (file: string): string => `${PATCH_DIR}/${file.slice('.raas-'.
 
 /**
  * Environment of the test processes: HOME outside the repository (a patch could otherwise add a
- * user site-packages or dotfiles under it) and no user site directory.
+ * user site-packages or dotfiles under it), no user site directory, and bytecode cached outside
+ * the repository (a `__pycache__` in a patch, e.g. an unchecked hash-based .pyc of a test module,
+ * is never read).
  */
-const TEST_ENV = { HOME: '/tmp', PYTHONNOUSERSITE: '1', PYTHONDONTWRITEBYTECODE: '1' };
+const TEST_ENV = { HOME: '/tmp', PYTHONNOUSERSITE: '1', PYTHONDONTWRITEBYTECODE: '1', PYTHONPYCACHEPREFIX: '/tmp/raas-pycache' };
 
 /**
  * Grades `patch` the way SWE-bench does, in a fresh sandbox the agent never touched: the base
@@ -51,9 +55,10 @@ export async function evaluatePatch(ctx: StageContext<SweInstance>, patch: strin
 
   const hasTestPatch = !!inst.test_patch?.trim();
   const patches: Record<string, string> = { [MODEL_PATCH]: withNewline(patch), ...(hasTestPatch ? { [TEST_PATCH]: withNewline(inst.test_patch!) } : {}) };
-  const sb = await ctx.sandboxes.open(await repoSpec(inst, signal, { tools: [] }, patches), signal);
+  const material = await repoMaterial(ctx);
+  const sb = await ctx.sandboxes.open(repoSpec(material, { tools: [] }, patches), signal);
   try {
-    await initRepo(sb, inst, signal);
+    await initRepo(sb, material, signal);
     // Out of the worktree before the model's patch applies: a patch cannot reach /tmp.
     const moved = await script(sb, `set -e; mkdir -p ${PATCH_DIR}; for f in "$@"; do mv -- ".raas-$f" "${PATCH_DIR}/$f"; done`, Object.keys(patches).map((f) => f.slice('.raas-'.length)), { signal });
     if (moved.exit_code !== 0) throw new RaasError('sandbox_error', `swe: could not stage the patches: ${moved.stderr.slice(-2000)}`);
@@ -77,7 +82,9 @@ export async function evaluatePatch(ctx: StageContext<SweInstance>, patch: strin
       if (stat.exit_code !== 0) return fail('test_patch_error', `instance.test_patch is not a patch git can read: ${stat.stderr}`);
       testPatchPaths = numstatPaths(stat.stdout);
     }
-    const resetError = await resetTests(sb, resetPlan(inst, testPatchPaths, baseFiles), signal);
+    const modelStat = await git(sb, ['apply', '--numstat', '-z', inSandbox(MODEL_PATCH)], { timeout_s: 60, signal });
+    if (modelStat.exit_code !== 0) throw new RaasError('sandbox_error', `swe: could not list the paths of the model's patch: ${modelStat.stderr.slice(-2000)}`);
+    const resetError = await resetTests(sb, resetPlan(inst, testPatchPaths, baseFiles, numstatPaths(modelStat.stdout)), signal);
     if (resetError) {
       details.applied = false;
       return fail('apply_error', `the patch leaves the test files in a state grading cannot reset to the base commit: ${resetError}`);
@@ -90,11 +97,12 @@ export async function evaluatePatch(ctx: StageContext<SweInstance>, patch: strin
       }
     }
 
-    if (await passes(sb, inst.test_command, all, opts.testTimeoutS, signal)) {
+    const runner = testRunner(inst, ctx.config as SweHandlerConfig);
+    if (await passes(sb, runner, all, opts.testTimeoutS, signal)) {
       mark('PASSED');
       return { resolved: true, details };
     }
-    for (const t of all) mark((await passes(sb, inst.test_command, [t], opts.testTimeoutS, signal)) ? 'PASSED' : 'FAILED', t);
+    for (const t of all) mark((await passes(sb, runner, [t], opts.testTimeoutS, signal)) ? 'PASSED' : 'FAILED', t);
     const resolved = Object.values(details.FAIL_TO_PASS).every((s) => s === 'PASSED') && Object.values(details.PASS_TO_PASS).every((s) => s === 'PASSED');
     return { resolved, details };
   } finally {
@@ -128,8 +136,9 @@ async function shadowedModules(sb: Sandbox, baseFiles: readonly string[], signal
 }
 
 /** Runs the test command on `ids` in a fresh shell; passed means exit status 0 from that process. */
-async function passes(sb: Sandbox, testCommand: string, ids: string[], timeoutS: number, signal: AbortSignal): Promise<boolean> {
-  const r = await sb.exec(['bash', '--noprofile', '--norc', '-c', `timeout -k 5 ${timeoutS} ${testCommand} ${quoteIds(ids)}`], {
+async function passes(sb: Sandbox, runner: TestRunner, ids: string[], timeoutS: number, signal: AbortSignal): Promise<boolean> {
+  // The command is shell text (SWE-bench's start with assignments: `PYTHONWARNINGS=… bin/test`); the ids are its arguments.
+  const r = await sb.exec(['timeout', '-k', '5', String(timeoutS), 'bash', '--noprofile', '--norc', '-c', `${runner.command} "$@"`, 'raas', ...runner.args(ids)], {
     timeout_s: timeoutS + 15,
     env: TEST_ENV,
     maxOutputBytes: 1 << 20,

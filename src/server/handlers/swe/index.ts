@@ -1,8 +1,9 @@
 import { RaasError } from '../../../protocol/errors.js';
-import { SweInstance, aliasesOf } from '../../../protocol/tasks.js';
+import { SweInstance, aliasesOf, type SweHandlerConfig } from '../../../protocol/tasks.js';
 import type { AgentHandler } from '../types.js';
 import { configNumber, firstMessages, runToolAgent, taskSchema } from '../common/run.js';
-import { capturePatch, initRepo, repoSpec } from './repo.js';
+import { capturePatch, initRepo, repoMaterial, repoSpec } from './repo.js';
+import { testRunner } from './testcmd.js';
 import { evaluatePatch } from './evaluate.js';
 import { checkDataFile } from './tarball.js';
 
@@ -14,14 +15,15 @@ const SYSTEM = [
   'Find the cause of the issue, change the code (not the tests) to fix it, run the tests, then call finish. Your changes are collected with git diff.',
 ].join(' ');
 
-/** The user message: the issue and how the tests are run. */
-export function swePrompt(inst: SweInstance): string {
-  return `${inst.problem_statement}\n\nThe repository is in /workspace. Tests run with: ${inst.test_command}`;
+/** The user message: the issue and how the tests are run (`config`: the server's handlers.swe). */
+export function swePrompt(inst: SweInstance, config: SweHandlerConfig = {}): string {
+  return `${inst.problem_statement}\n\nThe repository is in /workspace. Tests run with: ${testRunner(inst, config).command}`;
 }
 
 /**
- * Built-in `swe` handler: INIT materialises the repository (files map, or a tarball inside
- * sandbox.data_dirs) and commits it; RUN lets the model edit it and captures `git diff` as
+ * Built-in `swe` handler: INIT materialises the repository (files map, a tarball inside
+ * sandbox.data_dirs, or a SWE-bench row's base commit from handlers.swe.repos_dir / images_dir;
+ * nothing there: `critical_error: "init"` naming the paths tried); RUN lets the model edit it and captures `git diff` as
  * `git_patch`; EVAL applies the patch to a fresh copy in a fresh sandbox, resets the test files
  * (test_files, test_patch, the files the test ids name) and runs FAIL_TO_PASS and PASS_TO_PASS;
  * reward 1 only if all pass.
@@ -36,14 +38,15 @@ export const sweHandler: AgentHandler<SweInstance> = {
     return { ...inst, tarball: await checkDataFile(inst.tarball, 'instance.tarball', { dataDirs: env.dataDirs, maxBytes: env.maxFileBytes }) };
   },
   async init(ctx) {
-    const runtime = await ctx.sandboxes.open(await repoSpec(ctx.job.instance, ctx.signal), ctx.signal);
-    const base = await initRepo(runtime, ctx.job.instance, ctx.signal);
-    return { runtime, metadata: { base_commit: base } };
+    const material = await repoMaterial(ctx);
+    const runtime = await ctx.sandboxes.open(repoSpec(material), ctx.signal);
+    const base = await initRepo(runtime, material, ctx.signal);
+    return { runtime, metadata: { base_commit: base, ...(material.kind === 'snapshot' ? { repo_source: material.source } : {}) } };
   },
   async run(ctx) {
     const inst = ctx.job.instance;
     const { run } = await runToolAgent(ctx, {
-      messages: firstMessages(SYSTEM, swePrompt(inst), inst.prompt_messages),
+      messages: firstMessages(SYSTEM, swePrompt(inst, ctx.config), inst.prompt_messages),
       tools: ['execute_bash', 'str_replace_editor', 'execute_ipython_cell', 'think', 'finish'],
       defaults: { max_iterations: 30 },
       nudge: 'Continue with the tools: fix the issue in /workspace, run the tests, then call finish.',

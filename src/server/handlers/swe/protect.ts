@@ -10,7 +10,10 @@ import type { SweInstance } from '../../../protocol/tasks.js';
  *   that the base commit has (an id's dotted prefixes are tried, most of them name nothing);
  * - for each of those, the `conftest.py` of every directory above it, and the `__init__.py` of
  *   directories named like tests (pytest and unittest run them before any test), and the root
- *   `conftest.py`.
+ *   `conftest.py`;
+ * - what would be imported instead of such a test module: a package directory of its name, and the
+ *   files the model's patch adds beside it under its name (`test_x.so`, `test_x.pyc`), which Python's
+ *   import system would find before or instead of `test_x.py`.
  */
 
 /** A repository path as git and rm take it: no leading `./`, no trailing `/`. */
@@ -38,8 +41,8 @@ export interface ResetPlan {
   restore: string[];
 }
 
-/** Plans the reset for an instance, from the paths its test patch touches and the base commit's files. */
-export function resetPlan(inst: SweInstance, testPatchPaths: readonly string[], baseFiles: readonly string[]): ResetPlan {
+/** Plans the reset for an instance, from the paths its test patch and the model's patch touch and the base commit's files. */
+export function resetPlan(inst: SweInstance, testPatchPaths: readonly string[], baseFiles: readonly string[], modelPatchPaths: readonly string[] = []): ResetPlan {
   const files = new Set(baseFiles);
   const dirs = new Set<string>();
   for (const f of baseFiles) for (let i = f.indexOf('/'); i > 0; i = f.indexOf('/', i + 1)) dirs.add(f.slice(0, i));
@@ -52,6 +55,13 @@ export function resetPlan(inst: SweInstance, testPatchPaths: readonly string[], 
       all.add(`${d}/conftest.py`);
       if (/test/i.test(path.posix.basename(d))) all.add(`${d}/__init__.py`);
     }
+  }
+  const added = modelPatchPaths.map(cleanPath).filter(safePath);
+  for (const p of known) {
+    if (!p.endsWith('.py')) continue;
+    const stem = p.slice(0, -'.py'.length);
+    all.add(stem);
+    for (const q of added) if (q !== p && q.startsWith(`${stem}.`) && !q.includes('/', stem.length)) all.add(q);
   }
   const remove = [...all].sort();
   return { remove, restore: remove.filter((p) => files.has(p) || dirs.has(p)) };
@@ -98,8 +108,3 @@ for name in sorted(os.listdir('.')):
         if mod in sys.stdlib_module_names and mod not in harmless:
             print(name)
 `;
-
-/** Test ids quoted for a bash command line. */
-export function quoteIds(ids: readonly string[]): string {
-  return ids.map((t) => `'${t.replace(/'/g, `'\\''`)}'`).join(' ');
-}

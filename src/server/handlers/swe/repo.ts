@@ -1,86 +1,63 @@
 import { RaasError } from '../../../protocol/errors.js';
 import type { SweInstance } from '../../../protocol/tasks.js';
-import type { ExecOptions, ExecResult, Sandbox, SandboxSpec } from '../../sandbox/types.js';
+import type { Sandbox, SandboxSpec } from '../../sandbox/types.js';
+import type { StageContext } from '../types.js';
+import { GIT_FN, git, script } from './git.js';
+import { snapshotBaseCommit, type RepoSnapshot } from './source.js';
 import { readCheckedFile } from './tarball.js';
+
+export { GIT, GIT_ENV, GIT_FN, git, script } from './git.js';
 
 /** Name of the base64 tarball written into a workspace before it is unpacked (then removed). */
 const TARBALL_FILE = '.raas-repo.tar.b64';
 
 /**
- * git with our identity and with the hooks a repository can carry switched off: no hooks, no
- * fsmonitor, no external diff or textconv, no attributes file. Run through exec (a fresh process,
- * never the agent's shell), so shell functions or aliases named `git` do not apply.
+ * An instance's repository as the host holds it before a sandbox opens: its files map, its tarball
+ * (read from the real path /process checked against sandbox.data_dirs), or the base commit of a
+ * SWE-bench row taken from the operator's repos_dir / images_dir (snapshotBaseCommit).
  */
-export const GIT = [
-  'git',
-  '-c', 'user.name=raas',
-  '-c', 'user.email=raas@localhost',
-  '-c', 'init.defaultBranch=main',
-  '-c', 'advice.detachedHead=false',
-  '-c', 'core.hooksPath=/dev/null',
-  '-c', 'core.fsmonitor=false',
-  '-c', 'core.attributesFile=/dev/null',
-  '-c', 'core.pager=cat',
-  '-c', 'diff.external=',
-  '-c', 'gc.auto=0',
-];
+export type RepoMaterial = { kind: 'files'; files: Record<string, string> } | { kind: 'tarball'; bytes: Buffer; gzip: boolean } | RepoSnapshot;
 
-/**
- * Environment of every git and test process: no global or system git config (HOME is the
- * workspace, so a `.gitconfig` in a patch would otherwise be read), pathspecs taken literally.
- */
-export const GIT_ENV: Record<string, string> = {
-  GIT_CONFIG_GLOBAL: '/dev/null',
-  GIT_CONFIG_NOSYSTEM: '1',
-  GIT_TERMINAL_PROMPT: '0',
-  GIT_OPTIONAL_LOCKS: '0',
-  GIT_LITERAL_PATHSPECS: '1',
-};
-
-/** `git …` as one fresh process in the sandbox. */
-export function git(sb: Sandbox, args: string[], opts: ExecOptions = {}): Promise<ExecResult> {
-  return sb.exec([...GIT, ...args], { timeout_s: 120, ...opts, env: { ...GIT_ENV, ...opts.env } });
-}
-
-/** A bash script as one fresh process (`--noprofile --norc`: nothing the workspace holds is sourced). */
-export function script(sb: Sandbox, text: string, args: string[], opts: ExecOptions = {}): Promise<ExecResult> {
-  return sb.exec(['bash', '--noprofile', '--norc', '-c', text, 'raas', ...args], { timeout_s: 120, ...opts, env: { ...GIT_ENV, ...opts.env } });
+/** Reads or fetches the repository of the stage's instance (INIT and EVAL each take their own copy). */
+export async function repoMaterial(ctx: StageContext<SweInstance>): Promise<RepoMaterial> {
+  const inst = ctx.job.instance;
+  if (inst.files) return { kind: 'files', files: inst.files };
+  if (inst.tarball !== undefined) {
+    return { kind: 'tarball', bytes: await readCheckedFile(inst.tarball, 'instance.tarball', undefined, ctx.signal), gzip: /\.(tgz|tar\.gz)$/.test(inst.tarball) };
+  }
+  return snapshotBaseCommit(ctx);
 }
 
 /**
- * The sandbox spec that materialises an instance's repository: its files map, or its tarball
- * (read on the host from the real path /process checked against sandbox.data_dirs, passed in
- * base64 and unpacked inside, so the files belong to the sandbox user).
+ * The sandbox spec that materialises a repository: its files, or the bytes of a tarball or
+ * snapshot passed in base64 and unpacked inside, so the files belong to the sandbox user.
  */
-export async function repoSpec(inst: SweInstance, signal: AbortSignal, extra: Partial<SandboxSpec> = {}, extraFiles: Record<string, string> = {}): Promise<SandboxSpec> {
-  if (inst.files) return { network: false, ...extra, files: { ...inst.files, ...extraFiles } };
-  const bytes = await readCheckedFile(inst.tarball!, 'instance.tarball', undefined, signal);
-  return { network: false, ...extra, files: { [TARBALL_FILE]: bytes.toString('base64'), ...extraFiles } };
+export function repoSpec(m: RepoMaterial, extra: Partial<SandboxSpec> = {}, extraFiles: Record<string, string> = {}): SandboxSpec {
+  if (m.kind === 'files') return { network: false, ...extra, files: { ...m.files, ...extraFiles } };
+  return { network: false, ...extra, files: { [TARBALL_FILE]: m.bytes.toString('base64'), ...extraFiles } };
 }
 
-/** git for bash scripts: a function `g` over the GIT argv. */
-export const GIT_FN = `g() { ${GIT.map((a) => `'${a}'`).join(' ')} "$@"; }`;
-
 /**
- * Unpacks the tarball (when there is one), then `git init` and a base commit, with bytecode caches
- * excluded so running the tests leaves the diff clean. Answers the base commit's id.
+ * Sets the repository up in the workspace and answers its base commit. A files map or tarball:
+ * unpacked, `git init` and one base commit, with bytecode caches excluded so running the tests
+ * leaves the diff clean. A snapshot: its git directory unpacked as `.git` and the base commit
+ * checked out, so HEAD is the row's own base_commit (as in SWE-bench's /testbed, minus history).
  */
-export async function initRepo(sb: Sandbox, inst: SweInstance, signal: AbortSignal): Promise<string> {
-  const z = /\.(tgz|tar\.gz)$/.test(inst.tarball ?? '') ? 'z' : '';
-  const text = [
-    'set -e',
-    GIT_FN,
-    inst.files ? ':' : `base64 -d ${TARBALL_FILE} | tar -x${z}f - && rm -f ${TARBALL_FILE}`,
-    'g init -q .',
-    'mkdir -p .git/info',
-    "printf '__pycache__/\\n*.pyc\\n.raas-*\\n' >> .git/info/exclude",
-    'g add -A',
-    'g commit -q --allow-empty --no-verify -m base',
-    'g rev-parse HEAD',
-  ].join('\n');
-  const r = await script(sb, text, [], { signal });
+export async function initRepo(sb: Sandbox, m: RepoMaterial, signal: AbortSignal): Promise<string> {
+  const exclude = ['mkdir -p .git/info', "printf '__pycache__/\\n*.pyc\\n.raas-*\\n' >> .git/info/exclude"];
+  const steps =
+    m.kind === 'snapshot'
+      ? ['mkdir .git', `base64 -d ${TARBALL_FILE} | tar -xzf - -C .git && rm -f ${TARBALL_FILE}`, ...exclude, 'g reset -q --hard']
+      : [
+          m.kind === 'tarball' ? `base64 -d ${TARBALL_FILE} | tar -x${m.gzip ? 'z' : ''}f - && rm -f ${TARBALL_FILE}` : ':',
+          'g init -q .',
+          ...exclude,
+          'g add -A',
+          'g commit -q --allow-empty --no-verify -m base',
+        ];
+  const r = await script(sb, ['set -e', GIT_FN, ...steps, 'g rev-parse HEAD'].join('\n'), [], { signal });
   const sha = r.stdout.trim();
-  if (r.exit_code !== 0 || !/^[0-9a-f]{40,64}$/.test(sha)) {
+  if (r.exit_code !== 0 || !/^[0-9a-f]{40,64}$/.test(sha) || (m.kind === 'snapshot' && sha !== m.commit)) {
     throw new RaasError('sandbox_error', `swe: could not set up the repository (exit ${r.exit_code ?? r.signal}): ${(r.stderr || r.stdout).slice(-2000)}`);
   }
   return sha;
