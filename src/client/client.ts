@@ -19,13 +19,17 @@ export interface ProcessOptions extends Omit<CallOptions, 'timeout_ms'> {
   cancelOnAbort?: boolean;
 }
 
-/** A process request as callers write it: `sampling_params` may be omitted, `job_id` is generated when absent. */
+/**
+ * A process request as callers write it: `sampling_params` may be omitted, `job_id` is generated
+ * when absent, `attach` defaults to true.
+ */
 export type ProcessInput = z.input<typeof ProcessRequest>;
 
 /**
  * Typed client of one rollout server. Every answer is parsed with the `src/protocol` schemas;
- * connection errors and 5xx answers are retried (same `job_id` for /process, so a retry attaches to
- * the job the server already runs), honouring `Retry-After`.
+ * connection errors and 5xx answers are retried, honouring `Retry-After`. /process is sent with
+ * `attach: true` (unless the request says `attach: false`), so a retry attaches to the job the
+ * server already runs or finished instead of starting it again; without attach it is not retried.
  */
 export class RolloutClient {
   /** The server's base URL, without a trailing slash. */
@@ -44,16 +48,19 @@ export class RolloutClient {
    * found already gone) and rejects with the signal's reason.
    */
   async process(req: ProcessInput, opts: ProcessOptions = {}): Promise<Result> {
-    const body = parseRequest({ ...req, job_id: req.job_id ?? randomUUID() });
+    const attach = req.attach ?? true;
+    const body = parseRequest({ ...req, job_id: req.job_id || randomUUID(), attach });
+    // Retrying a /process without attach could run the job twice.
+    const retries = attach ? opts.retries : 0;
     try {
-      return (await this.t.call('POST', '/process', ResultFast, body, { ...opts, timeout_ms: null }))!;
+      return (await this.t.call('POST', '/process', ResultFast, body, { ...opts, retries, timeout_ms: null }))!;
     } catch (err) {
       if (opts.signal?.aborted && opts.cancelOnAbort !== false) await this.cancelQuietly(body.job_id!);
       throw err;
     }
   }
 
-  /** POST /cancel. Throws RaasError `job_not_found` when the server does not know the id. */
+  /** POST /cancel: cancels every job with the id; an id the server does not know answers `cancelled: false, state: "unknown"`. */
   async cancel(jobId: string, opts: CallOptions = {}): Promise<CancelResponse> {
     return (await this.t.call('POST', '/cancel', CancelResponse, { job_id: jobId }, opts))!;
   }
@@ -116,7 +123,7 @@ export class RolloutClient {
     try {
       await this.cancel(jobId, { retries: 2 });
     } catch {
-      // job_not_found: it ended or never arrived; unreachable: nothing more we can do from here.
+      // unreachable or stopped: nothing more we can do from here.
     }
   }
 }

@@ -53,7 +53,9 @@ export class RolloutFleet {
 
   /**
    * Sends a whole group to the server with the fewest in-flight jobs; one promise per job (first
-   * terminal result wins). A job without `job_id` gets a random one. `opts.server` pins the group
+   * terminal result wins). A job without `job_id` gets a random one. Every job is sent with
+   * `attach: true`: failovers, refusals and resumes resend the same id and must find the job the
+   * server already runs or finished, not start another. `opts.server` pins the group
    * to one server while it is healthy (re-attaching to jobs it already runs, e.g. after a resume).
    * When `opts.signal` aborts, the group's unsettled jobs are cancelled and their promises reject
    * with the signal's reason.
@@ -63,7 +65,7 @@ export class RolloutFleet {
     const group: GroupRec = { jobs: [] };
     const out: Array<Promise<Result>> = [];
     for (const r of reqs) {
-      const id = r.job_id ?? randomUUID();
+      const id = r.job_id || randomUUID();
       const existing = this.jobs.get(id);
       if (existing) {
         out.push(existing.promise); // the same job id submitted twice is one job
@@ -73,7 +75,7 @@ export class RolloutFleet {
       let reject!: (e: unknown) => void;
       const promise = new Promise<Result>((res, rej) => ((resolve = res), (reject = rej)));
       const job: JobRec = {
-        id, req: { ...r, job_id: id }, group, attempt: undefined, former: new Set(),
+        id, req: { ...r, job_id: id, attach: true }, group, attempt: undefined, former: new Set(),
         cancelRequested: false, refusals: 0, settled: false, promise, resolve, reject,
       };
       this.jobs.set(id, job);
@@ -106,9 +108,8 @@ export class RolloutFleet {
     const server = job.attempt?.server;
     if (!server) return this.settle(job, { error: new CancelledError(`job ${jobId} cancelled before a server held it`) });
     try {
-      await server.client.cancel(jobId);
+      await server.client.cancel(jobId); // an id that ended meanwhile answers too: its result is on the way
     } catch (err) {
-      if (err instanceof RaasError && err.code === 'job_not_found') return; // ended meanwhile; its result is on the way
       this.settle(job, { error: new CancelledError(`job ${jobId} cancelled locally: ${server.url} did not acknowledge (${(err as Error).message})`) });
     }
   }

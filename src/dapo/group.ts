@@ -1,4 +1,4 @@
-import type { ProcessRequest, Result } from '../protocol/process.js';
+import type { Message, ProcessRequest, Result } from '../protocol/process.js';
 import type { Group, Rollout } from '../protocol/batch.js';
 import type { TrainConfig } from '../protocol/config-train.js';
 import type { Prompt } from './dataset.js';
@@ -42,7 +42,7 @@ export function jobId(run: string, index: number, k: number): string {
   return `${run}-g${index}-r${k}`;
 }
 
-/** Builds the n /process requests of a group. */
+/** Builds the n /process requests of a group (the fleet sends them with `attach: true`, so a resume re-attaches by id). */
 export function groupRequests(cfg: TrainConfig, prompt: Prompt, index: number, version: number): ProcessRequest[] {
   const sampling = { ...cfg.sampling_params, seed: cfg.sampling_params.seed ?? cfg.seed };
   const out: ProcessRequest[] = [];
@@ -103,7 +103,23 @@ export function toBatchGroup(g: GroupRecord, version: number, withMessages: bool
     finish_reason: r.finish_reason,
     num_turns: r.num_turns,
     tokens: r.tokens,
-    ...(withMessages ? { messages: r.messages } : {}),
+    ...(withMessages ? { messages: batchMessages(r) } : {}),
   }));
   return { group_id: g.id, instance_id: g.prompt.instance_id, data_source: g.prompt.data_source, rollouts };
+}
+
+/**
+ * A rollout's whole message list for a batch: the result's `messages` (ProRL-trimmed) followed by
+ * its `trailing_messages`, which is what `tokens.spans` index; each assistant message carries its
+ * generated `token_ids` and `logprobs`, cut from the training view along its span.
+ */
+export function batchMessages(r: Result): Message[] {
+  const all = r.trailing_messages?.length ? [...r.messages, ...r.trailing_messages] : [...r.messages];
+  const t = r.tokens;
+  for (const s of t.spans ?? []) {
+    const m = all[s.message_index];
+    if (m?.role !== 'assistant' || m.token_ids !== undefined) continue;
+    all[s.message_index] = { ...m, token_ids: t.response_ids.slice(s.start, s.end), logprobs: t.logprobs.slice(s.start, s.end) };
+  }
+  return all;
 }

@@ -18,7 +18,7 @@ export function syntheticResult(req: ProcessRequest, err: unknown): Result {
     job_id: req.job_id ?? '', data_source: String(inst.data_source ?? inst.task ?? ''), reward: 0,
     finish_reason: critical === 'cancelled' ? 'cancelled' : critical === 'timeout' ? 'timeout' : 'error',
     backend: null, policy_version: req.policy_version ?? null, weight_versions: [], num_turns: 0,
-    timing: { queued_s: 0, init_s: 0, run_s: 0, eval_s: 0, counted_s: 0, timeout_triggered: false },
+    timing: { init_time: 0, run_time: 0, eval_time: 0, others_time: 0, counted_elapsed: 0, timeout_triggered: false, queued_s: 0, init_s: 0, run_s: 0, eval_s: 0, counted_s: 0 },
     tokens: { prompt_ids: [], response_ids: [], response_mask: [], logprobs: [] },
   };
 }

@@ -29,37 +29,48 @@ export const SamplingParams = z.looseObject({
 });
 export type SamplingParams = z.infer<typeof SamplingParams>;
 
-/** A task instance. `data_source` picks the handler (`task` is an alias); other fields are the handler's. */
-export const Instance = z
-  .looseObject({
-    data_source: z.string().min(1).max(256).optional(),
-    task: z.string().min(1).max(256).optional(),
-    instance_id: z.union([z.string().max(1024), z.number()]).optional(),
-    trajectory_id: z.union([z.string().max(1024), z.number()]).optional(),
-  })
-  .refine((i) => i.data_source !== undefined || i.task !== undefined, {
-    message: 'instance.data_source is required (or its alias instance.task): name a handler such as "math", "code", "swe" or "chat"',
-    path: ['data_source'],
-  });
+/**
+ * A task instance. `data_source` picks the handler (`task` is an alias; absent means `swebench`, as
+ * in ProRL); other fields are the handler's.
+ */
+export const Instance = z.looseObject({
+  data_source: z.string().min(1).max(256).optional(),
+  task: z.string().min(1).max(256).optional(),
+  instance_id: z.union([z.string().max(1024), z.number()]).optional(),
+  trajectory_id: z.union([z.string().max(1024), z.number()]).optional(),
+});
 export type Instance = z.infer<typeof Instance>;
 
-/** Job ids: printable, no path separators, bounded. */
-export const JobId = z
-  .string()
-  .min(1)
-  .max(256)
-  .regex(/^[A-Za-z0-9._:@+=-]+$/, 'job_id may contain only letters, digits and . _ : @ + = -');
+/** The data_source ProRL assumes when an instance names none. */
+export const DEFAULT_DATA_SOURCE = 'swebench';
 
-/** POST /process body (ProRL's `{instance, sampling_params, job_id?}` plus ours). */
-export const ProcessRequest = z.strictObject({
-  instance: Instance,
-  sampling_params: SamplingParams.default({}),
-  job_id: JobId.optional(),
-  timeout_s: z.number().positive().max(7 * 24 * 3600).optional(),
-  group_id: z.string().min(1).max(256).optional(),
-  policy_version: z.number().int().nonnegative().optional(),
-});
+/**
+ * Job ids: any string, as in ProRL, bounded in length. The server never builds a path or a
+ * command from one.
+ */
+export const JobId = z.string().min(1).max(256);
+
+/** POST /process body: ProRL's `{instance, sampling_params, job_id?}` plus ours. Unknown keys are ignored, as ProRL's request model does. */
+export const ProcessRequest = z
+  .object({
+    instance: Instance,
+    sampling_params: SamplingParams.default({}),
+    /** Empty or null means "none" (the server makes a UUID), as in ProRL. */
+    job_id: z.string().max(256).nullish(),
+    /**
+     * raas's opt-in: answer from the job that already has this `job_id` (running, or finished within
+     * `result_ttl_s`) instead of starting a new one. Without it every /process starts a job.
+     */
+    attach: z.boolean().optional(),
+    timeout_s: z.number().positive().max(7 * 24 * 3600).optional(),
+    group_id: z.string().min(1).max(256).optional(),
+    policy_version: z.number().int().nonnegative().optional(),
+  })
+  .refine((r) => r.attach !== true || !!r.job_id, { message: 'attach: true needs a job_id to attach to: send the job_id of the job', path: ['attach'] });
 export type ProcessRequest = z.infer<typeof ProcessRequest>;
+
+/** Top-level /process keys the server reads; others are ignored (and counted). */
+export const PROCESS_KEYS: ReadonlySet<string> = new Set(Object.keys(ProcessRequest.shape));
 
 /** One tool call as ProRL reports it. */
 export const ToolCall = z.object({ name: z.string(), arguments: z.record(z.string(), z.unknown()), id: z.string().optional() });
@@ -101,12 +112,19 @@ export const CriticalError = z.enum(['init', 'run', 'eval', 'timeout', 'cancelle
 export type CriticalError = z.infer<typeof CriticalError>;
 
 export const Timing = z.object({
+  // ProRL's keys (its PausableTimer): seconds in each stage, outside them, and counted toward the timeout.
+  init_time: z.number(),
+  run_time: z.number(),
+  eval_time: z.number(),
+  others_time: z.number(),
+  counted_elapsed: z.number(),
+  timeout_triggered: z.boolean(),
+  // ours: the same seconds under raas's names (queued_s is ProRL's others_time)
   queued_s: z.number(),
   init_s: z.number(),
   run_s: z.number(),
   eval_s: z.number(),
   counted_s: z.number(),
-  timeout_triggered: z.boolean(),
 });
 export type Timing = z.infer<typeof Timing>;
 
@@ -131,7 +149,11 @@ export const Result = z.looseObject({
   critical_error: CriticalError,
   filter: z.boolean(),
   error: z.string().nullable(),
+  /** The stack of the exception that failed a stage (with critical_error init, run or eval). */
+  traceback: z.string().optional(),
   // ours
+  /** Messages after the last assistant message, trimmed from `messages` as ProRL trims them; `messages ++ trailing_messages` is what `tokens.spans` index. */
+  trailing_messages: z.array(Message).optional(),
   job_id: z.string(),
   data_source: z.string(),
   reward: z.number(),
@@ -145,8 +167,8 @@ export const Result = z.looseObject({
 });
 export type Result = z.infer<typeof Result>;
 
-/** POST /cancel body. */
-export const CancelRequest = z.strictObject({ job_id: JobId });
+/** POST /cancel body (unknown keys ignored, as in ProRL). */
+export const CancelRequest = z.object({ job_id: z.string().max(256) });
 export const CancelResponse = z.object({ status: z.string(), job_id: z.string(), cancelled: z.boolean(), state: z.string() });
 export type CancelResponse = z.infer<typeof CancelResponse>;
 

@@ -3,15 +3,27 @@ import { BackendInfo } from './llm.js';
 
 const Pool = z.object({ size: z.number().int(), busy: z.number().int() });
 
-/** GET /status answer. */
+/**
+ * GET /status answer (on a running server; a stopped one answers 503, as ProRL does). ProRL's keys
+ * first, then ours.
+ */
 export const StatusResponse = z.looseObject({
   status: z.enum(['running', 'stopped', 'stopping']),
+  /** ProRL: /process calls not answered yet; here, jobs not finished. */
   pending_jobs: z.number().int(),
-  running: z.number().int(),
+  /** ProRL: whether the server accepts jobs. */
+  running: z.boolean(),
+  /** Jobs not finished (queued or inside a stage). */
   jobs: z.number().int(),
+  /** Jobs inside each stage. */
   init: z.number().int(),
   run: z.number().int(),
   eval: z.number().int(),
+  // ours
+  /** Jobs waiting in the three stage queues together. */
+  queued: z.number().int(),
+  /** Jobs inside a stage (init + run + eval). */
+  in_stage: z.number().int(),
   queues: z.object({ init: z.number().int(), run: z.number().int(), eval: z.number().int() }),
   workers: z.object({ init: Pool, run: Pool, eval: Pool }),
   backends: z.array(BackendInfo),

@@ -7,7 +7,7 @@ import type { ServerConfig } from '../protocol/config-server.js';
 import { makeTokenCheck } from './auth.js';
 import type { BackendPool } from './llm/pool.js';
 import type { ServerMetrics } from './metrics.js';
-import type { Pipeline } from './pipeline/pipeline.js';
+import { stoppedError, type Pipeline } from './pipeline/pipeline.js';
 
 export interface AppDeps {
   config: ServerConfig;
@@ -100,7 +100,16 @@ export function buildApp(deps: AppDeps): FastifyInstance {
     return reply.type('application/json; charset=utf-8').send(await sub.finished);
   });
 
-  app.post('/cancel', async (req) => pipeline.cancel(parseOrThrow(CancelRequest, req.body ?? {}).job_id));
+  // The routes ProRL guards answer 503 while intake is closed; /process checks inside submit, after validation.
+  const guard = (): void => {
+    if (pipeline.state !== 'running') throw stoppedError();
+  };
+
+  app.post('/cancel', async (req) => {
+    const { job_id } = parseOrThrow(CancelRequest, req.body ?? {});
+    guard();
+    return pipeline.cancel(job_id);
+  });
 
   app.get('/jobs/:id', async (req, reply) =>
     reply.type('application/json; charset=utf-8').send(pipeline.get(parseOrThrow(JobId, (req.params as { id: string }).id, 'bad_request', 'job_id'))),
@@ -126,11 +135,15 @@ export function buildApp(deps: AppDeps): FastifyInstance {
     return { status: pipeline.state };
   });
   app.post('/stop', async () => {
+    guard();
     await pipeline.stop();
     return { status: pipeline.state };
   });
 
-  app.get('/status', async () => ({ ...pipeline.status(), backends: pool.list() }));
+  app.get('/status', async () => {
+    guard();
+    return { ...pipeline.status(), backends: pool.list() };
+  });
   app.get('/health', async () => ({ status: 'ok' }));
   app.get('/metrics', async (_req, reply) => {
     reply.header('content-type', metrics.contentType);

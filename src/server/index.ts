@@ -107,6 +107,7 @@ export async function startRolloutServer(config: ServerConfigInput = {}, opts: R
       stage: (s, sec) => metrics.stage(s, sec),
       llmCall: (api, sec) => metrics.llmCall(api, sec),
       move: () => metrics.move(),
+      ignoredKey: (k) => metrics.ignoredKey(k),
     },
   });
   // Only a server configured for sandboxes loads the sandbox code at start.

@@ -8,6 +8,9 @@ export interface MetricsSource {
   backends(): Array<{ address: string; active: number; assigned: number }>;
 }
 
+/** Distinct `key` labels of raas_ignored_request_keys_total before the rest count as "other". */
+const MAX_KEY_LABELS = 64;
+
 /**
  * The server's Prometheus metrics, in a registry of its own (several servers can share a process).
  * Gauges are collected from the pipeline at scrape time; counters and histograms are observed as
@@ -19,6 +22,8 @@ export class ServerMetrics {
   private readonly stageSeconds: Histogram<'stage'>;
   private readonly llmSeconds: Histogram<'api'>;
   private readonly moves: Counter;
+  private readonly ignored: Counter<'key'>;
+  private readonly ignoredLabels = new Set<string>();
   private readonly stageChildren: Partial<Record<Stage, { observe(v: number): void }>> = {};
 
   constructor(source: MetricsSource) {
@@ -59,6 +64,7 @@ export class ServerMetrics {
       buckets: [0.01, 0.05, 0.1, 0.5, 1, 2, 5, 10, 30, 120],
     });
     this.moves = new Counter({ name: 'raas_backend_moves_total', help: 'Jobs moved off an LLM backend that stopped answering', registers });
+    this.ignored = new Counter({ name: 'raas_ignored_request_keys_total', help: 'Unknown top-level /process keys, ignored as ProRL ignores them', labelNames: ['key'], registers });
   }
 
   jobEnded(state: string): void {
@@ -73,6 +79,12 @@ export class ServerMetrics {
   }
   move(): void {
     this.moves.inc();
+  }
+  /** Counts an ignored /process key. Clients choose the keys, so labels are bounded: odd or late-coming keys count as "other". */
+  ignoredKey(key: string): void {
+    const known = this.ignoredLabels.has(key) || (this.ignoredLabels.size < MAX_KEY_LABELS && /^[A-Za-z0-9_.-]{1,64}$/.test(key));
+    if (known) this.ignoredLabels.add(key);
+    this.ignored.inc({ key: known ? key : 'other' });
   }
   /** Prometheus text exposition. */
   text(): Promise<string> {

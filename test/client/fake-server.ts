@@ -6,12 +6,16 @@ import { ProcessRequest, type Result } from '../../src/protocol/process.js';
  * A real HTTP server (fastify on port 0) that speaks the rollout server's routes with scripted
  * behaviour, for client tests that need failures on demand: 5xx with Retry-After, blackouts (every
  * connection dropped while jobs keep running), crashes. Jobs end after `instance.hold_ms` (0 by
- * default; -1 holds until /cancel), with a result whose `backend` names this server.
+ * default; -1 holds until /cancel), with a result whose `backend` names this server. Like the real
+ * server, /process with `attach: true` answers from the job that has the id; without it, it starts
+ * a new job (`jobs` then holds the newest under that id).
  */
 export interface FakeServer {
   url: string;
   port: number;
   name: string;
+  /** Jobs started per job id (a plain /process under a known id starts another). */
+  starts: Map<string, number>;
   /** Every request received: method, path, body, auth header. */
   log: Array<{ method: string; path: string; body: unknown; auth?: string }>;
   /** Answers the next /process calls with these errors, one each, before behaving normally. */
@@ -40,7 +44,7 @@ export function makeResult(jobId: string, name: string, critical: Result['critic
     job_id: jobId, data_source: 'chat', reward: critical === null ? 1 : 0,
     finish_reason: critical === 'cancelled' ? 'cancelled' : 'finish', backend: name, policy_version: 0,
     weight_versions: [], num_turns: 1,
-    timing: { queued_s: 0, init_s: 0, run_s: 0, eval_s: 0, counted_s: 0, timeout_triggered: false },
+    timing: { init_time: 0, run_time: 0, eval_time: 0, others_time: 0, counted_elapsed: 0, timeout_triggered: false, queued_s: 0, init_s: 0, run_s: 0, eval_s: 0, counted_s: 0 },
     tokens: { prompt_ids: [1], response_ids: [2], response_mask: [1], logprobs: [0] },
   };
 }
@@ -50,7 +54,7 @@ export async function startFakeServer(opts: { name?: string; token?: string; hos
   const app: FastifyInstance = Fastify({ forceCloseConnections: true });
   const sockets = new Set<Socket>();
   let dark = false;
-  const s: Partial<FakeServer> = { name, log: [], failProcess: [], jobs: new Map(), backends: [] };
+  const s: Partial<FakeServer> = { name, log: [], failProcess: [], jobs: new Map(), starts: new Map(), backends: [] };
   const server = s as FakeServer;
 
   app.server.on('connection', (sock: Socket) => {
@@ -85,10 +89,11 @@ export async function startFakeServer(opts: { name?: string; token?: string; hos
     }
     const body = ProcessRequest.parse(req.body);
     const id = body.job_id!;
-    let job = server.jobs.get(id);
+    let job = body.attach ? server.jobs.get(id) : undefined;
     if (!job) {
       job = { id, state: 'run', waiters: [] };
       server.jobs.set(id, job);
+      server.starts.set(id, (server.starts.get(id) ?? 0) + 1);
       const hold = Number((body.instance as Record<string, unknown>).hold_ms ?? 0);
       const j = job;
       // hold 0 ends at once, without a timer, so tests with fake timers need not advance them
@@ -98,10 +103,10 @@ export async function startFakeServer(opts: { name?: string; token?: string; hos
     if (job.result) return job.result;
     return new Promise<Result>((resolve) => job!.waiters.push(resolve));
   });
-  app.post('/cancel', async (req, reply) => {
+  app.post('/cancel', async (req) => {
     const id = (req.body as { job_id: string }).job_id;
     const job = server.jobs.get(id);
-    if (!job) return reply.code(404).send({ error: { code: 'job_not_found', message: `no job ${id}` }, detail: `no job ${id}` });
+    if (!job) return { status: 'ok', job_id: id, cancelled: false, state: 'unknown' };
     const was = job.state;
     finish(job, makeResult(id, name, 'cancelled'));
     return { status: 'ok', job_id: id, cancelled: was === 'run', state: job.state === 'done' ? 'done' : 'cancelled' };
@@ -116,7 +121,7 @@ export async function startFakeServer(opts: { name?: string; token?: string; hos
     const running = [...server.jobs.values()].filter((j) => j.state === 'run').length;
     const pool = { size: 4, busy: 0 };
     return {
-      status: 'running', pending_jobs: 0, running, jobs: server.jobs.size, init: 0, run: running, eval: 0,
+      status: 'running', pending_jobs: running, running: true, jobs: running, init: 0, run: running, eval: 0, queued: 0, in_stage: running,
       queues: { init: 0, run: 0, eval: 0 }, workers: { init: pool, run: pool, eval: pool }, backends: server.backends,
     };
   });

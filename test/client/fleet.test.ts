@@ -59,6 +59,9 @@ describe('RolloutFleet over real fastify servers', () => {
     expect(results.map((r) => r.job_id)).toEqual(['fo-r0', 'fo-r1', 'fo-r2', 'fo-r3']);
     expect(results.every((r) => r.backend === survivor.name && r.critical_error === null)).toBe(true);
     expect([...survivor.jobs.keys()].sort()).toEqual(['fo-r0', 'fo-r1', 'fo-r2', 'fo-r3']);
+    // Every submission attaches, so a resend of an id never starts a second job on one server.
+    for (const s of [a, b]) for (const l of s.log.filter((x) => x.path === '/process')) expect(l.body).toMatchObject({ attach: true });
+    expect([...survivor.starts.values()]).toEqual([1, 1, 1, 1]);
     expect(f.stats().failed_over).toBe(4);
     expect(f.servers().find((s) => s.url === victim.url)?.healthy).toBe(false);
   });

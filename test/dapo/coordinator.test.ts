@@ -101,6 +101,41 @@ describe('Coordinator on real rollout servers and simulated backends', () => {
     for (const id of inFlight) expect(counting.runs.get(id)).toBe(1);
   });
 
+  it('resume after the in-flight jobs finished takes their stored results without running them again', async () => {
+    const counting = countingChat();
+    const env = await serverWithSim({ decodeMs: 4, handler: counting.handler });
+    cleanups.push(env.close);
+    const cfg = { name: 'res-done', seed: 9, servers: [{ url: env.server.url }], dataset: { path: dataset }, n: 4, batch_size: 2, steps: 3 };
+    const a = new Coordinator(cfg);
+    await a.nextBatch();
+    const state = JSON.parse(JSON.stringify(a.checkpoint()));
+    const inFlight: string[] = state.groups.flatMap((g: { in_flight: string[] }) => g.in_flight);
+    expect(inFlight.length).toBeGreaterThan(0);
+    await a.close({ cancel: false });
+    // Let the server finish every one of them before the coordinator comes back.
+    const direct = new RolloutClient({ url: env.server.url });
+    let finished: string[] = [];
+    for (let i = 0; i < 400; i++) {
+      const jobs = await Promise.all(inFlight.map((id) => direct.job(id)));
+      finished = inFlight.filter((_, k) => jobs[k]?.result);
+      // Ids the server never saw (admitted, not yet sent at the checkpoint) run at the resume.
+      if (jobs.every((j) => !j || j.result)) break;
+      await new Promise((r) => setTimeout(r, 25));
+    }
+    direct.close();
+    const b = Coordinator.resume(cfg, state);
+    cleanups.push(() => b.close());
+    const next = await b.nextBatch();
+    expect(next.step).toBe(1);
+    expect(finished.length).toBeGreaterThan(0);
+    // The finished ones are answered from the server's store (attach: true): they arrive, none ran twice.
+    const waiting = () => b.checkpoint().groups.flatMap((g) => g.in_flight).filter((id) => finished.includes(id));
+    for (let i = 0; i < 200 && waiting().length > 0; i++) await new Promise((r) => setTimeout(r, 10));
+    expect(waiting()).toEqual([]);
+    for (const id of inFlight) expect(counting.runs.get(id)).toBe(1);
+    await b.close();
+  });
+
   it('fails over when a rollout server is killed mid-step', async () => {
     const envA = await serverWithSim({ decodeMs: 3 });
     const envB = await serverWithSim({ decodeMs: 3 });

@@ -39,7 +39,7 @@ export function makeResult(jobId: string, reward: number, tokens: number, critic
     instance_id: null, trajectory_id: null, git_patch: null, success: reward > 0, finish: true, messages: [], tools: [], end_properly: true,
     resolved: reward > 0, critical_error: critical, filter: false, error: null, job_id: jobId, data_source: 'chat', reward,
     finish_reason: critical === 'cancelled' ? 'cancelled' : 'finish', backend: 'sim', policy_version: 0, weight_versions: ['0'], num_turns: 1,
-    timing: { queued_s: 0, init_s: 0, run_s: 0, eval_s: 0, counted_s: 0, timeout_triggered: false },
+    timing: { init_time: 0, run_time: 0, eval_time: 0, others_time: 0, counted_elapsed: 0, timeout_triggered: false, queued_s: 0, init_s: 0, run_s: 0, eval_s: 0, counted_s: 0 },
     tokens: { prompt_ids: [1, 2], response_ids: new Array(tokens).fill(7), response_mask: new Array(tokens).fill(1), logprobs: new Array(tokens).fill(-0.5) },
   };
 }

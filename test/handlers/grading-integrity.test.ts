@@ -169,7 +169,8 @@ describe('grading and reads the model cannot forge (rollout server + simulated b
   it('code: a solution over sandbox.max_read_bytes ends the job with a critical error naming the key, trajectory kept', () => {
     const r = results['code-big'];
     expect(toolOutputs(r)).toMatch(/100001 \/workspace\/solution\.py/);
-    expect(r).toMatchObject({ critical_error: 'eval', reward: 0, success: false });
+    // The run itself ended well: ProRL's eval_exception keeps its success (openhands/nvidia/utils.py@40c1d8a:488-548); filter is set.
+    expect(r).toMatchObject({ critical_error: 'eval', reward: 0, success: true, filter: true });
     expect(r.error).toMatch(/sandbox_limit|RaasError/);
     expect(r.error).toContain('sandbox.max_read_bytes');
     expect(r.messages.length).toBeGreaterThan(2);

@@ -31,10 +31,12 @@ describe('faults: handler failures, hangs and client disconnects', () => {
         const fields = { throw_in: stage, hooks_throw: variant === 'hooks throw too', throw_value: variant === 'non-Error value' };
         const r = await faulty(`throw-${stage}-${variant.replace(/\W+/g, '_')}`, fields);
         expect(r.status).toBe(200);
-        expect(r.body).toMatchObject({ critical_error: stage, success: false });
+        // As in ProRL (openhands/nvidia/utils.py@40c1d8a:397-548): a failed rollout is filtered and earns 0; an
+        // EVAL failure keeps the run's success.
+        expect(r.body).toMatchObject({ critical_error: stage, success: stage === 'eval', filter: true, reward: 0 });
         expect(r.body.error).toContain(variant === 'non-Error value' ? `${stage} threw a string` : `${stage} exploded on purpose`);
         if (variant === 'error') expect(r.body.error).toContain(`${stage} fallback`);
-        // A failed RUN still goes to EVAL (reward from the fallback run); a failed INIT or EVAL ends there.
+        // A failed RUN still goes to EVAL (its reward then counts as 0); a failed INIT or EVAL ends there.
         const state = (await request(`${server.url}/jobs/${r.body.job_id}`)).body.state;
         expect(state).toBe('failed');
         // The single worker of each stage is still there: a normal job passes right after.
@@ -84,8 +86,8 @@ describe('faults: handler failures, hangs and client disconnects', () => {
     await until(async () => (await request(`${server.url}/jobs/disconnect-1`)).body?.state === 'done', 'job done after the disconnect', 20_000);
     const j = (await request(`${server.url}/jobs/disconnect-1`)).body;
     expect(j.result).toMatchObject({ job_id: 'disconnect-1', critical_error: null, num_turns: 2 });
-    // A resubmission with the same id attaches to the finished job instead of running it again.
-    const again = await postJson(`${server.url}/process`, { job_id: 'disconnect-1', instance: { data_source: 'chat', turns: 2 }, sampling_params: { seed: 4 } });
+    // A resubmission with the same id and attach: true answers from the finished job instead of running it again.
+    const again = await postJson(`${server.url}/process`, { job_id: 'disconnect-1', attach: true, instance: { data_source: 'chat', turns: 2 }, sampling_params: { seed: 4 } });
     expect(again.body.tokens).toEqual(j.result.tokens);
     observe({
       section: 'faults',

@@ -67,7 +67,7 @@ describe('chat handler', () => {
   it('draws reward 1 with probability pass_rate from the job seed', async () => {
     await post(`${srv.url}/clear_llm_server`);
     await post(`${srv.url}/add_llm_server`, { address: sglang.url, api: 'sglang' });
-    const run = (rate: number, k: number) => chat({ instance_id: `p${k}`, turns: 1, pass_rate: rate }, { max_tokens_per_turn: 4 }, { job_id: `rate-${rate}-${k}` });
+    const run = (rate: number, k: number) => chat({ instance_id: `p${k}`, turns: 1, pass_rate: rate }, { max_tokens_per_turn: 4, seed: 0 }, { job_id: `rate-${rate}-${k}` });
     const half = await Promise.all(Array.from({ length: 60 }, (_, k) => run(0.5, k)));
     const mean = half.reduce((s, a) => s + a.body.reward, 0) / half.length;
     expect(mean).toBeGreaterThan(0.25);
@@ -75,7 +75,7 @@ describe('chat handler', () => {
     for (const a of half) expect(a.body.resolved).toBe(a.body.reward === 1);
     expect((await run(1, 0)).body.reward).toBe(1);
     expect((await run(0, 0)).body.reward).toBe(0);
-    // The draw is the job seed's: hash(sampling seed or 0, job id), so a rerun of a job is reproducible.
+    // With sampling_params.seed the draw is the job seed's, hash(seed, job id): a rerun of a job is reproducible.
     half.forEach((a, k) => expect(a.body.reward).toBe(rng(seedOf(seedOf(0, `rate-0.5-${k}`), 'chat-eval'))() < 0.5 ? 1 : 0));
   });
 

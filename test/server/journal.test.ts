@@ -27,8 +27,9 @@ describe('results journal', () => {
     const b = await startRolloutServer(cfg, { handlers: [stagedHandler(systemClock)], wallNow: () => wall });
     expect((await get(`${b.url}/jobs/j-1`)).body).toMatchObject({ state: 'done', result: { instance_id: 'x' } });
     expect((await get(`${b.url}/jobs/torn`)).status).toBe(404);
-    // A resubmission under the same id with another instance is refused, not silently answered.
-    expect((await post(`${b.url}/process`, { instance: { data_source: 'staged', instance_id: 'other' }, job_id: 'j-1' })).status).toBe(409);
+    // An attach across the restart answers the stored result; with another instance it is refused, not silently answered.
+    expect((await post(`${b.url}/process`, { instance: { data_source: 'staged', instance_id: 'x' }, job_id: 'j-1', attach: true })).body).toEqual(r.body);
+    expect((await post(`${b.url}/process`, { instance: { data_source: 'staged', instance_id: 'other' }, job_id: 'j-1', attach: true })).status).toBe(409);
     wall += 31_000; // now past the ttl, also in memory
     expect((await get(`${b.url}/jobs/j-1`)).status).toBe(404);
     await b.close();

@@ -32,8 +32,10 @@ describe('pipeline through the HTTP API', () => {
     const res = r.body;
     expect(res).toMatchObject({ job_id: 'life-1', instance_id: 'i1', data_source: 'staged', critical_error: null, success: true, finish: true, end_properly: true, resolved: true, reward: 1, finish_reason: 'finish', policy_version: 3, num_turns: 1 });
     expect(res.messages[0].content).toBe('saw runtime=yes init={"stage":"init"}');
-    expect(res.timing).toMatchObject({ init_s: 0.1, run_s: 0.2, eval_s: 0.3, timeout_triggered: false });
+    expect(res.timing).toMatchObject({ init_s: 0.1, run_s: 0.2, eval_s: 0.3, init_time: 0.1, run_time: 0.2, eval_time: 0.3, timeout_triggered: false });
     expect(res.timing.counted_s).toBeCloseTo(0.6, 5);
+    expect(res.timing.counted_elapsed).toBeCloseTo(0.6, 5);
+    expect(res.timing.others_time).toBe(res.timing.queued_s);
     // The runtime was closed right after RUN, before EVAL.
     expect(TrackedSandbox.opened[0].closed).toBe(1);
     // Every ProRL key is present.
@@ -44,7 +46,8 @@ describe('pipeline through the HTTP API', () => {
 
   it('ends the job on an INIT failure with the fallback result', async () => {
     const r = await process({ fail: 'init' }, { job_id: 'f-init' });
-    expect(r.body).toMatchObject({ critical_error: 'init', success: false, error: 'init fallback: init failed on purpose', reward: 0 });
+    expect(r.body).toMatchObject({ critical_error: 'init', success: false, filter: true, error: 'init fallback: init failed on purpose', reward: 0 });
+    expect(r.body.traceback).toMatch(/^Error: init failed on purpose\n\s+at /);
     expect(stageLog).toEqual(['f-init:init']);
     expect((await get(`${srv.url}/jobs/f-init`)).body.state).toBe('failed');
   });
@@ -52,10 +55,13 @@ describe('pipeline through the HTTP API', () => {
   it('still runs EVAL after a RUN failure, and keeps the eval fallback on an EVAL failure', async () => {
     const r = await process({ fail: 'run', runtime: true }, { job_id: 'f-run' });
     expect(stageLog).toEqual(['f-run:init', 'f-run:run', 'f-run:eval']);
-    expect(r.body).toMatchObject({ critical_error: 'run', error: 'run fallback: run failed on purpose', finish_reason: 'error', resolved: false, details: { run_finish: 'error' } });
+    // EVAL graded the fallback run as resolved with reward 1; a failed rollout still has reward 0.
+    expect(r.body).toMatchObject({ critical_error: 'run', error: 'run fallback: run failed on purpose', finish_reason: 'error', resolved: false, reward: 0, filter: true, details: { run_finish: 'error' } });
+    expect(r.body.traceback).toContain('run failed on purpose');
     expect(TrackedSandbox.opened[0].closed).toBe(1);
     const e = await process({ fail: 'eval' }, { job_id: 'f-eval' });
-    expect(e.body).toMatchObject({ critical_error: 'eval', reward: -1, error: 'eval fallback: eval failed on purpose' });
+    // The hook's reward -1 gives way to 0 too; the run itself succeeded.
+    expect(e.body).toMatchObject({ critical_error: 'eval', reward: 0, success: true, filter: true, error: 'eval fallback: eval failed on purpose' });
   });
 
   it('counts only in-stage time toward timeout_s, never queue waiting', async () => {
@@ -80,19 +86,38 @@ describe('pipeline through the HTTP API', () => {
     expect((await get(`${srv.url}/jobs/t-slow`)).body.state).toBe('timed_out');
   });
 
-  it('attaches a second /process with a known job_id to the same job', async () => {
+  it('a reused job_id starts a new job; attach: true answers from the job that has the id', async () => {
+    // Two plain submissions under one id are two jobs, each with its own answer.
     const a = process({ run_ms: 500 }, { job_id: 'same' });
     const b = process({ run_ms: 500 }, { job_id: 'same' });
     await clock.advance(600);
+    await clock.advance(600);
     const [ra, rb] = await Promise.all([a, b]);
-    expect(ra.body).toEqual(rb.body);
-    expect(stageLog.filter((s) => s === 'same:run')).toHaveLength(1);
-    // After it ended, the same id answers the stored result at once.
-    const again = await process({ run_ms: 500 }, { job_id: 'same' });
-    expect(again.body).toEqual(ra.body);
-    const conflict = await process({ run_ms: 1 }, { job_id: 'same' });
+    expect(stageLog.filter((s) => s === 'same:run')).toHaveLength(2);
+    expect([ra.body.job_id, rb.body.job_id]).toEqual(['same', 'same']);
+    // attach: true answers from a finished job's stored result at once...
+    const stored = await process({ run_ms: 500 }, { job_id: 'same', attach: true });
+    expect([ra.body, rb.body]).toContainEqual(stored.body);
+    expect(stageLog.filter((s) => s === 'same:run')).toHaveLength(2);
+    // ...and joins a running one instead of starting another.
+    const c = process({ run_ms: 500 }, { job_id: 'same' });
+    for (let i = 0; i < 50 && (await get(`${srv.url}/jobs/same`)).body?.state !== 'run'; i++) await flush();
+    let held = true;
+    const d = process({ run_ms: 500 }, { job_id: 'same', attach: true }).finally(() => (held = false));
+    await new Promise((r) => setTimeout(r, 100));
+    expect(held).toBe(true); // waiting on the running job, not answered from the store
+    expect((await get(`${srv.url}/status`)).body.pending_jobs).toBe(1);
+    await clock.advance(600);
+    const [rc, rd] = await Promise.all([c, d]);
+    expect(rd.body).toEqual(rc.body);
+    expect(stageLog.filter((s) => s === 'same:run')).toHaveLength(3);
+    const conflict = await process({ run_ms: 1 }, { job_id: 'same', attach: true });
     expect(conflict.status).toBe(409);
     expect(conflict.body.error.code).toBe('job_conflict');
+    const fresh = process({ run_ms: 1 }, { job_id: 'same' });
+    for (let i = 0; i < 50 && stageLog.length < 12; i++) await clock.advance(50);
+    expect((await fresh).status).toBe(200);
+    expect(stageLog.filter((s) => s === 'same:run')).toHaveLength(4);
   });
 
   it.each([
@@ -146,11 +171,13 @@ describe('pipeline through the HTTP API', () => {
     }
   });
 
-  it('answers 404 job_not_found for an unknown id on /cancel and /jobs/:id', async () => {
+  it('/cancel of an unknown id answers 200 (as in ProRL); /jobs/:id answers 404 job_not_found', async () => {
     const c = await post(`${srv.url}/cancel`, { job_id: 'never-seen' });
-    expect(c.status).toBe(404);
-    expect(c.body).toEqual({ error: { code: 'job_not_found', message: expect.stringContaining('never-seen') }, detail: expect.any(String) });
-    expect((await get(`${srv.url}/jobs/never-seen`)).status).toBe(404);
+    expect(c.status).toBe(200);
+    expect(c.body).toEqual({ status: 'ok', job_id: 'never-seen', cancelled: false, state: 'unknown' });
+    const j = await get(`${srv.url}/jobs/never-seen`);
+    expect(j.status).toBe(404);
+    expect(j.body).toEqual({ error: { code: 'job_not_found', message: expect.stringContaining('never-seen') }, detail: expect.any(String) });
   });
 
   it('answers 503 queue_full with Retry-After once max_queued_jobs wait', async () => {
@@ -182,6 +209,11 @@ describe('pipeline through the HTTP API', () => {
     const refused = await process({}, { job_id: 's4' });
     expect(refused.status).toBe(503);
     expect(refused.body.error.code).toBe('server_stopped');
+    // The other routes ProRL guards answer 503 too while stopped.
+    for (const r of [await get(`${srv.url}/status`), await post(`${srv.url}/cancel`, { job_id: 's4' }), await post(`${srv.url}/stop`)]) {
+      expect(r.status).toBe(503);
+      expect(r.body.detail).toMatch(/^Server is not running\. Please start the server first/);
+    }
     expect((await post(`${srv.url}/start`)).body).toEqual({ status: 'running' });
     expect((await post(`${srv.url}/start`)).status).toBe(200);
     const ok = await process({}, { job_id: 's5' });
@@ -192,7 +224,7 @@ describe('pipeline through the HTTP API', () => {
     await clock.advance(200);
     expect((await rerun).body.critical_error).toBeNull();
     const st = await get(`${srv.url}/status`);
-    expect(st.body).toMatchObject({ status: 'running', jobs: 0, workers: { init: { size: 2, busy: 0 }, run: { size: 1 }, eval: { size: 2 } } });
+    expect(st.body).toMatchObject({ status: 'running', running: true, pending_jobs: 0, jobs: 0, queued: 0, in_stage: 0, workers: { init: { size: 2, busy: 0 }, run: { size: 1 }, eval: { size: 2 } } });
   });
 
   it('answers 503 no_llm_backends while the pool is empty', async () => {

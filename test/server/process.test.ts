@@ -43,7 +43,7 @@ describe('raas serve as a process', () => {
   it('SIGTERM with jobs in flight answers every waiter and exits 0', async () => {
     const s = await serve([]);
     const held = Array.from({ length: 6 }, (_, i) => post(`${s.url}/process`, { instance: { data_source: 'slow', [i % 2 ? 'run_ms' : 'init_ms']: 60_000 }, job_id: `term-${i}` }));
-    for (let i = 0; i < 100 && (await get(`${s.url}/status`)).body.running < 6; i++) await new Promise((r) => setTimeout(r, 50));
+    for (let i = 0; i < 100 && (await get(`${s.url}/status`)).body.in_stage < 6; i++) await new Promise((r) => setTimeout(r, 50));
     s.child.kill('SIGTERM');
     const answers = await Promise.all(held);
     for (const a of answers) expect(a).toMatchObject({ status: 200, body: { critical_error: 'cancelled' } });
@@ -68,8 +68,8 @@ describe('raas serve as a process', () => {
     const lost = await get(`${b.url}/jobs/lost-1`);
     expect(lost.status).toBe(404);
     expect(lost.body.error.code).toBe('job_not_found');
-    // Resubmitting a finished id attaches to the stored result instead of running it again.
-    const again = await post(`${b.url}/process`, { instance: { data_source: 'slow', instance_id: 'kept' }, job_id: 'kept-1' });
+    // Resubmitting a finished id with attach: true answers the stored result instead of running it again.
+    const again = await post(`${b.url}/process`, { instance: { data_source: 'slow', instance_id: 'kept' }, job_id: 'kept-1', attach: true });
     expect(again.body).toEqual(done.body);
     // The lost job is resubmitted with the same id and runs.
     const rerun = await post(`${b.url}/process`, { instance: { data_source: 'slow' }, job_id: 'lost-1' });

@@ -19,7 +19,7 @@ export interface JobInfo<I> {
   samplingParams: SamplingParams;
   groupId: string | undefined;
   policyVersion: number | undefined;
-  /** Stable per-job seed: hash of (sampling_params.seed or 0, job id). */
+  /** The job's seed: hash of (sampling_params.seed, job_id) when the request gives a seed, else fresh for every job. */
   seed: number;
 }
 

@@ -16,6 +16,8 @@ export interface SessionOptions {
   jobId: string;
   groupId: string | undefined;
   sampling: SamplingParams;
+  /** The job's seed; each request is seeded with hash(seed, turn). Absent: hash(sampling seed or 0, job id, turn). */
+  seed?: number;
   clock: Clock;
   observer?: SessionObserver;
   random?: () => number;
@@ -23,7 +25,7 @@ export interface SessionOptions {
 
 /**
  * A job's LlmSession: bound to one backend from RUN start (except under round_robin), seeds each
- * request with hash(sampling seed, job id, turn), clamps max_tokens to what is left of max_model_len,
+ * request with hash(job seed, turn), clamps max_tokens to what is left of max_model_len,
  * retries connection errors with capped exponential backoff, and moves the job to a live backend
  * (same full prompt ids) when its own stays down past the retry budget.
  */
@@ -74,7 +76,7 @@ export class JobLlmSession implements LlmSession {
   async generate(req: GenerateRequest): Promise<GenerateResult> {
     req.signal?.throwIfAborted();
     const turn = this.calls++;
-    const seed = seedOf(this.o.sampling.seed ?? 0, this.o.jobId, turn);
+    const seed = this.o.seed === undefined ? seedOf(this.o.sampling.seed ?? 0, this.o.jobId, turn) : seedOf(this.o.seed, turn);
     let maxTokens = req.max_tokens;
     const limit = await this.maxModelLen(req.signal);
     if (limit !== undefined) {

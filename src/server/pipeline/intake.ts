@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import { RaasError, fieldPath } from '../../protocol/errors.js';
-import { ProcessRequest } from '../../protocol/process.js';
+import { DEFAULT_DATA_SOURCE, PROCESS_KEYS, ProcessRequest } from '../../protocol/process.js';
 import { parseOrThrow } from '../../protocol/validation.js';
 import type { HandlerRegistry } from '../handlers/registry.js';
 import type { AdmissionEnv, AgentHandler } from '../handlers/types.js';
@@ -26,13 +26,19 @@ export function admissionEnv(sandbox: Record<string, unknown> = {}): AdmissionEn
 /**
  * Validates a /process body: the envelope with zod, then the instance with the handler's Standard
  * Schema, then the handler's checkInstance against the server (`env`; default config when omitted).
+ * Unknown top-level keys are dropped, as ProRL's request model drops them, and reported to
+ * `ignored`; a missing `data_source` means `swebench`, as in ProRL.
  */
-export async function admit(body: unknown, registry: HandlerRegistry, env: AdmissionEnv = admissionEnv()): Promise<Admitted> {
+export async function admit(body: unknown, registry: HandlerRegistry, env: AdmissionEnv = admissionEnv(), ignored?: (key: string) => void): Promise<Admitted> {
   const request = parseOrThrow(ProcessRequest, body);
-  const name = (request.instance.data_source ?? request.instance.task) as string;
+  if (ignored) for (const k of Object.keys(body as object)) if (!PROCESS_KEYS.has(k)) ignored(k);
+  const given = request.instance.data_source ?? request.instance.task;
+  const name = given ?? DEFAULT_DATA_SOURCE;
   const handler = registry.resolve(name);
   if (!handler) {
-    throw new RaasError('unknown_data_source', `instance.data_source ${JSON.stringify(name)} names no handler: use one of ${registry.names().map((n) => JSON.stringify(n)).join(', ')}`);
+    const names = registry.names().map((n) => JSON.stringify(n)).join(', ');
+    const why = given === undefined ? `instance.data_source is missing, which means ${JSON.stringify(name)} (as in ProRL), and no handler has that name` : `instance.data_source ${JSON.stringify(name)} names no handler`;
+    throw new RaasError('unknown_data_source', `${why}: use one of ${names}`);
   }
   const std = handler.instance['~standard'];
   let out: Awaited<ReturnType<typeof std.validate>>;

@@ -3,6 +3,7 @@ import type { AgentHandler, InitResult, RunResult } from '../handlers/types.js';
 import type { Sandbox } from '../sandbox/types.js';
 import type { PausableTimer } from './timer.js';
 import type { JobLlmSession } from '../llm/session.js';
+import { randomInt } from 'node:crypto';
 import { seedOf } from '../../util/hash.js';
 
 /** The three stages, in order. */
@@ -54,6 +55,8 @@ export class Job {
   patches: Array<Partial<Result>> = [];
   criticalError: Result['critical_error'] = null;
   errorMessage: string | null = null;
+  /** The stack of the exception that failed a stage. */
+  traceback: string | undefined;
   /** The runtime INIT returned; lives until RUN ends. */
   runtime: Sandbox | undefined;
   session: JobLlmSession | undefined;
@@ -66,7 +69,10 @@ export class Job {
   private resolveFinished!: (json: string) => void;
 
   constructor(
+    /** The client's job_id (or the UUID the server made): what the result, /cancel and /jobs/:id use. */
     readonly id: string,
+    /** Unique among live jobs (`id` unless another live job has it): names LLM requests. */
+    readonly key: string,
     readonly request: ProcessRequest,
     readonly handler: AgentHandler<any>,
     /** The instance as the handler's schema returned it. */
@@ -76,9 +82,13 @@ export class Job {
     this.finished = new Promise((r) => (this.resolveFinished = r));
   }
 
-  /** Stable per-job seed: hash of (sampling_params.seed or 0, job id), computed on first use. */
+  /**
+   * The job's seed. With `sampling_params.seed`: hash of (seed, the request's job_id), so a
+   * resubmission reproduces its rollout and a group's jobs differ. Without: fresh for every job.
+   */
   get seed(): number {
-    return (this.seedValue ??= seedOf(this.request.sampling_params.seed ?? 0, this.id));
+    const sp = this.request.sampling_params.seed;
+    return (this.seedValue ??= sp === undefined ? randomInt(0x7fffffff) : seedOf(sp, this.request.job_id || ''));
   }
 
   /** Aborts on cancel or timeout; the reason is a CancelledError or a TimeoutError. */

@@ -22,6 +22,8 @@ import { PausableTimer } from './timer.js';
 export interface PipelineObserver extends SessionObserver {
   jobEnded?(state: JobState): void;
   stage?(stage: Stage, seconds: number): void;
+  /** A /process body carried a top-level key the server does not read (it was ignored). */
+  ignoredKey?(key: string): void;
 }
 
 export interface PipelineOptions {
@@ -53,16 +55,20 @@ export interface Submission {
   jobId: string;
   /** The result as JSON text. */
   finished: Promise<string>;
-  /** True when the id was already known and the request attached to that job. */
+  /** True when the request asked to attach (`attach: true`) and found a job with its id. */
   attached: boolean;
 }
 
 /**
  * The three-stage pipeline: INIT → RUN → EVAL, one FIFO queue and worker pool per stage, a
- * PausableTimer per job, cancellation in every state, idempotent job ids and the results journal.
+ * PausableTimer per job, cancellation in every state, and the results journal. As in ProRL, every
+ * /process starts a job, even under a job_id another running job has (each gets its own result);
+ * `attach: true` answers from the job that has the id instead.
  */
 export class Pipeline {
-  private readonly live = new Map<string, Job>();
+  /** Unfinished jobs by job_id, oldest first (several when clients reuse an id). */
+  private readonly live = new Map<string, Job[]>();
+  private liveCount = 0;
   private readonly done = new Map<string, Finished>();
   readonly pools: Record<Stage, StagePool>;
   readonly sandboxes: LazySandboxRuntime;
@@ -72,6 +78,8 @@ export class Pipeline {
   private readonly wallNow: () => number;
   private readonly pending = new Set<Promise<unknown>>();
   private sweeper: ReturnType<typeof setInterval> | undefined;
+  /** Unknown /process keys already logged (each is logged once; the metric counts every one). */
+  private readonly loggedKeys = new Set<string>();
   state: 'running' | 'stopped' | 'stopping';
   private closing: Promise<void> | undefined;
 
@@ -106,27 +114,37 @@ export class Pipeline {
     for (const e of entries) this.done.set(e.job_id, { state: e.state, json: JSON.stringify(e.result), endedAt: e.ended_at, hash: e.instance_hash });
   }
 
-  /** Validates and enqueues a /process body, or attaches to the job that already has its job_id. */
+  /** Validates and enqueues a /process body; with `attach: true`, answers from the job that already has its job_id. */
   async submit(body: unknown): Promise<Submission> {
-    const a = await admit(body, this.o.registry, this.admission);
-    const id = a.request.job_id ?? randomUUID();
-    const known = this.attach(id, a.request.instance);
-    if (known) return known;
-    if (this.state !== 'running') throw new RaasError('server_stopped', 'the server is not accepting jobs: POST /start opens intake');
+    const a = await admit(body, this.o.registry, this.admission, this.ignoreKey);
+    const id = a.request.job_id || randomUUID();
+    if (a.request.attach) {
+      const known = this.attach(id, a.request.instance);
+      if (known) return known;
+    }
+    if (this.state !== 'running') throw stoppedError();
     if (this.o.pool.size === 0) throw new RaasError('no_llm_backends', 'no LLM backend is registered: POST /add_llm_server {"address": "http://host:port"} first');
     if (this.queued() >= this.o.config.max_queued_jobs) throw new RaasError('queue_full', `max_queued_jobs (${this.o.config.max_queued_jobs}) jobs are waiting: retry later`);
-    const job = new Job(id, a.request, a.handler, a.instance, this.o.clock.now());
+    const same = this.live.get(id);
+    // A second live job under one id gets its own key, so its LLM requests stay apart.
+    const key = same ? `${id}#${randomUUID().slice(0, 8)}` : id;
+    const job = new Job(id, key, a.request, a.handler, a.instance, this.o.clock.now());
     const limitMs = (a.request.timeout_s ?? this.o.config.timeout_s) * 1000;
     job.timer = new PausableTimer(limitMs, this.o.clock, () => job.abort(new TimeoutError(`the job used its timeout_s of ${limitMs / 1000} s of counted stage time`)));
-    this.live.set(id, job);
+    if (same) same.push(job);
+    else this.live.set(id, [job]);
+    this.liveCount++;
     this.pools.init.push(job);
     return { jobId: id, finished: job.finished, attached: false };
   }
 
+  /** The newest live job with this id and instance, else the stored result; job_conflict when the id has another instance. */
   private attach(id: string, instance: unknown): Submission | undefined {
-    const job = this.live.get(id);
-    if (job) {
-      if (instanceHash(job.request.instance) !== instanceHash(instance)) throw conflict(id);
+    const jobs = this.live.get(id);
+    if (jobs) {
+      const hash = instanceHash(instance);
+      const job = jobs.findLast((j) => instanceHash(j.request.instance) === hash);
+      if (!job) throw conflict(id);
       return { jobId: id, finished: job.finished, attached: true };
     }
     const f = this.finishedRecord(id);
@@ -136,15 +154,21 @@ export class Pipeline {
     return { jobId: id, finished: Promise.resolve(f.json), attached: true };
   }
 
-  /** POST /cancel: all four effects, in any state. */
-  cancel(id: string): { status: 'ok'; job_id: string; cancelled: boolean; state: JobState } {
-    const job = this.live.get(id);
-    if (!job) {
-      const f = this.finishedRecord(id);
-      if (!f) throw new RaasError('job_not_found', `job_id ${JSON.stringify(id)} is unknown (never seen, expired, or in flight at a restart)`);
-      return { status: 'ok', job_id: id, cancelled: false, state: f.state };
-    }
-    this.cancelJob(job, new CancelledError('cancelled by POST /cancel'));
+  private readonly ignoreKey = (key: string): void => {
+    this.o.observer?.ignoredKey?.(key);
+    if (this.loggedKeys.has(key) || this.loggedKeys.size >= 1000) return;
+    this.loggedKeys.add(key);
+    this.o.log.debug({ key }, 'ignored an unknown top-level /process key (as ProRL does); raas_ignored_request_keys_total counts them');
+  };
+
+  /**
+   * POST /cancel: cancels every live job with this id (all four effects, in any state). An id with
+   * no live job answers too, as in ProRL: its finished state, or `unknown`.
+   */
+  cancel(id: string): { status: 'ok'; job_id: string; cancelled: boolean; state: JobState | 'unknown' } {
+    const jobs = this.live.get(id);
+    if (!jobs) return { status: 'ok', job_id: id, cancelled: false, state: this.finishedRecord(id)?.state ?? 'unknown' };
+    for (const job of [...jobs]) this.cancelJob(job, new CancelledError('cancelled by POST /cancel'));
     return { status: 'ok', job_id: id, cancelled: true, state: 'cancelled' };
   }
 
@@ -164,19 +188,19 @@ export class Pipeline {
     job.abort(reason);
   }
 
-  /** GET /jobs/:id, as JSON text (`{job_id, state, result?}`). */
+  /** GET /jobs/:id, as JSON text (`{job_id, state, result?}`): the newest live job with the id, else its stored result. */
   get(id: string): string {
-    const job = this.live.get(id);
+    const job = this.live.get(id)?.at(-1);
     if (job) return JSON.stringify({ job_id: id, state: job.state });
     const f = this.finishedRecord(id);
-    if (!f) throw new RaasError('job_not_found', `job_id ${JSON.stringify(id)} is unknown (never seen, expired, or in flight at a restart): resubmit it with the same id`);
+    if (!f) throw new RaasError('job_not_found', `job_id ${JSON.stringify(id)} is unknown (never seen, expired, or in flight at a restart): resubmit it with the same id and attach: true`);
     return `{"job_id":${JSON.stringify(id)},"state":"${f.state}","result":${f.json}}`;
   }
 
   /** POST /stop: close intake, cancel every job, close every sandbox; answers once all waiters have theirs. */
   async stop(reason = 'the server was stopped (POST /stop)'): Promise<void> {
     this.state = 'stopping';
-    const jobs = [...this.live.values()];
+    const jobs = [...this.live.values()].flat();
     // The client did not ask for these cancels: their ids are forgotten once answered, like jobs
     // in flight at a crash, so resubmitting them after /start or a restart runs them.
     for (const job of jobs) this.cancelJob(job, new CancelledError(reason), true);
@@ -207,16 +231,19 @@ export class Pipeline {
     return this.pools.init.depth + this.pools.run.depth + this.pools.eval.depth;
   }
 
+  /** GET /status without the backends. */
   status(): Omit<StatusResponse, 'backends'> {
     const inStage = { init: 0, run: 0, eval: 0 };
-    for (const j of this.live.values()) if (j.state === 'init' || j.state === 'run' || j.state === 'eval') inStage[j.state]++;
+    for (const jobs of this.live.values()) for (const j of jobs) if (j.state === 'init' || j.state === 'run' || j.state === 'eval') inStage[j.state]++;
     const p = this.pools;
     return {
       status: this.state,
-      pending_jobs: this.queued(),
-      running: inStage.init + inStage.run + inStage.eval,
-      jobs: this.live.size,
+      pending_jobs: this.liveCount,
+      running: this.state === 'running',
+      jobs: this.liveCount,
       ...inStage,
+      queued: this.queued(),
+      in_stage: inStage.init + inStage.run + inStage.eval,
       queues: { init: p.init.depth, run: p.run.depth, eval: p.eval.depth },
       workers: Object.fromEntries(STAGES.map((s) => [s, { size: p[s].size, busy: p[s].busy }])) as StatusResponse['workers'],
       sandbox: this.sandboxes.describe(),
@@ -231,22 +258,30 @@ export class Pipeline {
     if (job.runtime) this.track(this.runner.closeRuntime(job));
     const now = this.o.clock.now();
     const inStage = job.stageSeconds.init + job.stageSeconds.run + job.stageSeconds.eval;
+    const queued = Math.max(0, (now - job.createdAt) / 1000 - inStage);
+    const { init, run, eval: ev } = job.stageSeconds;
+    const counted = job.timer.elapsedMs() / 1000;
     const timing = {
-      queued_s: Math.max(0, (now - job.createdAt) / 1000 - inStage),
-      init_s: job.stageSeconds.init,
-      run_s: job.stageSeconds.run,
-      eval_s: job.stageSeconds.eval,
-      counted_s: job.timer.elapsedMs() / 1000,
-      timeout_triggered: state === 'timed_out',
+      init_time: init, run_time: run, eval_time: ev, others_time: queued, counted_elapsed: counted, timeout_triggered: state === 'timed_out',
+      queued_s: queued, init_s: init, run_s: run, eval_s: ev, counted_s: counted,
     };
     const json = JSON.stringify(buildResult(job, { eval: evalResult }, timing));
     job.endedAtWall = this.wallNow();
-    this.live.delete(job.id);
+    this.forgetLive(job);
     job.settle(json);
     this.o.observer?.jobEnded?.(state);
     if (job.forget) return;
     this.done.set(job.id, { state, json, endedAt: job.endedAtWall, instance: job.request.instance });
     this.o.journal?.append(job.id, state, job.endedAtWall, instanceHash(job.request.instance), json);
+  }
+
+  private forgetLive(job: Job): void {
+    const jobs = this.live.get(job.id);
+    const i = jobs?.indexOf(job) ?? -1;
+    if (i < 0) return;
+    this.liveCount--;
+    if (jobs!.length === 1) this.live.delete(job.id);
+    else jobs!.splice(i, 1);
   }
 
   private finishedRecord(id: string): Finished | undefined {
@@ -275,5 +310,10 @@ export class Pipeline {
 }
 
 function conflict(id: string): RaasError {
-  return new RaasError('job_conflict', `job_id ${JSON.stringify(id)} already belongs to a job with a different instance: use a new job_id`);
+  return new RaasError('job_conflict', `attach: true, but job_id ${JSON.stringify(id)} belongs to a job with a different instance: use a new job_id, or drop attach to start a new job`);
+}
+
+/** What every route ProRL guards answers while intake is closed (503, ProRL's detail text, and the fix). */
+export function stoppedError(): RaasError {
+  return new RaasError('server_stopped', 'Server is not running. Please start the server first. (POST /start opens intake.)');
 }

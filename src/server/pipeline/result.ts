@@ -18,7 +18,9 @@ const PROPER: ReadonlySet<FinishReason> = new Set(['finish', 'max_iterations', '
 /**
  * Builds a job's result: base fields, then RunResult, then EvalResult, then the hooks' patches
  * (exception fallbacks and finalResult), in that order; then what only the pipeline knows (state,
- * timing, backend). `input_ids` stay only when the client asked for them.
+ * timing, backend); then ProRL's rules: a failed rollout (critical_error set) has reward 0 and
+ * resolved false, `filter` as ProRL's final_result sets it, messages end with the last assistant
+ * message, and token fields on messages only when the client asked for them.
  */
 export function buildResult(job: Job, parts: { eval?: { reward: number; resolved: boolean; details?: Record<string, unknown> } }, timing: Result['timing']): Result {
   const inst = job.instance as { instance_id?: string | number; trajectory_id?: string | number };
@@ -63,6 +65,7 @@ export function buildResult(job: Job, parts: { eval?: { reward: number; resolved
   }
   r.critical_error = job.criticalError;
   r.error = job.errorMessage;
+  if (job.traceback !== undefined) r.traceback = job.traceback;
   for (const p of job.patches) r = { ...r, ...p };
   if (job.state === 'cancelled') {
     r.critical_error = 'cancelled';
@@ -76,17 +79,47 @@ export function buildResult(job: Job, parts: { eval?: { reward: number; resolved
     r.backend = session.backend;
     r.weight_versions = session.turns.map((t) => t.weight_version);
   }
-  r.success = r.critical_error === null;
+  // ProRL's success: the agent run ended without error (its own finish), unless the handler said otherwise.
+  if (!job.patches.some((p) => typeof p.success === 'boolean')) {
+    r.success = run?.finish_reason === 'finish' && r.critical_error !== 'init' && r.critical_error !== 'run';
+  }
   r.finish = r.finish_reason === 'finish';
   r.end_properly = r.critical_error === null && PROPER.has(r.finish_reason);
+  if (r.critical_error !== null) {
+    r.reward = 0;
+    r.resolved = false;
+  }
+  r.filter = prorlFilter(r);
   r.timing = timing;
   const sp = job.request.sampling_params;
-  if (!(sp.token_level_generation === true || sp.return_message_ids === true)) r.messages = r.messages.map(stripInputIds);
+  const ids = sp.token_level_generation === true || sp.return_message_ids === true;
+  const { kept, trailing } = trimTrailing(r.messages);
+  r.messages = ids ? kept : kept.map(stripIds);
+  r.trailing_messages = ids ? trailing : trailing.map(stripIds);
   return r;
 }
 
-function stripInputIds(m: Message): Message {
-  if (m.input_ids === undefined) return m;
-  const { input_ids: _drop, ...rest } = m;
+/**
+ * ProRL's `filter` (openhands/nvidia/utils.py final_result, determine_filter): true on a critical
+ * error, false on success, false when the failure is an AgentToolCallError (worth training on),
+ * else true.
+ */
+export function prorlFilter(r: Pick<Result, 'critical_error' | 'success' | 'error'>): boolean {
+  if (r.critical_error !== null) return true;
+  if (r.success) return false;
+  return !(r.error ?? '').includes('AgentToolCallError');
+}
+
+/** Splits off the messages after the last assistant message (all of them when there is none), as ProRL trims its output. */
+export function trimTrailing(messages: Message[]): { kept: Message[]; trailing: Message[] } {
+  let end = messages.length;
+  while (end > 0 && messages[end - 1]!.role !== 'assistant') end--;
+  return end === messages.length ? { kept: messages, trailing: [] } : { kept: messages.slice(0, end), trailing: messages.slice(end) };
+}
+
+/** A message without token fields (ProRL adds them only under token_level_generation). */
+function stripIds(m: Message): Message {
+  if (m.token_ids === undefined && m.input_ids === undefined && m.logprobs === undefined) return m;
+  const { token_ids: _t, input_ids: _i, logprobs: _l, ...rest } = m;
   return rest;
 }

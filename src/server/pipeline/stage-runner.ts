@@ -77,6 +77,7 @@ export class StageRunner {
     if (failed) {
       job.criticalError = stage;
       job.errorMessage = error instanceof Error ? `${error.name}: ${error.message}` : String(error);
+      job.traceback = error instanceof Error && error.stack ? error.stack : job.errorMessage;
       job.patches.push(this.hook(job, stage, ctx, error));
       if (stage === 'init') return this.o.finish(job, 'failed');
       if (stage === 'eval') {
@@ -127,7 +128,7 @@ export class StageRunner {
     const tokenizer = this.o.tokenizer;
     Object.defineProperty(ctx, 'tokenizer', { get: tokenizer, enumerable: true });
     if (stage === 'run') {
-      job.session = new JobLlmSession({ pool: this.o.pool, jobId: job.id, groupId: job.request.group_id, sampling: job.request.sampling_params, clock: this.o.clock, observer: this.o.observer });
+      job.session = new JobLlmSession({ pool: this.o.pool, jobId: job.key, groupId: job.request.group_id, sampling: job.request.sampling_params, seed: job.seed, clock: this.o.clock, observer: this.o.observer });
       job.session.bind();
       ctx.runtime = job.runtime;
       ctx.init = job.init ?? {};
