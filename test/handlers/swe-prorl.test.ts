@@ -12,6 +12,7 @@ import { sweImageNames } from '../../src/server/handlers/swe/source.js';
 import { djangoTestLabel, sweBenchTestCommand, testRunner } from '../../src/server/handlers/swe/testcmd.js';
 import { admit } from '../../src/server/pipeline/intake.js';
 import { startRolloutServer, type RolloutServer } from '../../src/server/index.js';
+import { createSandboxRuntime } from '../../src/server/sandbox/index.js';
 import { startSim, type SimHandle } from '../../src/sim/index.js';
 import { call, scriptPolicy } from '../agent/script-policy.js';
 import { bwrapRuntime, parseInstance, stageContext } from './helpers.js';
@@ -330,6 +331,32 @@ describe('grading: what a patch adds beside a test module is not imported instea
       const r = await evaluatePatch(ctx, patch, { testTimeoutS: 60 });
       expect(r.details, String(r.details.apply_error)).toMatchObject({ applied: true, FAIL_TO_PASS: { 'test_calc.T.test_add': 'FAILED' } });
       expect(r.resolved).toBe(false);
+    } finally {
+      await ctx.closeAll();
+    }
+  }, 60_000);
+});
+
+describe('the unisolated process runtime reads the sources in place', () => {
+  const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'raas-swe-proc-'));
+  const rt = createSandboxRuntime({ runtime: 'process', root: path.join(tmp, 'root') });
+  afterAll(async () => {
+    await rt.close();
+    fs.rmSync(tmp, { recursive: true, force: true });
+  });
+
+  it('INIT checks out the base commit from a bundle, HEAD is the upstream base commit', async () => {
+    const up = makeUpstream(path.join(tmp, 'upstream'));
+    fs.mkdirSync(path.join(tmp, 'repos'));
+    sh(tmp, '-C', path.join(tmp, 'upstream'), 'bundle', 'create', '-q', path.join(tmp, 'repos', 'acme__calc.bundle'), '--all');
+    const inst = await parseInstance<any>(sweHandler.instance, { repo: 'acme/calc', base_commit: up.base.slice(0, 12), problem_statement: 'x', FAIL_TO_PASS: '["t"]' });
+    const ctx = stageContext(inst, rt, { repos_dir: path.join(tmp, 'repos') });
+    try {
+      const init = await sweHandler.init(ctx);
+      expect(init.metadata).toMatchObject({ base_commit: up.base, repo_source: path.join(tmp, 'repos', 'acme__calc.bundle') });
+      const log = await init.runtime!.exec(['git', 'log', '--all', '--format=%H']);
+      expect(log.stdout.trim()).toBe(up.base);
+      expect((await init.runtime!.readFile('calc/__init__.py')).toString()).toBe(CALC);
     } finally {
       await ctx.closeAll();
     }

@@ -116,7 +116,9 @@ export async function snapshotBaseCommit(ctx: StageContext<SweInstance>): Promis
   const toHost = (text: string): string => inside.reduce((t, p, k) => t.replaceAll(p, search.sources[k]!.host), text);
   const sb = await ctx.sandboxes.open({ network: false, tools: [], readOnly: search.sources.map((s, k) => ({ host: s.host, inside: inside[k]! })) }, ctx.signal);
   try {
-    const r = await script(sb, SNAPSHOT_SCRIPT, [inst.base_commit!, ...inside], { timeout_s: 1800, signal: ctx.signal });
+    // The unisolated `process` runtime (its workspace is a host directory) binds nothing: it reads the host paths.
+    const paths = sb.workspace === '/workspace' ? inside : search.sources.map((s) => s.host);
+    const r = await script(sb, SNAPSHOT_SCRIPT, [inst.base_commit!, ...paths], { timeout_s: 1800, signal: ctx.signal });
     const notes = toHost(r.stderr.trim()).slice(-4000);
     if (r.exit_code === NO_COMMIT) {
       const tried = [...search.tried, notes].filter(Boolean).join('; ');
