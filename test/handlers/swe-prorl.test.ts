@@ -59,9 +59,10 @@ const edit = (newBody: string) => call('str_replace_editor', { command: 'str_rep
 const LOOK = call('execute_bash', { command: 'git log --all --format=%H; git rev-parse HEAD; ls /raas-src 2>&1 | head -1; git status --short | wc -l' });
 
 describe('SWE-bench rows in ProRL shape: repository from repos_dir / images_dir (rollout server + simulated backend + bwrap)', () => {
-  const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'raas-swe-prorl-'));
-  const repos = path.join(tmp, 'repos');
-  const images = path.join(tmp, 'images');
+  // Made in beforeAll: a describe body also runs when a filter skips every test (and afterAll then does not).
+  let tmp: string;
+  let repos: string;
+  let images: string;
   const root = `${process.getuid?.() === 0 ? '/var/tmp' : '/tmp'}/raas-t-swe-prorl-${process.pid}`;
   let up: ReturnType<typeof makeUpstream>;
   let sim: SimHandle;
@@ -91,6 +92,9 @@ describe('SWE-bench rows in ProRL shape: repository from repos_dir / images_dir 
   const gym = (instance: Record<string, unknown>) => ({ instance, sampling_params: { temperature: 1.0, top_p: 1.0 } });
 
   beforeAll(async () => {
+    tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'raas-swe-prorl-'));
+    repos = path.join(tmp, 'repos');
+    images = path.join(tmp, 'images');
     fs.chmodSync(tmp, 0o755); // the sandbox user reads the mirrors
     const work = path.join(tmp, 'upstream');
     up = makeUpstream(work);
@@ -121,7 +125,7 @@ describe('SWE-bench rows in ProRL shape: repository from repos_dir / images_dir 
     await srv?.close();
     await sim?.close();
     fs.rmSync(root, { recursive: true, force: true });
-    fs.rmSync(tmp, { recursive: true, force: true });
+    if (tmp) fs.rmSync(tmp, { recursive: true, force: true });
   });
 
   it('a fix from a bare mirror scores 1; the model sees only the base commit, never the mirror; git_patch applies to the upstream base commit', async () => {
@@ -288,11 +292,15 @@ describe('data sources and instance shapes ProRL accepts', () => {
 });
 
 describe('grading: what a patch adds beside a test module is not imported instead of it (bwrap)', () => {
-  const rt = bwrapRuntime('swe-shadow');
-  const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'raas-swe-shadow-'));
+  let rt: ReturnType<typeof bwrapRuntime>;
+  let tmp: string;
+  beforeAll(() => {
+    rt = bwrapRuntime('swe-shadow');
+    tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'raas-swe-shadow-'));
+  });
   afterAll(async () => {
-    await rt.dispose();
-    fs.rmSync(tmp, { recursive: true, force: true });
+    await rt?.dispose();
+    if (tmp) fs.rmSync(tmp, { recursive: true, force: true });
   });
   const files = { 'calc.py': 'def add(a, b):\n    return a - b\n', 'test_calc.py': 'import unittest\n\nfrom calc import add\n\n\nclass T(unittest.TestCase):\n    def test_add(self):\n        self.assertEqual(add(2, 3), 5)\n' };
   const fake = 'import unittest\n\n\nclass T(unittest.TestCase):\n    def test_add(self):\n        pass\n';
@@ -338,11 +346,15 @@ describe('grading: what a patch adds beside a test module is not imported instea
 });
 
 describe('the unisolated process runtime reads the sources in place', () => {
-  const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'raas-swe-proc-'));
-  const rt = createSandboxRuntime({ runtime: 'process', root: path.join(tmp, 'root') });
+  let tmp: string;
+  let rt: ReturnType<typeof createSandboxRuntime>;
+  beforeAll(() => {
+    tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'raas-swe-proc-'));
+    rt = createSandboxRuntime({ runtime: 'process', root: path.join(tmp, 'root') });
+  });
   afterAll(async () => {
-    await rt.close();
-    fs.rmSync(tmp, { recursive: true, force: true });
+    await rt?.close();
+    if (tmp) fs.rmSync(tmp, { recursive: true, force: true });
   });
 
   it('INIT checks out the base commit from a bundle, HEAD is the upstream base commit', async () => {
