@@ -119,7 +119,7 @@ export async function snapshotBaseCommit(ctx: StageContext<SweInstance>): Promis
     // The unisolated `process` runtime (its workspace is a host directory) binds nothing: it reads the host paths.
     const paths = sb.workspace === '/workspace' ? inside : search.sources.map((s) => s.host);
     const r = await script(sb, SNAPSHOT_SCRIPT, [inst.base_commit!, ...paths], { timeout_s: 1800, signal: ctx.signal });
-    const notes = toHost(r.stderr.trim()).slice(-4000);
+    const notes = toHost(r.stderr.trim()).replace(/\s*\n\s*/g, '; ').slice(-4000);
     if (r.exit_code === NO_COMMIT) {
       const tried = [...search.tried, notes].filter(Boolean).join('; ');
       throw new RaasError('invalid_instance', `swe: nothing provides the ${what}: ${tried}; update the mirror (git -C <mirror> remote update) or add the image`, { retryable: false });
