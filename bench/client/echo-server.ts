@@ -16,7 +16,7 @@ app.post('/process', async (req) => {
     tools: [], end_properly: true, resolved: true, critical_error: null, filter: false, error: null,
     job_id: jobId, data_source: 'chat', reward: 1, finish_reason: 'finish', backend: 'echo', policy_version: 0,
     weight_versions: ['0'], num_turns: 1,
-    timing: { queued_s: 0, init_s: 0, run_s: 0, eval_s: 0, counted_s: 0, timeout_triggered: false },
+    timing: { init_time: 0, run_time: 0, eval_time: 0, others_time: 0, counted_elapsed: 0, timeout_triggered: false, queued_s: 0, init_s: 0, run_s: 0, eval_s: 0, counted_s: 0 },
     tokens: { prompt_ids: ids, response_ids: ids, response_mask: ids.map(() => 1), logprobs: ids.map(() => -0.1) },
   };
 });
