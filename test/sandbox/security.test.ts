@@ -66,6 +66,12 @@ describe(`bwrap sandbox security (${root ? 'root → raas-sandbox' : 'unprivileg
       `import ctypes, os\nlibc = ctypes.CDLL(None, use_errno=True)\nr = libc.ptrace(16, ${pid}, 0, 0)\nprint("ptrace", r, os.strerror(ctypes.get_errno()))\nfd = libc.syscall(434, ${pid}, 0)\nprint("pidfd_open", fd)\ng = libc.syscall(438, fd, 9, 0) if fd >= 0 else -1\nprint("pidfd_getfd", g, os.strerror(ctypes.get_errno()))\nprint("unshare", libc.unshare(0x10000000), os.strerror(ctypes.get_errno()))`,
     );
     observed('ptrace / pidfd_getfd / unshare', py.stdout);
+    // bwrap's init (pid 1) stays readable by same-uid code (unprivileged bwrap must be dumpable to
+    // write its uid map), so it must hold no channel to the host: stdin/stdout /dev/null, and the
+    // host's end of stderr closed once the tool server answered (a write then fails with EPIPE).
+    const init = await sb.exec(['bash', '-c', 'readlink /proc/1/fd/0 /proc/1/fd/1']);
+    expect(init.stdout).toBe('/dev/null\n/dev/null\n');
+    expect((sb as unknown as { child: { stderr: { destroyed: boolean } } }).child.stderr.destroyed).toBe(true);
     expect(py.stdout).toMatch(/ptrace -1 Operation not permitted/);
     expect(py.stdout).toMatch(/pidfd_getfd -1/);
     expect(py.stdout).toMatch(/unshare -1/);

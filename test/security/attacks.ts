@@ -78,9 +78,17 @@ export const PY_MEM = PY_COMMON + String.raw`
 class iovec(ctypes.Structure):
     _fields_ = [('base', ctypes.c_void_p), ('len', ctypes.c_size_t)]
 libc.process_vm_readv.restype = ctypes.c_ssize_t
-rep = {'targets': tool_pids(), 'maps': {}, 'mem': {}, 'vm_readv': {}}
+rep = {'targets': tool_pids(), 'maps': {}, 'mem': {}, 'vm_readv': {}, 'comm': {}, 'fds': {}}
 for pid in rep['targets']:
     addr = None
+    try:
+        rep['comm'][pid] = open('/proc/%d/comm' % pid).read().strip()
+    except OSError as e:
+        rep['comm'][pid] = ename(e.errno)
+    try:
+        rep['fds'][pid] = {fd: os.readlink('/proc/%d/fd/%s' % (pid, fd)) for fd in os.listdir('/proc/%d/fd' % pid)}
+    except OSError as e:
+        rep['fds'][pid] = ename(e.errno)
     try:
         maps = open('/proc/%d/maps' % pid).read().splitlines()
         rep['maps'][pid] = 'OK %d lines' % len(maps)

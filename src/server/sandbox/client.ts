@@ -105,12 +105,20 @@ export class ToolClient {
     return c;
   }
 
+  /** Called once with the tool server's pid when its `{"ready":true}` line arrives (socketpair). */
+  private onReady: ((pid: number | undefined) => void) | undefined;
+
   /** Wraps an already connected socket (the host's end of the socketpair a bwrap sandbox inherits). */
   static fromSocket(sock: net.Socket, opts: ToolClientOptions = {}): ToolClient {
     const c = new ToolClient(opts);
     c.sock = sock;
     c.attach();
     return c;
+  }
+
+  /** Resolves with the tool server's pid once it announced itself on the connection. */
+  ready(): Promise<number | undefined> {
+    return new Promise((resolve) => (this.onReady = resolve));
   }
 
   private attach(): void {
@@ -161,6 +169,14 @@ export class ToolClient {
     try {
       r = JSON.parse(line) as ToolResponse;
     } catch {
+      return;
+    }
+    // The first line over an inherited socketpair announces the tool server (bwrap).
+    const hello = r as unknown as { ready?: unknown; pid?: unknown };
+    if (hello.ready === true && this.onReady) {
+      const cb = this.onReady;
+      this.onReady = undefined;
+      cb(typeof hello.pid === 'number' ? hello.pid : undefined);
       return;
     }
     if (r.id === null) return;

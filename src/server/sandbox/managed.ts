@@ -37,7 +37,10 @@ export interface LaunchPlan {
 
 /** The stdio array of a launch: stdin, stdout, stderr, the status fd, data fds, the connection fd. */
 function stdioOf(plan: LaunchPlan): Array<'pipe' | 'ignore'> {
-  const stdio: Array<'pipe' | 'ignore'> = ['pipe', 'pipe', 'pipe'];
+  // Over a socketpair the sandbox's stdin and stdout lead nowhere: the sandbox's pid 1 (bwrap, whose
+  // memory same-uid code can reach) then holds no channel to the host but stderr, which the host
+  // stops reading once the tool server is ready.
+  const stdio: Array<'pipe' | 'ignore'> = plan.connFd ? ['ignore', 'ignore', 'pipe'] : ['pipe', 'pipe', 'pipe'];
   const want = (fd: number): void => {
     while (stdio.length <= fd) stdio.push('ignore');
     stdio[fd] = 'pipe';
@@ -127,7 +130,7 @@ export class ManagedSandbox implements Sandbox {
 
   private waitReady(plan: LaunchPlan, signal?: AbortSignal): Promise<void> {
     const child = this.child;
-    child.stdin!.on('error', () => undefined);
+    child.stdin?.on('error', () => undefined);
     child.stderr!.setEncoding('utf8');
     child.stderr!.on('data', (d: string) => (this.stderrTail = (this.stderrTail + d).slice(-4000)));
     let pidKnown: ((pid: number) => void) | undefined;
@@ -153,7 +156,7 @@ export class ManagedSandbox implements Sandbox {
       });
     }
     return new Promise<void>((resolve, reject) => {
-      const lines = createInterface({ input: child.stdout! });
+      const lines = child.stdout ? createInterface({ input: child.stdout }) : undefined;
       const timer = setTimeout(
         () => done(new RaasError('sandbox_error', `the tool server did not start within ${this.meta.startTimeoutMs} ms (sandbox.start_timeout_s); stderr: ${this.stderrTail.trim() || '(empty)'}`)),
         this.meta.startTimeoutMs,
@@ -170,18 +173,31 @@ export class ManagedSandbox implements Sandbox {
         signal?.removeEventListener('abort', onAbort);
         child.off('exit', onExit);
         child.off('error', onError);
-        lines.removeAllListeners('line');
+        lines?.removeAllListeners('line');
         // Past the ready line the host reads nothing more from the tool server's stdout: drained, never buffered.
-        lines.close();
-        child.stdout!.on('data', () => undefined);
-        child.stdout!.resume();
+        lines?.close();
+        child.stdout?.on('data', () => undefined);
+        child.stdout?.resume();
+        // Over a socketpair, stderr matters only until the tool server is ready: then it is closed.
+        if (!err && plan.connFd) child.stderr?.destroy();
         if (err) reject(err);
         else resolve();
       };
       signal?.addEventListener('abort', onAbort, { once: true });
       child.once('exit', onExit);
       child.once('error', onError);
-      lines.on('line', (line) => {
+      const announced = (pid: number | undefined): void => {
+        this.toolServerPid = pid;
+        // A network sandbox is ready once its interface is up too.
+        if (this.netStart) this.netStart.then(() => done(), done);
+        else done();
+      };
+      if (plan.connFd) {
+        this.client = ToolClient.fromSocket((child.stdio as unknown as Socket[])[CONN_FD]!, this.meta.clientOptions);
+        void this.client.ready().then(announced);
+        return;
+      }
+      lines!.on('line', (line) => {
         let msg: { ready?: boolean; pid?: number };
         try {
           msg = JSON.parse(line) as typeof msg;
@@ -190,13 +206,6 @@ export class ManagedSandbox implements Sandbox {
         }
         if (!msg.ready) return;
         this.toolServerPid = msg.pid;
-        if (plan.connFd) {
-          this.client = ToolClient.fromSocket((child.stdio as unknown as Socket[])[CONN_FD]!, this.meta.clientOptions);
-          // A network sandbox is ready once its interface is up too.
-          if (this.netStart) this.netStart.then(() => done(), done);
-          else done();
-          return;
-        }
         ToolClient.connect(plan.socket, signal, this.meta.clientOptions).then((c) => {
           this.client = c;
           done();

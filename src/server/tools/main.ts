@@ -15,9 +15,12 @@ async function main(): Promise<void> {
   await server.listen();
   process.stdout.write(JSON.stringify({ ready: true, pid: process.pid }) + '\n');
   server.warmAfterFirstAnswer = true;
-  process.stdin.on('end', () => void server.close().then(() => process.exit(0)));
-  process.stdin.on('error', () => undefined);
-  process.stdin.resume();
+  // Over a socketpair, the connection's close is the host going away (stdin is /dev/null then).
+  if (opts.conn_fd === undefined) {
+    process.stdin.on('end', () => void server.close().then(() => process.exit(0)));
+    process.stdin.on('error', () => undefined);
+    process.stdin.resume();
+  }
   for (const sig of ['SIGTERM', 'SIGHUP'] as const) process.on(sig, () => void server.close().then(() => process.exit(0)));
 }
 

@@ -134,12 +134,20 @@ export class PythonKernel {
       };
     }
     const a: PythonAnswer = {
-      stdout: capText(rep.stdout + fdOut.join(''), cap).text,
-      stderr: capText(rep.stderr, cap).text,
+      stdout: capText(String(rep.stdout ?? '') + fdOut.join(''), cap).text,
+      stderr: capText(String(rep.stderr ?? ''), cap).text,
       timed_out: timedOut,
     };
-    if (rep.result !== undefined) a.result = capText(rep.result, cap).text;
-    if (rep.error) a.error = { ...rep.error, traceback: capText(rep.error.traceback, cap).text };
+    // The reply comes from the task's own process (it can write fd 4 itself): every field is capped
+    // and forced to a string, never trusted for size or shape.
+    if (rep.result !== undefined) a.result = capText(String(rep.result), cap).text;
+    if (rep.error) {
+      a.error = {
+        type: capText(String(rep.error.type ?? ''), 200).text,
+        message: capText(String(rep.error.message ?? ''), cap).text,
+        traceback: capText(String(rep.error.traceback ?? ''), cap).text,
+      };
+    }
     return a;
   }
 

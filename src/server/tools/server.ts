@@ -80,6 +80,8 @@ export class ToolServer {
       // The host went away: nothing else can ever reach this tool server.
       sock.on('close', () => void this.close().then(this.onShutdown));
       this.serve(sock);
+      // Readiness goes over the connection itself: the sandbox's stdio is not connected to the host.
+      sock.write(JSON.stringify({ ready: true, pid: process.pid }) + '\n');
       return Promise.resolve();
     }
     try {

@@ -3,6 +3,7 @@ import { fieldPath } from '../../../protocol/errors.js';
 import type { ParsedToolCall, ToolExecutor, ToolOutcome } from '../../agent/types.js';
 import type { EditOp, Sandbox } from '../../sandbox/types.js';
 import type { ToolName } from './tools.js';
+import { capText } from '../../tools/output-cap.js';
 
 const Bool = z.union([z.boolean(), z.enum(['true', 'false']).transform((v) => v === 'true')]);
 
@@ -34,7 +35,12 @@ export interface ExecutorOptions {
   /** Answer a bash command that prints nothing new for this long (it keeps running). */
   noChangeTimeoutS?: number;
   pythonTimeoutS?: number;
+  /** Characters of one observation at most (head and tail kept): what reaches the tokenizer. */
+  maxObservationChars?: number;
 }
+
+/** Default cap of one observation: the tool server caps each field, this caps their sum. */
+export const MAX_OBSERVATION_CHARS = 64_000;
 
 /**
  * Runs CodeAct tool calls against a sandbox. Refusals (unknown tool, bad arguments, no sandbox)
@@ -61,9 +67,11 @@ export function sandboxExecutor(sandbox: Sandbox | undefined, tools: readonly To
     }
     if (!sandbox) return { observation: `ERROR: ${call.name} is unavailable: this job has no sandbox.` };
     signal.throwIfAborted();
-    if (call.name === 'execute_bash') return { observation: await bash(sandbox, args as z.infer<typeof ARGS.execute_bash>, opts, signal) };
-    if (call.name === 'execute_ipython_cell') return { observation: await python(sandbox, (args as { code: string }).code, opts, signal) };
-    return { observation: await edit(sandbox, args as z.infer<typeof ARGS.str_replace_editor>, signal) };
+    // Tool output is the task's to shape: bounded before it is tokenized on the server's event loop.
+    const cap = (text: string): string => capText(text, opts.maxObservationChars ?? MAX_OBSERVATION_CHARS).text;
+    if (call.name === 'execute_bash') return { observation: cap(await bash(sandbox, args as z.infer<typeof ARGS.execute_bash>, opts, signal)) };
+    if (call.name === 'execute_ipython_cell') return { observation: cap(await python(sandbox, (args as { code: string }).code, opts, signal)) };
+    return { observation: cap(await edit(sandbox, args as z.infer<typeof ARGS.str_replace_editor>, signal)) };
   };
 }
 
