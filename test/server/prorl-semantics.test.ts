@@ -1,5 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startRolloutServer, type RolloutServer } from '../../src/server/index.js';
+import { BackendPool, HandlerRegistry, Pipeline, ServerConfig, startRolloutServer, type RolloutServer } from '../../src/server/index.js';
+import { defaultClientFactory } from '../../src/server/llm/pool.js';
+import { qwen3Tokenizer } from '../../src/tokens/tokenizer.js';
+import { systemClock } from '../../src/util/clock.js';
 import type { AgentHandler } from '../../src/server/handlers/types.js';
 import { startSim, type SimHandle } from '../../src/sim/index.js';
 import { ChatInstance } from '../../src/server/handlers/chat.js';
@@ -88,13 +91,29 @@ describe('ProRL semantics by default', () => {
     expect((await get(`${srv.url}/metrics`)).text).toMatch(/raas_ignored_request_keys_total\{key="responses_create_params"\} 1/);
   });
 
+  it('logs each ignored key once, at debug level', async () => {
+    const lines: Array<{ level: string; obj: unknown }> = [];
+    const at = (level: string) => (obj: unknown) => void lines.push({ level, obj });
+    const config = ServerConfig.parse({});
+    const p = new Pipeline({ config, registry: new HandlerRegistry(), pool: new BackendPool(config.llm, defaultClientFactory({})), tokenizer: qwen3Tokenizer, clock: systemClock, log: { debug: at('debug'), info: at('info'), warn: at('warn'), error: at('error') } });
+    try {
+      // An unknown data_source stops these before any job starts; the keys were read first.
+      for (const extra of ['a', 'b', 'a']) await p.submit({ instance: { data_source: 'nope' }, [extra]: 1 }).catch(() => undefined);
+      expect(lines).toEqual([{ level: 'debug', obj: { key: 'a' } }, { level: 'debug', obj: { key: 'b' } }]);
+    } finally {
+      await p.close();
+    }
+  });
+
   it('a missing data_source means the swebench handler', async () => {
     // asp:774: instance.get('data_source', 'swebench'); gym app.py:329 sends the SWE-bench row as is.
     const row = { instance_id: 'django__django-11099', repo: 'django/django', base_commit: 'ef082ebb84f00e38af4e8880d04e8365c2766d34', problem_statement: 'x', FAIL_TO_PASS: '["t"]', PASS_TO_PASS: '[]' };
     const r = await post(`${srv.url}/process`, { instance: row, sampling_params: {}, job_id: 'django__django-11099' });
-    // The swe handler answers: a result (critical_error "init" when nothing provides the repository) or its own validation.
-    if (r.status === 200) expect(r.body.data_source).toBe('swe');
-    else expect(r.body.error.message).toMatch(/^swe instance/);
+    // The swe handler runs it; nothing here provides the repository, so INIT fails: 200 with
+    // critical_error "init", filter true, messages [], a traceback (nu:397-422).
+    expect(r.status).toBe(200);
+    expect(r.body).toMatchObject({ data_source: 'swe', instance_id: 'django__django-11099', critical_error: 'init', success: false, filter: true, reward: 0, messages: [] });
+    expect(r.body.traceback).toBeTypeOf('string');
   });
 
   it('accepts a job id with "/" and spaces, on /process, /jobs/:id and /cancel', async () => {
