@@ -1,4 +1,5 @@
 import { RolloutClient } from '../client/client.js';
+import { RaasError } from '../protocol/errors.js';
 import type { BackendInfo } from '../protocol/llm.js';
 import type { PlacementPlan, RolloutServerSpec } from './plan.js';
 
@@ -16,18 +17,27 @@ export interface ApplyOptions {
    * a backend (no 503 no_llm_backends window during a weight update).
    */
   mode?: 'replace' | 'sync';
+  /**
+   * A rollout server that cannot be reached (refused, reset or timed out through the client's
+   * retries: `server_unreachable`) goes to `skipped` instead of failing the call, so the live part
+   * of the fleet is still placed. Other failures (a refused token, a bad address) still reject.
+   */
+  skip_unreachable?: boolean;
   signal?: AbortSignal;
 }
 
 /** What each rollout server reported after the plan was applied. */
 export interface ApplyReport {
   servers: Array<{ rollout_server: string; backends: BackendInfo[] }>;
+  /** Servers left out with `skip_unreachable`, with the error that left them out. */
+  skipped: Array<{ rollout_server: string; error: string }>;
 }
 
 /**
  * Applies a plan: every rollout server of the plan gets exactly its LLM servers, with
  * `weight_version` when given. Servers are updated concurrently; one failing rejects the whole
- * call (after the others finished), naming the server.
+ * call (after the others finished), naming the server, unless it is unreachable and
+ * `skip_unreachable` is set.
  */
 export async function applyPlacement(plan: PlacementPlan, opts: ApplyOptions = {}): Promise<ApplyReport> {
   const byUrl = new Map((opts.clients ?? []).map((c) => [c.url, c]));
@@ -61,17 +71,28 @@ export async function applyPlacement(plan: PlacementPlan, opts: ApplyOptions = {
         return { rollout_server: a.rollout_server, backends };
       }),
     );
-    const failed = settled.flatMap((r, i) => (r.status === 'rejected' ? [`${plan.assignments[i].rollout_server}: ${(r.reason as Error).message}`] : []));
+    const servers: ApplyReport['servers'] = [];
+    const skipped: ApplyReport['skipped'] = [];
+    const failed: Array<{ reason: unknown; line: string }> = [];
+    settled.forEach((r, i) => {
+      const url = plan.assignments[i].rollout_server;
+      if (r.status === 'fulfilled') servers.push(r.value);
+      else if (opts.skip_unreachable && unreachable(r.reason) && !opts.signal?.aborted) skipped.push({ rollout_server: url, error: (r.reason as Error).message });
+      else failed.push({ reason: r.reason, line: `${url}: ${(r.reason as Error)?.message ?? String(r.reason)}` });
+    });
     if (failed.length > 0) {
-      const first = settled.find((r) => r.status === 'rejected') as PromiseRejectedResult;
-      const err = first.reason instanceof Error ? first.reason : new Error(String(first.reason));
-      err.message = `placement not fully applied: ${failed.join('; ')}`;
+      const err = failed[0].reason instanceof Error ? failed[0].reason : new Error(String(failed[0].reason));
+      err.message = `placement not fully applied: ${failed.map((f) => f.line).join('; ')}`;
       throw err;
     }
-    return { servers: settled.map((r) => (r as PromiseFulfilledResult<ApplyReport['servers'][number]>).value) };
+    return { servers, skipped };
   } finally {
     for (const c of owned) c.close();
   }
+}
+
+function unreachable(err: unknown): boolean {
+  return err instanceof RaasError && err.code === 'server_unreachable';
 }
 
 function trim(url: string): string {
