@@ -53,6 +53,8 @@ export const Batch = z.object({
   policy_version: z.number().int().nonnegative(),
   groups: z.array(Group),
   stats: BatchStats,
+  /** Which logprobs the backends returned (vLLM's `--logprobs-mode`); absent when unknown. */
+  logprobs_mode: z.enum(['raw_logprobs', 'processed_logprobs']).optional(),
 });
 export type Batch = z.infer<typeof Batch>;
 

@@ -37,12 +37,14 @@ export function registerSimLlm(program: Command): void {
     .option('--config <file>', 'YAML with simulator options (model, max_model_len, datasets, latency, filler, ...)')
     .option('--dataset <file...>', 'dataset files (JSONL/Parquet) the scripted policies recognise')
     .option('--realistic-latency', 'use a realistic latency model (an 8B model on one GPU) instead of zero')
-    .action(async (flags: { port?: number; host?: string; seed?: number; config?: string; dataset?: string[]; realisticLatency?: boolean }) => {
+    .option('--logprobs-mode <mode>', "vLLM's --logprobs-mode: raw_logprobs (default) or processed_logprobs (after temperature, top-k, top-p)")
+    .action(async (flags: { port?: number; host?: string; seed?: number; config?: string; dataset?: string[]; realisticLatency?: boolean; logprobsMode?: string }) => {
       const opts: SimOptions = flags.config ? readSimConfig(flags.config) : {};
       if (flags.port !== undefined) opts.port = flags.port;
       if (flags.host !== undefined) opts.host = flags.host;
       if (flags.seed !== undefined) opts.seed = flags.seed;
       if (flags.dataset) opts.datasets = [...(opts.datasets ?? []), ...flags.dataset];
+      if (flags.logprobsMode !== undefined) opts.logprobs_mode = flags.logprobsMode as SimOptions['logprobs_mode'];
       if (flags.realisticLatency) opts.latency = { ...REALISTIC_LATENCY, ...(opts.latency ?? {}) };
       const sim = await startSim(opts);
       process.stdout.write(`raas sim-llm listening on ${sim.url} (model ${sim.config.model}, max_model_len ${sim.config.max_model_len})\n`);

@@ -4,6 +4,7 @@ import type { SimConfig } from './options.js';
 import { rng, seedOf } from '../util/hash.js';
 import { sleep, systemClock, type Clock } from '../util/clock.js';
 import { Filler, sampleLogprob } from './filler.js';
+import { positionLogprobs, wireLogprob, type LogprobsMode } from './logprobs.js';
 import { PrefixCache, hashIds } from './prefix-cache.js';
 
 /** One generation request, normalised from either wire format. */
@@ -15,13 +16,18 @@ export interface SimRequest {
   /** Absent: a fresh random seed, as vLLM does. */
   seed?: number;
   temperature?: number;
+  top_p?: number;
+  top_k?: number;
   stop_token_ids: number[];
 }
 
 /** What the engine generated for one request. */
 export interface SimOutput {
   ids: number[];
+  /** The sampled tokens' logprobs, raw or processed as the backend's logprobs mode says. */
   logprobs: number[];
+  /** Per position, the simulated distribution's other tokens (for `top_logprobs`): their logprob in the same mode and how many there are. */
+  tail: Array<{ logprob: number; count: number }>;
   finish: 'stop' | 'length' | 'abort';
   /** The stop id that ended generation (eos included), else null. */
   matched: number | null;
@@ -86,7 +92,11 @@ export class SimEngine {
     const plan = this.plan(req, seed);
     const { ids, matched, finish } = this.cut(plan, req);
     const rand = rng(seedOf('logprobs', seed, ids.length));
-    const logprobs = ids.map(() => sampleLogprob(rand));
+    // The logprobs mode is a vLLM server flag; the SGLang routes report raw logprobs.
+    const mode: LogprobsMode = req.api === 'vllm' ? this.cfg.logprobs_mode : 'raw_logprobs';
+    const positions = ids.map(() => positionLogprobs(sampleLogprob(rand), mode, req));
+    const logprobs = positions.map((p) => wireLogprob(p.logprob));
+    const tail = positions.map((p) => ({ logprob: wireLogprob(p.tailLogprob), count: p.tailCount }));
     this.counters.requests++;
 
     let abortMessage: string | undefined;
@@ -128,8 +138,8 @@ export class SimEngine {
     const aborted = ctrl.signal.aborted && produced < ids.length;
     if (aborted) this.rememberContinuation([...req.prompt_ids, ...ids.slice(0, produced)], plan.slice(produced));
     const out: SimOutput = aborted
-      ? { ids: ids.slice(0, produced), logprobs: logprobs.slice(0, produced), finish: 'abort', matched: null, weight_version, cached_tokens: cached, abort_message: abortMessage }
-      : { ids, logprobs, finish, matched, weight_version, cached_tokens: cached };
+      ? { ids: ids.slice(0, produced), logprobs: logprobs.slice(0, produced), tail: tail.slice(0, produced), finish: 'abort', matched: null, weight_version, cached_tokens: cached, abort_message: abortMessage }
+      : { ids, logprobs, tail, finish, matched, weight_version, cached_tokens: cached };
     if (aborted) this.counters.aborted++;
     this.seconds.e2e += (this.clock.now() - t0) / 1000;
     this.counters.generation_tokens += out.ids.length;

@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { LOGPROBS_MODES } from './logprobs.js';
 
 /**
  * Latency model of the simulated backend. Every term is zero by default, so unit tests run at
@@ -65,6 +66,11 @@ export const SimOptions = z.strictObject({
   boost_per_update: z.number().min(0).max(1).default(0.03),
   /** Prefix-cache capacity in 16-token blocks (LRU beyond it). */
   prefix_cache_blocks: z.number().int().nonnegative().default(65536),
+  /**
+   * vLLM's `--logprobs-mode`: `raw_logprobs` (vLLM's default: before temperature, top-k and top-p)
+   * or `processed_logprobs` (after them: what veRL starts vLLM with). The vLLM routes only.
+   */
+  logprobs_mode: z.enum(LOGPROBS_MODES).default('raw_logprobs'),
   /** Requests kept in the in-memory request log (for fidelity tests); 0 keeps none. */
   request_log: z.number().int().nonnegative().default(0),
   /** A local tokenizer folder (tokenizer.json + tokenizer_config.json) instead of Qwen3. */

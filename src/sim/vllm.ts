@@ -10,6 +10,8 @@ const CompletionRequest = z.looseObject({
   prompt: z.union([z.array(z.number().int().nonnegative()), z.array(z.array(z.number().int().nonnegative())).min(1), z.string(), z.array(z.string()).min(1)]),
   max_tokens: z.number().int().min(0).nullish(),
   temperature: z.number().min(0).nullish(),
+  top_p: z.number().gt(0).max(1).nullish(),
+  top_k: z.number().int().min(-1).nullish(),
   n: z.number().int().min(1).max(64).nullish(),
   seed: z.number().int().nullish(),
   logprobs: z.number().int().min(-1).nullish(),
@@ -80,6 +82,8 @@ export function registerVllmRoutes(app: FastifyInstance, engine: SimEngine): voi
               max_tokens: maxTokens,
               seed: body.seed == null ? undefined : n > 1 ? body.seed + k : body.seed,
               temperature: body.temperature ?? undefined,
+              top_p: body.top_p ?? undefined,
+              top_k: body.top_k ?? undefined,
               stop_token_ids: body.stop_token_ids ?? [],
             },
             gone.signal,
@@ -106,6 +110,15 @@ export function registerVllmRoutes(app: FastifyInstance, engine: SimEngine): voi
     } finally {
       gone.dispose();
     }
+  });
+
+  // Dev-mode /server_info: the engine config, where a client can read which logprobs the server returns.
+  app.get('/server_info', async (request) => {
+    const format = (request.query as { config_format?: string }).config_format ?? 'text';
+    const modelConfig = { model: cfg.model, max_model_len: cfg.max_model_len, logprobs_mode: cfg.logprobs_mode };
+    const vllmConfig =
+      format === 'json' ? { model_config: modelConfig } : `model=${JSON.stringify(cfg.model)}, max_model_len=${cfg.max_model_len}, logprobs_mode=${cfg.logprobs_mode}`;
+    return { vllm_config: vllmConfig, vllm_env: {}, system_env: {} };
   });
 
   // RLHF dev routes of newer vLLM (vllm/entrypoints/serve/dev/rlhf/api_router.py).
@@ -169,8 +182,10 @@ function choice(engine: SimEngine, o: SimOutput, index: number, promptIds: numbe
       tokens,
       top_logprobs: o.ids.map((id, i) => {
         const top: Record<string, number> = { [name(id)]: o.logprobs[i]! };
-        // Alternatives are made up but well-formed: other real ids, each less likely than the sample.
-        for (let j = 1; j <= k && j < 20; j++) top[name((id + j * 7919) % 151643)] = Math.max(-9999, o.logprobs[i]! - j);
+        // Alternatives are the simulated distribution's tail tokens (other real ids); past the tail, or
+        // filtered out by top-k/top-p in processed mode, a token has probability 0 (vLLM's -9999 clamp).
+        const tail = o.tail[i]!;
+        for (let j = 1; j <= k && j < 20; j++) top[name((id + j * 7919) % 151643)] = j <= tail.count ? tail.logprob : -9999;
         return top;
       }),
     };
