@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what raas needs beyond npm, then the npm packages and the build. Idempotent.
 # As root: Debian packages (bubblewrap, tmux, git, python3; slirp4netns for network-enabled
-# sandboxes; seccomp's scmp_sys_resolver, which the tests use to check our syscall table) and the
+# sandboxes; seccomp's scmp_sys_resolver, which the tests use to check our syscall table; python3-numpy
+# and python3-torch for the Python bridge's conformance tests) and the
 # unprivileged sandbox user.
 # Without root: installs nothing system-wide and prints what is missing.
 set -euo pipefail
@@ -12,6 +13,8 @@ declare -A PKG_OF=([bwrap]=bubblewrap [tmux]=tmux [git]=git [slirp4netns]=slirp4
 missing=()
 for bin in bwrap tmux git slirp4netns pasta scmp_sys_resolver; do command -v "$bin" >/dev/null 2>&1 || missing+=("${PKG_OF[$bin]}"); done
 [ -x /usr/bin/python3 ] || missing+=(python3)
+# numpy and torch for the Python bridge's conformance tests (bridges/python/tests)
+for mod in numpy torch; do /usr/bin/python3 -c "import $mod" >/dev/null 2>&1 || missing+=("python3-$mod"); done
 
 if [ "$(id -u)" = 0 ]; then
   if [ ${#missing[@]} -gt 0 ]; then

@@ -2,15 +2,16 @@
 
     from raas_bridge import RaasSidecar, to_verl, to_nemo_rl
 """
-from .batch import Batch, Group, Message, Rollout, Span, Tokens
+from .batch import LOGPROBS_MODES, TRUNCATED_FINISH_REASONS, Batch, Group, Message, Rollout, Span, Tokens
 from .client import RaasSidecar, default_command
 from .errors import RaasError
 from .nemo_rl import to_nemo_rl
-from .verl import VERL_NON_TENSOR_KEYS, VERL_TENSOR_KEYS, split_verl, to_verl
+from .verl import VERL_NON_TENSOR_KEYS, VERL_REWARD_EXTRA_KEYS, VERL_TENSOR_KEYS, split_verl, to_verl, verl_meta_info
 from ._arrays import have_numpy
 
 __version__ = "0.1.0"
 __all__ = [
     "Batch", "Group", "Message", "Rollout", "Span", "Tokens", "RaasSidecar", "default_command", "RaasError",
-    "to_nemo_rl", "to_verl", "split_verl", "VERL_TENSOR_KEYS", "VERL_NON_TENSOR_KEYS", "have_numpy",
+    "to_nemo_rl", "to_verl", "split_verl", "verl_meta_info", "VERL_TENSOR_KEYS", "VERL_NON_TENSOR_KEYS",
+    "VERL_REWARD_EXTRA_KEYS", "LOGPROBS_MODES", "TRUNCATED_FINISH_REASONS", "have_numpy",
 ]

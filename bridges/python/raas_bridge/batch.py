@@ -78,6 +78,10 @@ class Message:
         )
 
 
+#: Finish reasons of a rollout cut by a length limit (NeMo RL's ``truncated``, DAPO's overlong filtering).
+TRUNCATED_FINISH_REASONS = ("max_response_tokens", "max_model_len")
+
+
 @dataclass
 class Rollout:
     """One rollout of a group, as a trainer consumes it."""
@@ -96,6 +100,11 @@ class Rollout:
     messages: Optional[List[Message]] = None
     #: Fields a newer sidecar added that this bridge does not know (kept, not dropped).
     extra: Dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def truncated(self) -> bool:
+        """True when a length limit ended the rollout (its last turn was cut)."""
+        return self.finish_reason in TRUNCATED_FINISH_REASONS
 
     @classmethod
     def from_dict(cls, d: Dict[str, Any], where: str = "rollout") -> "Rollout":
@@ -136,24 +145,58 @@ class Group:
         )
 
 
+#: vLLM's ``--logprobs-mode`` values a batch may record (``Batch.logprobs_mode``).
+LOGPROBS_MODES = ("raw_logprobs", "processed_logprobs")
+
+
 @dataclass
 class Batch:
-    """One training step's batch: ``groups`` of rollouts plus the step's ``stats``."""
+    """One training step's batch: ``groups`` of rollouts plus the step's ``stats``.
+
+    ``logprobs_mode`` says which logprobs the backends returned (``raw_logprobs`` or
+    ``processed_logprobs``, vLLM's ``--logprobs-mode``); None when the sidecar did not record it."""
 
     step: int
     policy_version: int
     groups: List[Group]
     stats: Dict[str, Any] = field(default_factory=dict)
+    logprobs_mode: Optional[str] = None
 
     @classmethod
     def from_dict(cls, d: Dict[str, Any]) -> "Batch":
         """Parses a batch as the sidecar answers it (raises RaasError ``bad_batch`` naming the field)."""
+        mode = d.get("logprobs_mode")
+        if mode is not None and mode not in LOGPROBS_MODES:
+            raise RaasError("bad_batch", f"batch.logprobs_mode must be one of {', '.join(LOGPROBS_MODES)}, got {mode!r}")
         return cls(
             step=int(_need(d, "step", "batch")),
             policy_version=int(_need(d, "policy_version", "batch")),
             groups=[Group.from_dict(g, f"batch.groups[{i}]") for i, g in enumerate(_need(d, "groups", "batch"))],
             stats=dict(d.get("stats", {})),
+            logprobs_mode=mode,
         )
+
+    def warn(self, message: str) -> None:
+        """Records an adapter's warning in ``stats["warnings"]`` (where a trainer logs batch stats)."""
+        warnings = self.stats.setdefault("warnings", [])
+        if message not in warnings:
+            warnings.append(message)
+
+    def check_logprobs_mode(self, expected: Optional[str], where: str) -> None:
+        """Raises RaasError ``logprobs_mode_mismatch`` when the batch recorded another mode than
+        ``expected``; records a warning when it recorded none. ``expected=None`` checks nothing."""
+        if expected is None:
+            return
+        if expected not in LOGPROBS_MODES:
+            raise RaasError("bad_request", f"{where}: expect_logprobs_mode must be one of {', '.join(LOGPROBS_MODES)}, got {expected!r}")
+        if self.logprobs_mode is None:
+            self.warn(f"{where}: the batch does not record its logprobs mode; the trainer expects {expected}")
+        elif self.logprobs_mode != expected:
+            raise RaasError(
+                "logprobs_mode_mismatch",
+                f"{where}: the backends returned {self.logprobs_mode} but the trainer expects {expected}; "
+                f"start vLLM with --logprobs-mode {expected} (docs/python.md, logprobs mode)",
+            )
 
     @property
     def rollouts(self) -> List[Rollout]:

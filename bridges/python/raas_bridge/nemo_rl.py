@@ -52,66 +52,80 @@ def _prompt_message(r: Rollout, first_index: Optional[int]) -> Dict[str, Any]:
     return {"role": role, "content": content, "token_ids": vector(r.tokens.prompt_ids, "int64")}
 
 
-def to_nemo_rl(batch: Batch, *, tensor: Optional[Callable[[Any], Any]] = None) -> Dict[str, Any]:
-    """NeMo RL's message-log form, one entry per rollout (group by group).
+def to_nemo_rl(batch: Batch, *, tensor: Optional[Callable[[Any], Any]] = None,
+               expect_logprobs_mode: Optional[str] = None) -> Dict[str, Any]:
+    """NeMo RL's ``BatchedDataDict`` content after a rollout, one row per rollout (group by group).
 
-    Returns ``message_log`` (per rollout: a prompt message, then one message per span, each with
-    ``token_ids``; assistant messages also carry ``generation_logprobs``), ``rewards`` (shaped; also under NeMo RL's key ``total_reward``),
-    ``task_rewards`` (before shaping), ``advantages``, ``group_ids``, ``idx`` (group index within the
-    batch), ``task_name`` (data_source), ``length`` (total ids) and ``loss_multiplier`` (1.0).
-    Arrays are numpy when importable, else lists; ``tensor`` (e.g. ``torch.as_tensor``) is applied
-    to every numeric array (token_ids, generation_logprobs, rewards, ...), as NeMo RL holds tensors.
+    - ``message_log``: per rollout, the prompt as one message (``token_ids`` = ``prompt_ids``), then
+      one message per span, each with ``token_ids``; assistant messages carry
+      ``generation_logprobs`` (the behaviour policy's per-token logprobs), so NeMo RL's
+      ``add_grpo_token_loss_masks_and_generation_logprobs`` puts exactly the generated ids in the loss;
+    - ``length``: the prompt length, which NeMo RL reads to cut the initial prompt out of the log
+      (``extract_initial_prompt_messages``) and so to group rollouts for the per-prompt baseline;
+    - ``total_reward`` (shaped) and ``unshaped_total_reward`` (the task reward before shaping:
+      dynamic sampling's std reads it), ``truncated`` (a length limit ended the rollout: overlong
+      filtering zeroes its ``loss_multiplier``), ``loss_multiplier`` (1.0);
+    - ``group_ids``, ``task_name`` (lists), ``idx`` (group index in the batch), ``policy_version``
+      and ``staleness``.
+
+    Numeric arrays go through ``tensor`` (pass ``torch.as_tensor``: ``BatchedDataDict.select_indices``
+    takes tensors and lists only); without it they are numpy arrays (lists without numpy).
+    ``expect_logprobs_mode`` raises RaasError ``logprobs_mode_mismatch`` when the batch recorded
+    another mode.
     """
+    batch.check_logprobs_mode(expect_logprobs_mode, "to_nemo_rl")
     conv: Callable[[Any], Any] = tensor if tensor is not None else (lambda x: x)
     message_log: List[List[Dict[str, Any]]] = []
-    rewards: List[float] = []
-    task_rewards: List[float] = []
-    advantages: List[float] = []
-    group_ids: List[str] = []
-    idx: List[int] = []
-    task_name: List[str] = []
-    length: List[int] = []
+    cols: Dict[str, List[Any]] = {k: [] for k in (
+        "total_reward", "unshaped_total_reward", "truncated", "group_ids", "idx", "task_name", "length", "policy_version", "staleness")}
     for gi, group in enumerate(batch.groups):
         for r in group.rollouts:
-            t = r.tokens
-            segs = _segments(r)
-            first = min((s.message_index for s in t.spans), default=None) if t.spans else None
-            log = [_prompt_message(r, first)]
-            log[0]["token_ids"] = conv(log[0]["token_ids"])
-            for start, end, mi in segs:
-                mask = t.response_mask[start:end]
-                msg = r.messages[mi] if (r.messages is not None and mi is not None and mi < len(r.messages)) else None
-                role = msg.role if msg is not None else ("assistant" if mask and all(mask) else "tool")
-                if role == "assistant" and not all(mask):
-                    raise RaasError("bad_batch", f"rollout {r.job_id}: assistant span [{start}, {end}) has observation ids (mask 0)")
-                entry: Dict[str, Any] = {
-                    "role": role,
-                    "content": msg.content if msg is not None else "",
-                    "token_ids": conv(vector(t.response_ids[start:end], "int64")),
-                }
-                if role == "assistant":
-                    entry["generation_logprobs"] = conv(vector(t.logprobs[start:end], "float32"))
-                if msg is not None and msg.tool_calls:
-                    entry["tool_calls"] = msg.tool_calls
-                log.append(entry)
-            message_log.append(log)
-            rewards.append(r.shaped_reward)
-            task_rewards.append(r.reward)
-            advantages.append(r.advantage)
-            group_ids.append(group.group_id)
-            idx.append(gi)
-            task_name.append(group.data_source)
-            length.append(len(t.prompt_ids) + len(t.response_ids))
+            message_log.append(_message_log(r, conv))
+            cols["total_reward"].append(r.shaped_reward)
+            cols["unshaped_total_reward"].append(r.reward)
+            cols["truncated"].append(r.truncated)
+            cols["group_ids"].append(group.group_id)
+            cols["idx"].append(gi)
+            cols["task_name"].append(group.data_source)
+            cols["length"].append(len(r.tokens.prompt_ids))
+            cols["policy_version"].append(r.policy_version)
+            cols["staleness"].append(r.staleness)
+    n = len(message_log)
     return {
         "message_log": message_log,
-        "rewards": conv(vector(rewards, "float32")),
-        # NeMo RL's GRPO reads the per-sample reward under this key
-        "total_reward": conv(vector(rewards, "float32")),
-        "task_rewards": conv(vector(task_rewards, "float32")),
-        "advantages": conv(vector(advantages, "float32")),
-        "group_ids": vector(group_ids, "object"),
-        "idx": conv(vector(idx, "int64")),
-        "task_name": list(task_name),
-        "length": conv(vector(length, "int64")),
-        "loss_multiplier": conv(vector([1.0] * len(rewards), "float32")),
+        "total_reward": conv(vector(cols["total_reward"], "float32")),
+        "unshaped_total_reward": conv(vector(cols["unshaped_total_reward"], "float32")),
+        "truncated": conv(vector(cols["truncated"], "bool")),
+        "loss_multiplier": conv(vector([1.0] * n, "float32")),
+        "length": conv(vector(cols["length"], "int64")),
+        "idx": conv(vector(cols["idx"], "int64")),
+        "policy_version": conv(vector(cols["policy_version"], "int64")),
+        "staleness": conv(vector(cols["staleness"], "int64")),
+        # select_indices takes tensors and lists, not numpy object arrays
+        "group_ids": list(cols["group_ids"]),
+        "task_name": list(cols["task_name"]),
     }
+
+
+def _message_log(r: Rollout, conv: Callable[[Any], Any]) -> List[Dict[str, Any]]:
+    t = r.tokens
+    first = min((s.message_index for s in t.spans), default=None) if t.spans else None
+    log = [_prompt_message(r, first)]
+    log[0]["token_ids"] = conv(log[0]["token_ids"])
+    for start, end, mi in _segments(r):
+        mask = t.response_mask[start:end]
+        msg = r.messages[mi] if (r.messages is not None and mi is not None and mi < len(r.messages)) else None
+        role = msg.role if msg is not None else ("assistant" if mask and all(mask) else "tool")
+        if role == "assistant" and not all(mask):
+            raise RaasError("bad_batch", f"rollout {r.job_id}: assistant span [{start}, {end}) has observation ids (mask 0)")
+        entry: Dict[str, Any] = {
+            "role": role,
+            "content": msg.content if msg is not None else "",
+            "token_ids": conv(vector(t.response_ids[start:end], "int64")),
+        }
+        if role == "assistant":
+            entry["generation_logprobs"] = conv(vector(t.logprobs[start:end], "float32"))
+        if msg is not None and msg.tool_calls:
+            entry["tool_calls"] = msg.tool_calls
+        log.append(entry)
+    return log

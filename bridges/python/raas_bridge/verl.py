@@ -1,60 +1,124 @@
 """Batch → veRL: the arrays its agent loop hands to ``DataProto`` (no veRL or torch import here)."""
 from __future__ import annotations
 
-from typing import Any, Callable, Dict, List, Optional
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from . import _arrays
 from ._arrays import matrix, vector
-from .batch import Batch
+from .batch import Batch, Rollout
 from .errors import RaasError
 
 #: Keys of the tensor part, in veRL's names (``verl.experimental.agent_loop``'s ``_postprocess``).
 VERL_TENSOR_KEYS = (
     "prompts", "responses", "response_mask", "input_ids", "attention_mask", "position_ids", "rollout_log_probs", "rm_scores",
 )
+#: Per-row metrics a reward manager reports (``reward_extra_keys``): DAPO's ``filter_groups`` reads one.
+VERL_REWARD_EXTRA_KEYS = ("acc", "score")
 #: Keys of the non-tensor part: ``uid`` groups rollouts for GRPO/DAPO advantages.
-VERL_NON_TENSOR_KEYS = ("uid", "__num_turns__")
+VERL_NON_TENSOR_KEYS = (
+    "uid", "__num_turns__", "multi_modal_inputs", "data_source", *VERL_REWARD_EXTRA_KEYS, "policy_version", "staleness",
+)
+TRUNCATIONS = ("error", "left")
 
 
-def to_verl(batch: Batch, max_prompt_len: int, max_response_len: int, pad_id: int, *, truncation: str = "cut",
-            tensor: Optional[Callable[[Any], Any]] = None) -> Dict[str, Any]:
+def to_verl(batch: Batch, max_prompt_len: int, max_response_len: int, pad_id: int, *, truncation: str = "error",
+            tensor: Optional[Callable[[Any], Any]] = None, expect_logprobs_mode: Optional[str] = None) -> Dict[str, Any]:
     """The dict of arrays veRL's ``DataProto.from_dict`` takes after its agent loop, one row per rollout.
 
-    - ``prompts`` [N, max_prompt_len]: left-padded with ``pad_id``;
-    - ``responses`` [N, max_response_len]: right-padded with ``pad_id``;
-    - ``response_mask`` [N, R]: 1 on model-generated ids, 0 on observations and padding;
-    - ``input_ids`` / ``attention_mask`` / ``position_ids`` [N, P+R]: prompt then response, 1 on real
-      ids, positions ``cumsum(attention_mask) - 1`` clipped at 0 (veRL's ``compute_position_id_with_mask``);
-    - ``rollout_log_probs`` [N, R] (float32): the backend's logprobs, 0 on observations and padding;
-    - ``rm_scores`` [N, R] (float32): the rollout's ``shaped_reward`` at its last model-generated id;
-    - ``uid`` [N] (object): the group id, which veRL's GRPO advantage groups by; ``__num_turns__`` [N].
+    Tensor part (int64 ids, float32 scores):
 
-    Too-long sequences: ``truncation="cut"`` keeps the end of the prompt (where the generation prompt
-    sits) and the start of the response; ``"error"`` raises RaasError ``bad_request`` instead.
-    Arrays are numpy (int64 / float32) when numpy is importable, else lists of lists; ``tensor``
-    (e.g. ``torch.as_tensor``) is applied to each tensor-part array.
+    - ``prompts`` [N, P] left-padded, ``responses`` [N, R] right-padded with ``pad_id``;
+    - ``response_mask`` [N, R]: 1 on model-generated ids, 0 on observations and padding;
+    - ``input_ids`` / ``attention_mask`` / ``position_ids`` [N, P+R] (``compute_position_id_with_mask``);
+    - ``rollout_log_probs`` [N, R]: the backend's logprobs (the behaviour policy), 0 elsewhere;
+    - ``rm_scores`` [N, R]: the rollout's ``shaped_reward`` at its last model-generated id.
+
+    Non-tensor part: ``uid`` (group id), ``__num_turns__`` (veRL's count: model turns +
+    observation blocks + 1), ``multi_modal_inputs`` (empty dicts: text only), ``data_source``,
+    ``acc`` and ``score`` (the task reward before shaping: DAPO's ``filter_groups`` metric),
+    ``policy_version`` and ``staleness``.
+
+    A sequence longer than ``max_prompt_len`` / ``max_response_len`` raises RaasError
+    ``bad_request`` (``truncation="error"``, the default: veRL's agent loop never cuts a prompt, and
+    a cut prompt is a context the logprobs were not sampled from). ``truncation="left"`` drops the
+    prompt's start and the response's end instead, and records a warning in ``batch.stats``.
+    ``expect_logprobs_mode`` (e.g. ``"processed_logprobs"``, veRL's own vLLM setting) raises
+    RaasError ``logprobs_mode_mismatch`` when the batch recorded another mode. ``tensor`` (e.g.
+    ``torch.as_tensor``) is applied to each tensor-part array; without numpy, arrays are lists.
     """
     if max_prompt_len <= 0 or max_response_len <= 0:
         raise RaasError("bad_request", "to_verl: max_prompt_len and max_response_len must be positive")
-    if truncation not in ("cut", "error"):
-        raise RaasError("bad_request", f'to_verl: truncation must be "cut" or "error", got {truncation!r}')
+    if truncation == "cut":  # the name before "left"
+        truncation = "left"
+    if truncation not in TRUNCATIONS:
+        raise RaasError("bad_request", f'to_verl: truncation must be "error" or "left", got {truncation!r}')
+    batch.check_logprobs_mode(expect_logprobs_mode, "to_verl")
     P, R = max_prompt_len, max_response_len
-    for group in batch.groups:
-        for r in group.rollouts:
-            t = r.tokens
-            if truncation == "error" and (len(t.prompt_ids) > P or len(t.response_ids) > R):
-                raise RaasError(
-                    "bad_request",
-                    f"to_verl: rollout {r.job_id} has {len(t.prompt_ids)} prompt and {len(t.response_ids)} response ids, "
-                    f"over max_prompt_len={P} / max_response_len={R}; raise them or pass truncation='cut'",
-                )
+    _check_lengths(batch, P, R, truncation)
     out = _with_numpy(batch, P, R, pad_id) if _arrays.np is not None else _with_lists(batch, P, R, pad_id)
     if tensor is not None:
         for k in VERL_TENSOR_KEYS:
             out[k] = tensor(out[k])
-    out["uid"] = vector([g.group_id for g in batch.groups for _ in g.rollouts], "object")
-    out["__num_turns__"] = vector([r.num_turns for r in batch.rollouts], "int32")
+    rows = [(g, r) for g in batch.groups for r in g.rollouts]
+    out["uid"] = vector([g.group_id for g, _ in rows], "object")
+    out["__num_turns__"] = vector([num_turns(r) for _, r in rows], "int32")
+    out["multi_modal_inputs"] = vector([{} for _ in rows], "object")
+    out["data_source"] = vector([g.data_source for g, _ in rows], "object")
+    for k in VERL_REWARD_EXTRA_KEYS:
+        out[k] = vector([r.reward for _, r in rows], "float64")
+    out["policy_version"] = vector([r.policy_version for _, r in rows], "int64")
+    out["staleness"] = vector([r.staleness for _, r in rows], "int64")
     return out
+
+
+def verl_meta_info(batch: Batch, temperature: float) -> Dict[str, Any]:
+    """``DataProto.meta_info`` for a batch: ``temperature`` (the sampling temperature raas used; veRL's
+    actor divides its logits by it when it recomputes logprobs), ``global_steps``,
+    ``reward_extra_keys`` and the batch's ``logprobs_mode`` and ``policy_version``."""
+    return {
+        "temperature": float(temperature),
+        "global_steps": batch.step,
+        "reward_extra_keys": list(VERL_REWARD_EXTRA_KEYS),
+        "logprobs_mode": batch.logprobs_mode,
+        "policy_version": batch.policy_version,
+    }
+
+
+def num_turns(r: Rollout) -> int:
+    """veRL's ``__num_turns__``: assistant turns + user turns (one per observation block) + 1 (the prompt)."""
+    mask = r.tokens.response_mask
+    blocks = sum(1 for i, m in enumerate(mask) if m == 0 and (i == 0 or mask[i - 1] == 1))
+    return r.num_turns + blocks + 1
+
+
+def _check_lengths(batch: Batch, P: int, R: int, truncation: str) -> None:
+    long_prompts: List[Tuple[str, int]] = []
+    long_responses: List[Tuple[str, int]] = []
+    for r in batch.rollouts:
+        t = r.tokens
+        if len(t.prompt_ids) > P:
+            long_prompts.append((r.job_id, len(t.prompt_ids)))
+        if len(t.response_ids) > R:
+            long_responses.append((r.job_id, len(t.response_ids)))
+    if not long_prompts and not long_responses:
+        return
+    if truncation == "error":
+        job, n = (long_prompts or long_responses)[0]
+        what, limit = ("prompt", f"max_prompt_len={P}") if long_prompts else ("response", f"max_response_len={R}")
+        raise RaasError(
+            "bad_request",
+            f"to_verl: rollout {job} has {n} {what} ids, over {limit} ({len(long_prompts)} prompts and "
+            f"{len(long_responses)} responses too long); raise data.max_prompt_length / data.max_response_length "
+            f"(or cap raas's max_response_tokens), or pass truncation='left' to cut them",
+        )
+    if long_prompts:
+        batch.stats["truncated_prompts"] = len(long_prompts)
+        batch.warn(f"to_verl: truncation='left' cut the start of {len(long_prompts)} prompts to {P} ids "
+                   f"(first: {long_prompts[0][0]}, {long_prompts[0][1]} ids); their logprobs were sampled from the whole prompt")
+    if long_responses:
+        batch.stats["truncated_responses"] = len(long_responses)
+        batch.warn(f"to_verl: truncation='left' cut the end of {len(long_responses)} responses to {R} ids "
+                   f"(first: {long_responses[0][0]}, {long_responses[0][1]} ids)")
 
 
 def _with_lists(batch: Batch, P: int, R: int, pad_id: int) -> Dict[str, Any]:
@@ -74,8 +138,7 @@ def _with_lists(batch: Batch, P: int, R: int, pad_id: int) -> Dict[str, Any]:
             pos.append(max(seen - 1, 0))
         scores = [0.0] * R
         if resp:
-            last = max((i for i, m in enumerate(mask) if m), default=len(resp) - 1)
-            scores[last] = float(r.shaped_reward)
+            scores[_reward_index(mask)] = float(r.shaped_reward)
         rows["prompts"].append([pad_id] * lp + prompt)
         rows["responses"].append(resp + [pad_id] * lr)
         rows["response_mask"].append(mask + [0] * lr)
@@ -85,6 +148,12 @@ def _with_lists(batch: Batch, P: int, R: int, pad_id: int) -> Dict[str, Any]:
         rows["rollout_log_probs"].append(lps + [0.0] * lr)
         rows["rm_scores"].append(scores)
     return {k: matrix(rows[k], "float32" if k in ("rollout_log_probs", "rm_scores") else "int64") for k in VERL_TENSOR_KEYS}
+
+
+def _reward_index(mask: List[int]) -> int:
+    # The last model-generated id, not veRL agent loop's last valid id: when a rollout ends with an
+    # observation, a reward there is skipped by veRL's GAE and REINFORCE++ (they ignore masked ids).
+    return max((i for i, m in enumerate(mask) if m), default=len(mask) - 1)
 
 
 def _with_numpy(batch: Batch, P: int, R: int, pad_id: int) -> Dict[str, Any]:

@@ -7,7 +7,7 @@ from contextlib import contextmanager
 from tests.helpers import batch, rollout
 
 import raas_bridge._arrays as arrays
-from raas_bridge import VERL_TENSOR_KEYS, Batch, RaasError, split_verl, to_nemo_rl, to_verl
+from raas_bridge import VERL_NON_TENSOR_KEYS, VERL_TENSOR_KEYS, Batch, RaasError, split_verl, to_nemo_rl, to_verl, verl_meta_info
 
 PAD = 151643
 
@@ -43,7 +43,7 @@ def sample() -> Batch:
 class ToVerlTest(unittest.TestCase):
     def test_keys_shapes_and_dtypes(self):
         out = to_verl(sample(), max_prompt_len=4, max_response_len=8, pad_id=PAD)
-        self.assertEqual(set(out), set(VERL_TENSOR_KEYS) | {"uid", "__num_turns__"})
+        self.assertEqual(set(out), set(VERL_TENSOR_KEYS) | set(VERL_NON_TENSOR_KEYS))
         self.assertEqual(shape(out["prompts"]), (3, 4))
         for k in ("responses", "response_mask", "rollout_log_probs", "rm_scores"):
             self.assertEqual(shape(out[k]), (3, 8), k)
@@ -55,9 +55,16 @@ class ToVerlTest(unittest.TestCase):
             self.assertEqual(str(out["rm_scores"].dtype), "float32")
             self.assertEqual(str(out["uid"].dtype), "object")
         self.assertEqual(tolist(out["uid"]), ["g0", "g0", "g1"])
-        self.assertEqual(tolist(out["__num_turns__"]), [2, 1, 2])
+        # veRL counts assistant turns + observation blocks + 1 (tool_agent_loop.py@b178a3cd:204)
+        self.assertEqual(tolist(out["__num_turns__"]), [4, 2, 4])
+        self.assertEqual(tolist(out["multi_modal_inputs"]), [{}, {}, {}])
+        self.assertEqual(tolist(out["acc"]), [1.0, 0.0, 0.25])
+        self.assertEqual(tolist(out["score"]), tolist(out["acc"]))
+        self.assertEqual(tolist(out["data_source"]), ["chat"] * 3)
+        self.assertEqual(tolist(out["policy_version"]), [0, 0, 0])
+        self.assertEqual(tolist(out["staleness"]), [0, 0, 0])
         tensors, non_tensors = split_verl(out)
-        self.assertEqual(set(non_tensors), {"uid", "__num_turns__"})
+        self.assertEqual(set(non_tensors), set(VERL_NON_TENSOR_KEYS))
         self.assertEqual(set(tensors), set(VERL_TENSOR_KEYS))
 
     def test_padding_masks_positions(self):
@@ -84,8 +91,12 @@ class ToVerlTest(unittest.TestCase):
         out = to_verl(Batch.from_dict(batch([[r]])), 2, 6, PAD)
         self.assertEqual(tolist(out["rm_scores"])[0], [0, 2.0, 0, 0, 0, 0])
 
-    def test_truncation_cut_keeps_prompt_end_and_response_start(self):
-        out = to_verl(sample(), max_prompt_len=2, max_response_len=3, pad_id=PAD)
+    def test_truncation_left_keeps_prompt_end_and_response_start_and_warns(self):
+        b = sample()
+        out = to_verl(b, max_prompt_len=2, max_response_len=3, pad_id=PAD, truncation="left")
+        self.assertEqual(b.stats["truncated_prompts"], 2)
+        self.assertEqual(b.stats["truncated_responses"], 3)
+        self.assertTrue(any("cut the start of 2 prompts" in w for w in b.stats["warnings"]), b.stats["warnings"])
         a = {k: tolist(v)[0] for k, v in out.items()}
         self.assertEqual(a["prompts"], [2, 3])
         self.assertEqual(a["responses"], [10, 11, 90])
@@ -94,12 +105,43 @@ class ToVerlTest(unittest.TestCase):
         self.assertEqual(a["rm_scores"], [0, 1.0, 0])
         self.assertEqual(a["position_ids"], [0, 1, 2, 3, 4])
 
-    def test_truncation_error_names_the_rollout_and_limits(self):
+    def test_truncation_error_is_the_default_and_names_the_rollout_and_limits(self):
         with self.assertRaises(RaasError) as cm:
-            to_verl(sample(), max_prompt_len=2, max_response_len=3, pad_id=PAD, truncation="error")
+            to_verl(sample(), max_prompt_len=2, max_response_len=3, pad_id=PAD)
         self.assertEqual(cm.exception.code, "bad_request")
         self.assertIn("rollout a", cm.exception.message)
         self.assertIn("max_prompt_len=2", cm.exception.message)
+        self.assertIn("truncation='left'", cm.exception.message)
+        with self.assertRaises(RaasError) as cm:
+            to_verl(sample(), max_prompt_len=4, max_response_len=3, pad_id=PAD)
+        self.assertIn("max_response_len=3", cm.exception.message)
+        with self.assertRaises(RaasError):
+            to_verl(sample(), 4, 8, PAD, truncation="right")
+
+    def test_meta_info_carries_temperature_and_reward_extra_keys(self):
+        b = sample()
+        self.assertEqual(verl_meta_info(b, 0.7), {
+            "temperature": 0.7, "global_steps": 0, "reward_extra_keys": ["acc", "score"], "logprobs_mode": None, "policy_version": 0})
+
+    def test_expected_logprobs_mode_is_checked(self):
+        d = batch([[rollout("a", [1], [[10]], [])]])
+        to_verl(Batch.from_dict(d), 2, 2, PAD)  # no expectation: nothing checked
+        b = Batch.from_dict(d)
+        to_verl(b, 2, 2, PAD, expect_logprobs_mode="processed_logprobs")
+        self.assertIn("does not record its logprobs mode", b.stats["warnings"][0])
+        d["logprobs_mode"] = "raw_logprobs"
+        for fn in (lambda b: to_verl(b, 2, 2, PAD, expect_logprobs_mode="processed_logprobs"),
+                   lambda b: to_nemo_rl(b, expect_logprobs_mode="processed_logprobs")):
+            with self.assertRaises(RaasError) as cm:
+                fn(Batch.from_dict(d))
+            self.assertEqual(cm.exception.code, "logprobs_mode_mismatch")
+            self.assertIn("--logprobs-mode processed_logprobs", cm.exception.message)
+        d["logprobs_mode"] = "processed_logprobs"
+        to_verl(Batch.from_dict(d), 2, 2, PAD, expect_logprobs_mode="processed_logprobs")
+        d["logprobs_mode"] = "raw_logits"
+        with self.assertRaises(RaasError) as cm:
+            Batch.from_dict(d)
+        self.assertEqual(cm.exception.code, "bad_batch")
 
     def test_lists_without_numpy_equal_numpy_arrays(self):
         with_np = to_verl(sample(), 4, 8, PAD)
@@ -125,13 +167,22 @@ class ToNemoRlTest(unittest.TestCase):
         self.assertEqual(log[1]["content"], "a0")
         self.assertEqual([round(x, 6) for x in tolist(log[1]["generation_logprobs"])], [-0.1, -0.2])
         self.assertNotIn("generation_logprobs", log[2])
-        self.assertEqual([round(x, 6) for x in tolist(out["rewards"])], [1.0, -0.5, 0.25])
-        self.assertEqual(tolist(out["total_reward"]), tolist(out["rewards"]))
-        self.assertEqual(tolist(out["task_rewards"]), [1.0, 0.0, 0.25])
-        self.assertEqual(tolist(out["group_ids"]), ["g0", "g0", "g1"])
+        self.assertEqual([round(x, 6) for x in tolist(out["total_reward"])], [1.0, -0.5, 0.25])
+        self.assertEqual(tolist(out["unshaped_total_reward"]), [1.0, 0.0, 0.25])
+        self.assertEqual(out["group_ids"], ["g0", "g0", "g1"])
         self.assertEqual(tolist(out["idx"]), [0, 0, 1])
-        self.assertEqual(tolist(out["length"]), [9, 7, 6])
+        # the prompt length: NeMo RL cuts the initial prompt out of the log with it
+        self.assertEqual(tolist(out["length"]), [3, 3, 2])
+        self.assertEqual(tolist(out["truncated"]), [False, False, False])
+        self.assertEqual(tolist(out["loss_multiplier"]), [1.0, 1.0, 1.0])
         self.assertEqual(out["task_name"], ["chat"] * 3)
+
+    def test_truncated_follows_the_finish_reason(self):
+        rs = [rollout(k, [1], [[10]], []) for k in ("a", "b", "c")]
+        rs[1]["finish_reason"] = "max_response_tokens"
+        rs[2]["finish_reason"] = "max_model_len"
+        out = to_nemo_rl(Batch.from_dict(batch([rs])))
+        self.assertEqual(tolist(out["truncated"]), [False, True, True])
 
     def test_without_spans_or_messages_segments_follow_the_mask(self):
         r = rollout("x", [1, 2], [[10, 11], [12]], [[90, 91]], spans=False, messages=False)
@@ -159,7 +210,7 @@ class ToNemoRlTest(unittest.TestCase):
             resp = tolist(verl["responses"])[i]
             mask = tolist(verl["response_mask"])[i]
             self.assertEqual(gen, [t for t, m in zip(resp, mask) if m])
-            self.assertEqual(len(ids), tolist(nemo["length"])[i])
+            self.assertEqual(ids[:tolist(nemo["length"])[i]], tolist(log[0]["token_ids"]))
 
 
 class TensorHookTest(unittest.TestCase):
@@ -180,9 +231,9 @@ class TensorHookTest(unittest.TestCase):
         log = out["message_log"][0]
         self.assertEqual([m["token_ids"].v for m in log], [[1, 2, 3], [10, 11], [90, 91, 92], [12]])
         self.assertIsInstance(log[1]["generation_logprobs"], self.Wrapped)
-        for k in ("rewards", "task_rewards", "advantages", "idx", "length", "loss_multiplier"):
+        for k in ("total_reward", "unshaped_total_reward", "truncated", "idx", "length", "loss_multiplier", "policy_version", "staleness"):
             self.assertIsInstance(out[k], self.Wrapped, k)
-        self.assertEqual(tolist(out["group_ids"]), ["g0", "g0", "g1"])
+        self.assertEqual(out["group_ids"], ["g0", "g0", "g1"])
 
 
 class BatchParsingTest(unittest.TestCase):
