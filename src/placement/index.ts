@@ -1,4 +1,4 @@
-/** Two-phase node-affine placement of LLM servers onto rollout servers (DESIGN.md "Placement"). */
+/** Two-phase node-affine placement of LLM servers onto rollout servers (docs/client.md, "Placement"). */
 export { planPlacement } from './plan.js';
 export type { PlacementPlan, PlacementAssignment, PlacementPhase, PlanOptions, RolloutServerSpec, LlmServerSpec } from './plan.js';
 export { applyPlacement } from './apply.js';

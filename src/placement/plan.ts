@@ -43,7 +43,7 @@ export interface PlanOptions {
 }
 
 /**
- * Two-phase node-affine placement (DESIGN.md "Placement"). Phase 1: each LLM server goes to the
+ * Two-phase node-affine placement (docs/client.md, "Placement"). Phase 1: each LLM server goes to the
  * least-loaded rollout server on its node (same IP after DNS resolution). Phase 2: the rest go
  * round-robin to the least-loaded rollout servers. Load is the number of LLM servers assigned.
  */

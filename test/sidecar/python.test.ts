@@ -45,6 +45,15 @@ describe('Python bridge (python3 -m unittest in bridges/python)', () => {
     await expectPass('/usr/bin/python3', ['-v', 'tests.test_integration']);
   }, 240_000);
 
+  it('conformance with veRL and NeMo RL on a real run, and the logprobs modes', async () => {
+    const r = await unittest('/usr/bin/python3', ['-v', 'tests.test_conformance_verl', 'tests.test_conformance_nemo_rl', 'tests.test_logprobs_mode']);
+    if (r.code !== 0) console.error(r.out);
+    expect(r.out).toMatch(/\nOK/);
+    // numpy and torch come from scripts/setup.sh: a skip here would hide the whole check.
+    expect(r.out).not.toMatch(/skipped/);
+    expect(r.code).toBe(0);
+  }, 180_000);
+
   const py = numpyPython();
   it.runIf(py !== undefined)('adapters give the same answers with numpy arrays', async () => {
     await expectPass(py!, ['tests.test_adapters']);

@@ -80,7 +80,7 @@ export interface AdmissionEnv {
   maxFileBytes: number;
 }
 
-/** The handler contract (DESIGN.md "Handlers"). A handler module's default export is one or an array. */
+/** The handler contract (docs/tasks.md, "Writing a handler"). A handler module's default export is one or an array. */
 export interface AgentHandler<I = Record<string, unknown>> {
   name: string;
   aliases?: string[];
