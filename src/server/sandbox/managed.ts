@@ -59,6 +59,8 @@ export interface SandboxMeta {
   startTimeoutMs: number;
   graceMs: number;
   log?: Logger;
+  /** False for the `process` runtime (no isolation; host paths as they are). */
+  isolated?: boolean;
   /** The tool server's request line limit (sandbox.max_input_bytes), for splitting file writes. */
   maxLineBytes?: number;
   /** Bounds of the host's reads from the tool server (answer lines). */
@@ -94,11 +96,13 @@ export class ManagedSandbox implements Sandbox {
   readonly id: string;
   readonly workspace: string;
   readonly address?: string;
+  readonly isolated: boolean;
 
   private constructor(private readonly child: ChildProcess, private readonly meta: SandboxMeta) {
     this.id = meta.id;
     this.workspace = meta.workspace;
     this.address = meta.address;
+    this.isolated = meta.isolated ?? true;
     this.exitPromise = new Promise((r) => child.once('exit', () => ((this.exited = true), r())));
   }
 

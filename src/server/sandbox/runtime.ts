@@ -236,6 +236,7 @@ export class Runtime implements SandboxRuntime {
         {
           id,
           workspace: this.kind === 'bwrap' ? INSIDE.workspace : dirs.workspace,
+          isolated: this.kind !== 'process',
           address,
           startTimeoutMs: this.config.start_timeout_s * 1000,
           graceMs: this.config.close_grace_ms,

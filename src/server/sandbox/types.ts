@@ -122,6 +122,11 @@ export interface Sandbox {
    * read files with readFile(), which reads them through the sandbox.
    */
   readonly workspace: string;
+  /**
+   * The sandbox isolates (bwrap, apptainer): SandboxSpec.readOnly binds are visible inside. False for
+   * the `process` runtime, which sees host paths as they are.
+   */
+  readonly isolated?: boolean;
   /** Unique loopback address when the runtime shares the host network (else undefined). */
   readonly address?: string;
   bash(command: string, opts?: BashOptions): Promise<BashResult>;

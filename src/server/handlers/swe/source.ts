@@ -117,7 +117,7 @@ export async function snapshotBaseCommit(ctx: StageContext<SweInstance>): Promis
   const sb = await ctx.sandboxes.open({ network: false, tools: [], readOnly: search.sources.map((s, k) => ({ host: s.host, inside: inside[k]! })) }, ctx.signal);
   try {
     // The unisolated `process` runtime (its workspace is a host directory) binds nothing: it reads the host paths.
-    const paths = sb.workspace === '/workspace' ? inside : search.sources.map((s) => s.host);
+    const paths = sb.isolated === false ? search.sources.map((s) => s.host) : inside;
     const r = await script(sb, SNAPSHOT_SCRIPT, [inst.base_commit!, ...paths], { timeout_s: 1800, signal: ctx.signal });
     const notes = toHost(r.stderr.trim()).replace(/\s*\n\s*/g, '; ').slice(-4000);
     if (r.exit_code === NO_COMMIT) {
