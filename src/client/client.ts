@@ -5,6 +5,7 @@ import { CancelResponse, ProcessRequest, type JobResponse, type Result } from '.
 import { JobResponseFast, ResultFast } from './fast-schemas.js';
 import { AddLlmServerRequest, LlmServersResponse } from '../protocol/llm.js';
 import { OkResponse, StatusResponse } from '../protocol/status.js';
+import { PauseRequest, PauseResponse, ResumeResponse } from '../protocol/pause.js';
 import { Transport, type CallOptions, type TransportOptions } from './transport.js';
 
 /** Options of {@link RolloutClient}. */
@@ -110,6 +111,21 @@ export class RolloutClient {
   /** POST /stop: cancels every job and closes intake; HTTP stays up. */
   async stop(opts: CallOptions = {}): Promise<z.infer<typeof OkResponse>> {
     return (await this.t.call('POST', '/stop', OkResponse, {}, opts))!;
+  }
+
+  /**
+   * POST /pause: no model call starts until resume(); answers once none is in flight (`drain` lets
+   * them finish, `abort` cuts them; they continue after the resume). Not timed out by default: a
+   * drain lasts as long as the longest call.
+   */
+  async pause(req: z.input<typeof PauseRequest> = {}, opts: CallOptions = {}): Promise<PauseResponse> {
+    const body = PauseRequest.parse(req);
+    return (await this.t.call('POST', '/pause', PauseResponse, body, { timeout_ms: null, ...opts }))!;
+  }
+
+  /** POST /resume: held jobs go on. */
+  async resume(opts: CallOptions = {}): Promise<ResumeResponse> {
+    return (await this.t.call('POST', '/resume', ResumeResponse, {}, opts))!;
   }
 
   /** Ends calls in progress (they reject with CancelledError; jobs keep running on the server) and frees the keep-alive sockets. Safe twice. */

@@ -1,8 +1,10 @@
 import { RolloutFleet } from '../client/fleet.js';
+import type { z } from 'zod';
 import type { Batch, UpdateWeightsRequest as UWR } from '../protocol/batch.js';
 import { UpdateWeightsRequest } from '../protocol/batch.js';
 import type { TrainConfig, TrainConfigInput, BackendRef } from '../protocol/config-train.js';
 import { CancelledError, RaasError, TimeoutError, fieldPath } from '../protocol/errors.js';
+import { PauseRequest, type PauseMode, type PauseResponse } from '../protocol/pause.js';
 import type { Result } from '../protocol/process.js';
 import { systemClock, type Clock } from '../util/clock.js';
 import { CoordinatorState } from './checkpoint.js';
@@ -25,6 +27,25 @@ export interface CoordinatorOptions {
   clock?: Clock;
 }
 
+/** What pause() answers. */
+export interface PauseReport {
+  paused: true;
+  mode: PauseMode;
+  policy_version: number;
+  /** Jobs submitted and not ended: they wait on their servers before their next model call. */
+  running_jobs: number;
+  /** What each rollout server's POST /pause answered. */
+  servers: Array<PauseResponse & { url: string }>;
+}
+
+/** What resume() answers. */
+export interface ResumeReport {
+  resumed: true;
+  policy_version: number;
+  /** Jobs that were waiting on their servers and go on now. */
+  released: number;
+}
+
 interface Waiter {
   resolve: (b: Batch) => void;
   reject: (e: unknown) => void;
@@ -42,6 +63,8 @@ export interface CoordinatorStatus {
   max_inflight_jobs: number;
   totals: DapoCore['totals'];
   servers: Array<{ url: string; healthy: boolean; in_flight: number }>;
+  /** The pause mode while generation is paused (pause()), else false. */
+  paused: PauseMode | false;
   /** The current step window (since the last handover). */
   window: { submitted: number; accepted: number; filtered: number; cancelled: number; elapsed_s: number };
   closed: boolean;
@@ -65,6 +88,7 @@ export class Coordinator {
   private starting: Promise<void> | undefined;
   private closing: Promise<void> | undefined;
   private restore: CoordinatorState | undefined;
+  private pausedMode: PauseMode | undefined;
 
   constructor(config: TrainConfig | TrainConfigInput, opts: CoordinatorOptions = {}) {
     this.config = parseTrainConfig(config, 'Coordinator config');
@@ -163,6 +187,11 @@ export class Coordinator {
     if (this.closing) throw new RaasError('not_ready', 'Coordinator is closed');
     await this.start();
     opts.signal?.throwIfAborted();
+    const core = this.core;
+    // Waiting would never end while nothing is generated (and would block a sidecar's resume behind it).
+    if (core?.paused && !core.ready()) {
+      throw new RaasError('generation_paused', `nextBatch: generation is paused and ${core.bufferedGroups.length} of batch_size=${this.config.batch_size} groups are buffered; call resume() first`, { retryable: false });
+    }
     return new Promise<Batch>((resolve, reject) => {
       let timer: unknown;
       const cleanup = (): void => {
@@ -196,10 +225,12 @@ export class Coordinator {
   }
 
   /**
-   * A weight update: policy_version rises by one (or to `version`); backends are cleared and
-   * re-registered on every rollout server through the placement with weight_version =
-   * String(policy_version) unless given. Embedded simulators are told too (standing in for the
-   * trainer's own weight sync), so their success probability rises.
+   * A weight update. Call it after the new weights are served (the trainer's weight sync has
+   * finished; co-located: after the engines woke up with them, before resume()): every model call
+   * that starts afterwards is labelled with the new version. policy_version rises by one (or to
+   * `version`); backends are re-registered on every rollout server through the placement with
+   * weight_version = String(policy_version) unless given. Embedded simulators are told too (standing
+   * in for the trainer's own weight sync), so their success probability rises.
    */
   async updateWeights(req: UWR = {}): Promise<{ policy_version: number }> {
     const parsed = UpdateWeightsRequest.safeParse(req);
@@ -222,6 +253,42 @@ export class Coordinator {
     return { policy_version: version };
   }
 
+  /**
+   * Pauses generation for a co-located trainer's step: admission stops and every rollout server
+   * holds its jobs before their next model call. `mode: 'drain'` (default) lets the calls in flight
+   * finish; `'abort'` has the backends cut them (their turns continue after resume(), under the
+   * weights served then). Answers once no call is in flight on any server, so the engines may sleep.
+   * Pausing again while paused may turn a drain into an abort.
+   */
+  async pause(req: z.input<typeof PauseRequest> = {}, opts: { signal?: AbortSignal } = {}): Promise<PauseReport> {
+    const parsed = PauseRequest.safeParse(req);
+    if (!parsed.success) {
+      const i = parsed.error.issues[0]!;
+      throw new RaasError('bad_request', `pause: ${fieldPath(i.path)}: ${i.message}`, { retryable: false });
+    }
+    await this.start();
+    const core = this.core;
+    if (!core || this.closing) throw new RaasError('not_ready', 'Coordinator is closed');
+    core.paused = true;
+    this.pausedMode = parsed.data.mode;
+    const clients = this.fleet!.clients();
+    const answers = await Promise.all(clients.map((c) => c.pause(parsed.data, { signal: opts.signal })));
+    debug(`pause (${parsed.data.mode}): ${answers.map((a) => `${a.in_flight} in flight, ${a.held} held`).join('; ')}`);
+    return { paused: true, mode: parsed.data.mode, policy_version: core.version, running_jobs: core.runningJobs, servers: answers.map((a, i) => ({ ...a, url: clients[i]!.url })) };
+  }
+
+  /** Ends a pause: the servers let their held jobs go on, then admission resumes. Safe when not paused. */
+  async resume(): Promise<ResumeReport> {
+    await this.start();
+    const core = this.core;
+    if (!core || this.closing) throw new RaasError('not_ready', 'Coordinator is closed');
+    const answers = await Promise.all(this.fleet!.clients().map((c) => c.resume()));
+    core.paused = false;
+    this.pausedMode = undefined;
+    this.pump();
+    return { resumed: true, policy_version: core.version, released: answers.reduce((n, a) => n + a.released, 0) };
+  }
+
   /** Counters and where things are. */
   status(): CoordinatorStatus {
     const core = this.core;
@@ -231,7 +298,7 @@ export class Coordinator {
       running_groups: core?.runningGroups ?? 0, running_jobs: core?.runningJobs ?? 0,
       buffered_groups: core?.bufferedGroups.length ?? 0, max_inflight_jobs: core?.capacity ?? 0,
       totals: core ? { ...core.totals } : ({} as DapoCore['totals']),
-      servers: this.fleet?.servers() ?? [], closed: this.closing !== undefined,
+      servers: this.fleet?.servers() ?? [], paused: this.pausedMode ?? false, closed: this.closing !== undefined,
       window: core
         ? { submitted: core.window.submitted, accepted: core.window.accepted, filtered: core.window.filtered, cancelled: core.window.cancelled, elapsed_s: (this.clock.now() - core.window.startedAt) / 1000 }
         : { submitted: 0, accepted: 0, filtered: 0, cancelled: 0, elapsed_s: 0 },
@@ -288,6 +355,8 @@ export class Coordinator {
         debug(`close: cancelling ${ids.length} jobs`);
         await Promise.allSettled(ids.map((id) => this.fleet!.cancel(id).catch((e: unknown) => debug(`cancel ${id}: ${(e as Error).message}`))));
       }
+      // A server left paused would hold the next coordinator's jobs.
+      if (this.pausedMode && this.fleet) await Promise.allSettled(this.fleet.clients().map((c) => c.resume({ retries: 0, timeout_ms: 5000 })));
       debug('close: cancels acknowledged; closing fleet');
       await this.fleet?.close();
       debug('close: fleet closed');

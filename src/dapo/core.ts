@@ -42,6 +42,8 @@ export class DapoCore {
   runningJobs = 0;
   /** Sync mode submits only while a consumer waits for a batch. */
   demand = false;
+  /** Generation is paused (a co-located trainer's step): nothing is admitted until the resume. */
+  paused = false;
   window: StepWindow;
   readonly totals: CoreTotals = {
     groups_submitted: 0, jobs_submitted: 0, accepted: 0, handed: 0, filtered: 0, cancelled: 0, dropped_stale: 0,
@@ -76,9 +78,10 @@ export class DapoCore {
     this.window.integrate(this.clock.now(), this.runningJobs, this.capacity);
   }
 
-  /** Groups to submit now (already counted as running). */
+  /** Groups to submit now (already counted as running); none while paused. */
   admit(): GroupRecord[] {
     const out: GroupRecord[] = [];
+    if (this.paused) return out;
     const { n, batch_size: B, max_staleness } = this.cfg;
     if (this.cfg.mode === 'sync') {
       if (!this.demand || this.runningGroups > 0 || this.cancellingGroups > 0) return out;

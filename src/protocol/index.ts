@@ -6,6 +6,7 @@ export {
 } from './process.js';
 export { LlmApi, AddLlmServerRequest, RemoveLlmServerRequest, BackendInfo, LlmServersResponse } from './llm.js';
 export { StatusResponse, OkResponse } from './status.js';
+export { PauseMode, PauseRequest, PauseResponse, ResumeResponse, GenerationStatus } from './pause.js';
 export { Rollout, Group, BatchStats, Batch, UpdateWeightsRequest } from './batch.js';
 export { TASK_ALIASES, taskOf, aliasesOf, PromptMessage, MathInstance, CodeTest, CodeInstance, SweInstance, normaliseRow } from './tasks.js';
 export {

@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { UpdateWeightsRequest } from './batch.js';
+import { PauseRequest } from './pause.js';
 
 /**
  * The JSON-lines protocol of `raas sidecar` (docs/sidecar.md). One request per stdin line, one
@@ -23,7 +24,7 @@ export const SidecarId = z.union([z.string().min(1).max(SIDECAR_LIMITS.max_id_le
 export type SidecarId = z.infer<typeof SidecarId>;
 
 /** The ops a sidecar serves, in the order docs/sidecar.md lists them. */
-export const SIDECAR_OPS = ['hello', 'next_batch', 'update_weights', 'status', 'checkpoint', 'resume', 'eval', 'shutdown'] as const;
+export const SIDECAR_OPS = ['hello', 'next_batch', 'update_weights', 'pause_generation', 'resume_generation', 'status', 'checkpoint', 'resume', 'eval', 'shutdown'] as const;
 export type SidecarOp = (typeof SIDECAR_OPS)[number];
 
 /** What every request line must have before its op's own fields are read. */
@@ -46,6 +47,9 @@ export const NextBatchRequest = z.strictObject({
 });
 /** `update_weights`: the fields of UpdateWeightsRequest beside id/op. */
 export const UpdateWeightsOpRequest = z.strictObject({ ...Base, op: z.literal('update_weights'), ...UpdateWeightsRequest.shape });
+/** `pause_generation`: the fields of PauseRequest (`mode`, `abort_grace_s`) beside id/op. */
+export const PauseGenerationRequest = z.strictObject({ ...Base, op: z.literal('pause_generation'), ...PauseRequest.shape });
+export const ResumeGenerationRequest = z.strictObject({ ...Base, op: z.literal('resume_generation') });
 export const StatusRequest = z.strictObject({ ...Base, op: z.literal('status') });
 export const CheckpointRequest = z.strictObject({ ...Base, op: z.literal('checkpoint') });
 /** `resume`: `state` is what `checkpoint` answered (opaque JSON). */
@@ -62,7 +66,8 @@ export const ShutdownRequest = z.strictObject({ ...Base, op: z.literal('shutdown
 
 /** Any valid request, by op. */
 export const SidecarRequest = z.discriminatedUnion('op', [
-  HelloRequest, NextBatchRequest, UpdateWeightsOpRequest, StatusRequest, CheckpointRequest, ResumeRequest, EvalRequest, ShutdownRequest,
+  HelloRequest, NextBatchRequest, UpdateWeightsOpRequest, PauseGenerationRequest, ResumeGenerationRequest, StatusRequest, CheckpointRequest,
+  ResumeRequest, EvalRequest, ShutdownRequest,
 ]);
 export type SidecarRequest = z.infer<typeof SidecarRequest>;
 
@@ -110,5 +115,5 @@ export const SIDECAR_EVENTS = ['step_progress', 'warning', 'fatal'] as const;
  */
 export const SIDECAR_ERROR_CODES = [
   'parse_error', 'bad_request', 'unknown_op', 'line_too_long', 'not_ready',
-  'cancelled', 'timeout', 'config_invalid', 'dataset_exhausted', 'server_unreachable', 'no_llm_backends', 'backend_unavailable', 'internal',
+  'cancelled', 'timeout', 'config_invalid', 'dataset_exhausted', 'generation_paused', 'server_unreachable', 'no_llm_backends', 'backend_unavailable', 'internal',
 ] as const;

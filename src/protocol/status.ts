@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { BackendInfo } from './llm.js';
+import { GenerationStatus } from './pause.js';
 
 const Pool = z.object({ size: z.number().int(), busy: z.number().int() });
 
@@ -29,6 +30,8 @@ export const StatusResponse = z.looseObject({
   backends: z.array(BackendInfo),
   /** The sandbox isolation and limits in force (null when this server has no sandbox settings yet). */
   sandbox: z.record(z.string(), z.unknown()).nullable().optional(),
+  /** Whether model calls are paused (POST /pause), calls in flight, jobs waiting for /resume. */
+  generation: GenerationStatus.optional(),
 });
 export type StatusResponse = z.infer<typeof StatusResponse>;
 

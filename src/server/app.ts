@@ -1,10 +1,12 @@
 import Fastify, { type FastifyError, type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
 import { RaasError } from '../protocol/errors.js';
 import { AddLlmServerRequest, RemoveLlmServerRequest } from '../protocol/llm.js';
+import { PauseRequest } from '../protocol/pause.js';
 import { CancelRequest, JobId } from '../protocol/process.js';
 import { parseOrThrow } from '../protocol/validation.js';
 import type { ServerConfig } from '../protocol/config-server.js';
 import { makeTokenCheck } from './auth.js';
+import { gateOf } from './llm/gate.js';
 import type { BackendPool } from './llm/pool.js';
 import type { ServerMetrics } from './metrics.js';
 import { stoppedError, type Pipeline } from './pipeline/pipeline.js';
@@ -19,7 +21,7 @@ export interface AppDeps {
 /** Paths the API serves, for telling 405 (wrong method) from 404 (no such route). */
 const ROUTES: Record<string, string> = {
   '/process': 'POST', '/cancel': 'POST', '/add_llm_server': 'POST', '/remove_llm_server': 'POST', '/clear_llm_server': 'POST',
-  '/start': 'POST', '/stop': 'POST', '/status': 'GET', '/health': 'GET', '/metrics': 'GET',
+  '/start': 'POST', '/stop': 'POST', '/pause': 'POST', '/resume': 'POST', '/status': 'GET', '/health': 'GET', '/metrics': 'GET',
 };
 
 /** Maps fastify's own errors (body parsing, limits) onto the registry's codes. */
@@ -140,9 +142,16 @@ export function buildApp(deps: AppDeps): FastifyInstance {
     return { status: pipeline.state };
   });
 
+  // Co-located trainers: no model call while paused; answered once none is in flight.
+  app.post('/pause', async (req) => {
+    const body = parseOrThrow(PauseRequest, req.body ?? {});
+    return gateOf(pool).pause(body.mode, body.abort_grace_s * 1000);
+  });
+  app.post('/resume', async () => gateOf(pool).resume());
+
   app.get('/status', async () => {
     guard();
-    return { ...pipeline.status(), backends: pool.list() };
+    return { ...pipeline.status(), backends: pool.list(), generation: gateOf(pool).status() };
   });
   app.get('/health', async () => ({ status: 'ok' }));
   app.get('/metrics', async (_req, reply) => {

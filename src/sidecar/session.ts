@@ -147,6 +147,12 @@ export class SidecarSession {
         const { id: _id, op: _op, ...body } = req;
         return this.serial(req.id, async (signal) => (await this.started(signal)).updateWeights(body));
       }
+      case 'pause_generation': {
+        const { id: _id, op: _op, ...body } = req;
+        return this.serial(req.id, async (signal) => (await this.started(signal)).pause(body, { signal }));
+      }
+      case 'resume_generation':
+        return this.serial(req.id, async (signal) => (await this.started(signal)).resume());
       case 'checkpoint':
         return this.serial(req.id, async (signal) => ({ state: await (await this.started(signal)).checkpoint() }));
       case 'resume':
@@ -173,7 +179,7 @@ export class SidecarSession {
       raas_version: RAAS_VERSION,
       ops: [...SIDECAR_OPS],
       events: [...SIDECAR_EVENTS],
-      capabilities: ['pipelining', 'step_progress', 'resume', 'eval'],
+      capabilities: ['pipelining', 'step_progress', 'resume', 'eval', 'pause_generation'],
       batch_size: info.batch_size,
       group_size: info.group_size,
       ...(info.name === undefined ? {} : { name: info.name }),

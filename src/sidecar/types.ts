@@ -1,4 +1,5 @@
 import type { Batch, UpdateWeightsRequest } from '../protocol/batch.js';
+import type { PauseRequest } from '../protocol/pause.js';
 
 /**
  * The seam between the line protocol and the DAPO coordinator: the sidecar only needs these calls,
@@ -8,6 +9,10 @@ import type { Batch, UpdateWeightsRequest } from '../protocol/batch.js';
 export interface SidecarCoordinator {
   nextBatch(opts: { signal?: AbortSignal; timeout_s?: number }): Promise<Batch>;
   updateWeights(req: UpdateWeightsRequest): Promise<{ policy_version: number }>;
+  /** Stops admission and model calls (co-located trainers); answers once none is in flight. */
+  pause(req: PauseRequest, opts: { signal?: AbortSignal }): Promise<unknown>;
+  /** Ends a pause. */
+  resume(): Promise<unknown>;
   status(): unknown;
   checkpoint(): unknown;
   close(): Promise<void>;

@@ -15,7 +15,7 @@ describe('docs/api.md and configs/server.yaml stay in sync with the code', () =>
   });
 
   it('documents every route', () => {
-    for (const r of ['POST /process', 'POST /cancel', 'GET /jobs/:id', 'POST /add_llm_server', 'POST /remove_llm_server', 'POST /clear_llm_server', 'POST /start', 'POST /stop', 'GET /status', 'GET /health', 'GET /metrics']) expect(api).toContain(r);
+    for (const r of ['POST /process', 'POST /cancel', 'GET /jobs/:id', 'POST /add_llm_server', 'POST /remove_llm_server', 'POST /clear_llm_server', 'POST /start', 'POST /stop', 'POST /pause', 'POST /resume', 'GET /status', 'GET /health', 'GET /metrics']) expect(api).toContain(r);
   });
 
   it('configs/server.yaml is valid and restates the defaults', async () => {

@@ -36,7 +36,8 @@ describe('sidecar protocol (in-process, scripted backend)', () => {
     const a = await h.answer(1);
     expect(SidecarAnswer.parse(a).ok).toBe(true);
     expect(HelloResult.parse(a.result)).toMatchObject({ protocol_version: SIDECAR_PROTOCOL_VERSION, batch_size: 3, group_size: 4, name: 'scripted' });
-    expect(a.result.ops).toEqual(['hello', 'next_batch', 'update_weights', 'status', 'checkpoint', 'resume', 'eval', 'shutdown']);
+    expect(a.result.ops).toEqual(['hello', 'next_batch', 'update_weights', 'pause_generation', 'resume_generation', 'status', 'checkpoint', 'resume', 'eval', 'shutdown']);
+    expect(a.result.capabilities).toContain('pause_generation');
     h.send({ id: 's', op: 'status' });
     expect((await h.answer('s')).result).toEqual({ state: 'idle' });
     h.send({ id: 'v', op: 'hello', protocol_version: 99 });
@@ -210,6 +211,32 @@ describe('sidecar protocol (in-process, scripted backend)', () => {
     h.end();
     await h.done;
     expect(backend.state.open).toBe(0);
+  });
+
+  it('pause_generation and resume_generation run in arrival order with the other coordinator ops', async () => {
+    const backend = scriptedBackend();
+    const h = harness(backend);
+    // A co-located step, pipelined: batch, pause (abort), weights, resume, next batch.
+    h.send({ id: 1, op: 'next_batch' });
+    h.send({ id: 2, op: 'pause_generation', mode: 'abort', abort_grace_s: 2 });
+    h.send({ id: 3, op: 'update_weights' });
+    h.send({ id: 4, op: 'resume_generation' });
+    h.send({ id: 5, op: 'next_batch' });
+    expect((await h.answer(2)).result).toMatchObject({ paused: true, mode: 'abort', policy_version: 0 });
+    expect((await h.answer(4)).result).toMatchObject({ resumed: true, policy_version: 1 });
+    expect((await h.answer(5)).result.policy_version).toBe(1);
+    // The defaults are filled in before the coordinator sees the request.
+    h.send({ id: 6, op: 'pause_generation' });
+    await h.answer(6);
+    expect(backend.state.pauses).toEqual([{ mode: 'abort', abort_grace_s: 2 }, 'resume', { mode: 'drain', abort_grace_s: 5 }]);
+    h.send({ id: 7, op: 'pause_generation', mode: 'sleep' });
+    const bad = await h.answer(7);
+    expect(bad.error.code).toBe('bad_request');
+    expect(bad.error.message).toMatch(/^pause_generation: mode/);
+    h.send({ id: 8, op: 'resume_generation', mode: 'drain' });
+    expect((await h.answer(8)).error).toMatchObject({ code: 'bad_request', message: expect.stringContaining('mode') });
+    h.end();
+    await h.done;
   });
 
   it('shutdown cancels the in-flight next_batch, answers both, closes the coordinator and ends', async () => {

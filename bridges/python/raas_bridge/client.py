@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import collections
+import contextlib
 import itertools
 import json
 import os
@@ -144,6 +145,29 @@ class RaasSidecar:
         if backends is not None:
             params["backends"] = backends
         return self.request("update_weights", **params)
+
+    def pause_generation(self, mode: str = "drain", abort_grace_s: Optional[float] = None) -> Dict[str, Any]:
+        """Co-located trainers: stops admission and every model call; returns once none is in flight,
+        so the inference engines may sleep. ``mode="drain"`` lets calls in flight finish,
+        ``"abort"`` has the backends cut them (their turns continue after resume_generation())."""
+        params: Dict[str, Any] = {"mode": mode}
+        if abort_grace_s is not None:
+            params["abort_grace_s"] = abort_grace_s
+        return self.request("pause_generation", **params)
+
+    def resume_generation(self) -> Dict[str, Any]:
+        """Ends a pause: held jobs go on and admission resumes."""
+        return self.request("resume_generation")
+
+    @contextlib.contextmanager
+    def paused(self, mode: str = "drain", abort_grace_s: Optional[float] = None) -> Iterator[Dict[str, Any]]:
+        """``with rs.paused("abort"): train; sync weights; rs.update_weights()``: pauses generation
+        for the block and resumes it after (also when the block raises)."""
+        report = self.pause_generation(mode, abort_grace_s)
+        try:
+            yield report
+        finally:
+            self.resume_generation()
 
     def status(self) -> Dict[str, Any]:
         """``{"state": "idle" | "starting"}``, or ``{"state": "running", "coordinator": {...}}``."""

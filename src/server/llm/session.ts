@@ -2,6 +2,7 @@ import { ContextLengthError, RaasError } from '../../protocol/errors.js';
 import type { SamplingParams } from '../../protocol/process.js';
 import { sleep, type Clock } from '../../util/clock.js';
 import { seedOf } from '../../util/hash.js';
+import { gateOf } from './gate.js';
 import type { Backend, BackendPool } from './pool.js';
 import type { GenerateRequest, GenerateResult, LlmSession } from './types.js';
 
@@ -21,13 +22,16 @@ export interface SessionOptions {
   clock: Clock;
   observer?: SessionObserver;
   random?: () => number;
+  /** Called with true when the job starts waiting for a paused server's resume, false when it goes on. */
+  onHold?: (held: boolean) => void;
 }
 
 /**
  * A job's LlmSession: bound to one backend from RUN start (except under round_robin), seeds each
  * request with hash(job seed, turn), clamps max_tokens to what is left of max_model_len,
  * retries connection errors with capped exponential backoff, and moves the job to a live backend
- * (same full prompt ids) when its own stays down past the retry budget.
+ * (same full prompt ids) when its own stays down past the retry budget. While the server's
+ * generation is paused (POST /pause) no call starts: the job waits at the pool's gate.
  */
 export class JobLlmSession implements LlmSession {
   private bound: Backend | undefined;
@@ -69,12 +73,14 @@ export class JobLlmSession implements LlmSession {
 
   async maxModelLen(signal?: AbortSignal): Promise<number | undefined> {
     if (this.o.sampling.max_model_len !== undefined) return this.o.sampling.max_model_len;
+    // A paused server's backends may be asleep: not even /v1/models is asked then.
+    await gateOf(this.o.pool).hold(signal, this.o.onHold);
     const b = this.bound ?? this.o.pool.get(this.o.pool.list()[0]?.address ?? '');
     return b ? b.client.maxModelLen(signal) : undefined;
   }
 
   async generate(req: GenerateRequest): Promise<GenerateResult> {
-    req.signal?.throwIfAborted();
+    await gateOf(this.o.pool).hold(req.signal, this.o.onHold);
     const turn = this.calls++;
     const seed = this.o.seed === undefined ? seedOf(this.o.sampling.seed ?? 0, this.o.jobId, turn) : seedOf(this.o.seed, turn);
     let maxTokens = req.max_tokens;
@@ -92,12 +98,11 @@ export class JobLlmSession implements LlmSession {
         const last = this.lastError ? `; last: ${this.lastError.message}` : '';
         throw new RaasError('backend_unavailable', `every LLM backend stopped answering (${this.dead.size} tried${last})`, { cause: this.lastError });
       }
-      const weightVersion = backend.weightVersion;
       try {
         const r = await this.callWithRetries(backend, { ...req, max_tokens: maxTokens }, seed, turn);
-        this.records.push({ backend: backend.address, weight_version: weightVersion });
+        this.records.push({ backend: backend.address, weight_version: r.weight_version });
         this.last = backend.address;
-        return { ...r, weight_version: weightVersion, backend: backend.address };
+        return { ...r, backend: backend.address };
       } catch (err) {
         if (req.signal?.aborted || !(err instanceof RaasError) || !err.retryable) throw err;
         // The backend stayed down past its retry budget: move the job with its full prompt ids.
@@ -124,17 +129,31 @@ export class JobLlmSession implements LlmSession {
   private async callWithRetries(backend: Backend, req: GenerateRequest, seed: number, turn: number) {
     const cfg = this.o.pool.config;
     const random = this.o.random ?? Math.random;
+    const gate = gateOf(this.o.pool);
+    const requestId = `${this.o.jobId}-turn-${turn}`;
     for (let attempt = 0; ; attempt++) {
+      // Each attempt passes the gate: a pause that began during a backoff holds the retry too.
+      const call = await gate.enter(backend, requestId, req.signal, this.o.onHold);
+      let cut = false;
+      // The version the backend serves as the call starts (a held call starts after the update).
+      const weight_version = backend.weightVersion;
       const t0 = this.o.clock.now();
       try {
-        const r = await backend.client.generate({ ...req, seed, sampling: this.o.sampling, request_id: `${this.o.jobId}-turn-${turn}` });
+        const signal = req.signal ? AbortSignal.any([req.signal, call.signal]) : call.signal;
+        const r = await backend.client.generate({ ...req, signal, seed, sampling: this.o.sampling, request_id: requestId });
         this.o.observer?.llmCall?.(backend.api, (this.o.clock.now() - t0) / 1000);
-        return r;
+        cut = r.finish_reason === 'abort';
+        return { ...r, weight_version };
       } catch (err) {
+        // A pause dropped the call after its grace: an aborted call with nothing kept, continued after the resume.
+        if (call.signal.aborted && !req.signal?.aborted) return { ids: [], logprobs: [], finish_reason: 'abort' as const, weight_version };
         if (req.signal?.aborted || !(err instanceof RaasError) || !err.retryable || attempt >= cfg.retries) throw err;
         // Capped exponential backoff with jitter (half to full delay).
         const delay = Math.min(cfg.backoff_max_ms, cfg.backoff_base_ms * 2 ** attempt) * (0.5 + random() / 2);
+        gate.exit(call);
         await sleep(delay, req.signal, this.o.clock);
+      } finally {
+        gate.exit(call, cut);
       }
     }
   }

@@ -57,6 +57,8 @@ export class VllmClient implements BackendClient {
       include_stop_str_in_output: false,
       stop: [],
       stop_token_ids: req.stop_token_ids ?? [],
+      // Names the call for /abort_requests (a pause in abort mode).
+      request_id: req.request_id,
     };
     const res = await postJson(`${this.address}/v1/completions`, body, req.signal, this.timeoutMs);
     const choice = res?.choices?.[0];

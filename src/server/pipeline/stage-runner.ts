@@ -128,7 +128,11 @@ export class StageRunner {
     const tokenizer = this.o.tokenizer;
     Object.defineProperty(ctx, 'tokenizer', { get: tokenizer, enumerable: true });
     if (stage === 'run') {
-      job.session = new JobLlmSession({ pool: this.o.pool, jobId: job.key, groupId: job.request.group_id, sampling: job.request.sampling_params, seed: job.seed, clock: this.o.clock, observer: this.o.observer });
+      job.session = new JobLlmSession({
+        pool: this.o.pool, jobId: job.key, groupId: job.request.group_id, sampling: job.request.sampling_params, seed: job.seed, clock: this.o.clock, observer: this.o.observer,
+        // Time held by a paused server is not the job's: its timeout counts stage time only.
+        onHold: (held) => (held ? job.timer.pause() : job.timer.resume()),
+      });
       job.session.bind();
       ctx.runtime = job.runtime;
       ctx.init = job.init ?? {};
