@@ -106,6 +106,7 @@ type Turn = (ctx: PolicyContext) => string;
  * - fix: two tool calls in one turn (bash, and think with a per-sample nonce), the fix, finish.
  * - wrong: an edit that does not fix add, finish.
  * - slow: a bash command that runs for a minute (to be cancelled or stopped).
+ * - malformed: a tool call that does not parse and a good one in one turn, then finish.
  * - math-<answer>: the boxed answer and finish.
  */
 const SCRIPTS: Record<string, Turn[]> = {
@@ -116,6 +117,7 @@ const SCRIPTS: Record<string, Turn[]> = {
   ],
   wrong: [() => edit('return abs(a - b)'), () => call('finish', {})],
   slow: [() => call('execute_bash', { command: 'sleep 60', timeout: 120 })],
+  malformed: [() => `<tool_call>\n{"name": "execute_bash", "arguments": {"command": "echo bad"\n</tool_call>\n${call('execute_bash', { command: 'echo good' })}`, () => call('finish', {})],
 };
 
 /** Reads `SCRIPT:<name>` (swe rows) or `ANSWER:<n>` (math rows) in the prompt and plays that turn. */

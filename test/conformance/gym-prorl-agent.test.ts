@@ -17,6 +17,7 @@ import { gymRun, initializeProrlServer, modelEndpoint, type GymRun, type GymRunR
 //   nu  = NVIDIA-NeMo/ProRL-Agent-Server openhands/nvidia/utils.py@40c1d8a
 //   diff "<row>" = the row of docs/api.md's "Differences from ProRL Agent Server" table that says
 //   where raas answers otherwise on purpose.
+// The tests are one sequence, in Gym's order (the first registers the backend): run the file whole.
 
 /** A Gym dataset row: Responses API params whose metadata carries the SWE-bench row as instance_dict. */
 function gymRequest(instance: Record<string, unknown>, opts: { withId?: boolean } = {}): GymRunRequest {
@@ -128,6 +129,18 @@ describe('NeMo-Gym prorl_agent against raas (rollout server + simulated vLLM + b
       expect(outputs[0]!.output.trim()).toBe('0');
     }
   });
+
+  it('a turn with a tool call that does not parse, then a good one: Gym still pairs the good call with its output', async () => {
+    // The same pairing rule (gym run_prorl.py:155-172): every output must answer a call of the rollout.
+    const { verify } = await gymRun(srv.url, gymRequest(sweRow(fx, 'malformed', { instance_id: 'acme__calc-3' })));
+    const calls = verify.output.filter((i) => i.type === 'function_call') as Array<{ call_id: string; name: string; arguments: string }>;
+    const outputs = verify.output.filter((i) => i.type === 'function_call_output') as Array<{ call_id: string; output: string }>;
+    const good = calls.find((c) => c.arguments.includes('echo good'));
+    expect(good, JSON.stringify(verify.output)).toBeDefined();
+    const answers = outputs.filter((o) => o.call_id === good!.call_id).map((o) => o.output);
+    expect(answers, `the outputs answering ${good!.call_id}, among ${JSON.stringify(outputs)}`).toEqual([expect.stringContaining('good')]);
+    for (const o of outputs) expect(calls.map((c) => c.call_id), `output ${JSON.stringify(o)} answers no function_call`).toContain(o.call_id);
+  }, 60_000);
 
   it('a SWE-bench row whose repository nothing provides: 200 with critical_error "init", which Gym scores 0', async () => {
     const row = sweRow(fx, 'fix', { repo: 'acme/absent', instance_id: 'acme__absent-1' });

@@ -13,7 +13,9 @@ import { conformancePolicy, makeSweFixture, sandboxRoot, serverConfig, sweRow, t
 //   swe  = scripts/run_swe.py                      math = scripts/run_math.py
 //   pb   = scripts/profile/profile_batch.py        (OpenHandsBatchProcessor; cited by method name)
 //   ss   = scripts/start_server.py                 nu = openhands/nvidia/utils.py
+//   asp  = openhands/nvidia/async_server_process.py
 //   diff "<row>" = the row of docs/api.md's "Differences from ProRL Agent Server" table.
+// The tests are one sequence on one server (the last one SIGTERMs it): run the file whole.
 
 /** The sampling params every ProRL script sends (swe:15-24, ts:110-119): LiteLLM's model name, an api key, OpenHands' LLMConfig keys. */
 const PRORL_SAMPLING = { model: 'hosted_vllm/Qwen/Qwen3-8B', api_key: 'mykey', modify_params: false, log_completions: false, native_tool_calling: true, temperature: 0.6, top_p: 0.9, max_iterations: 35 };
@@ -51,6 +53,8 @@ describe('ProRL Agent Server scripts against `raas serve` (process + simulated v
     fx?.remove();
   });
 
+  /** POST without a body, as aiohttp's session.post(url) and _post(url, None) send /start, /stop, /clear_llm_server (ts:30, swe:29-32). */
+  const bare = (route: string) => request(`${url}${route}`, { method: 'POST' });
   /** One /process as the scripts send it: {instance, sampling_params}, no job_id (ts:82, swe:50). */
   const processRequest = (instance: unknown, sampling: Record<string, unknown>) => postJson(`${url}/process`, { instance, sampling_params: sampling }, { timeoutMs: 120_000 });
 
@@ -65,14 +69,14 @@ describe('ProRL Agent Server scripts against `raas serve` (process + simulated v
     for (const numTasks of [1, 4]) {
       // ts:103-130: process(); the second round starts a server the first round stopped (ss:402-412),
       // whose backend the stop kept (ss:539-541).
-      ok(await postJson(`${url}/start`, {}));
+      ok(await bare('/start'));
       const st = await request(`${url}/status`);
       ok(st);
       expect(st.body).toMatchObject({ status: 'running', running: true });
       const instance = sweRow(fx, 'fix');
       // ts:110-119 (max_iterations 1), ts:120-122 (a copy with trajectory_id = i), ts:125 (gather).
       const answers = await Promise.all(Array.from({ length: numTasks }, (_, i) => processRequest({ ...instance, trajectory_id: i }, { ...PRORL_SAMPLING, max_iterations: 1 })));
-      ok(await postJson(`${url}/stop`, {})); // ts:128
+      ok(await bare('/stop')); // ts:128
       for (const [i, a] of answers.entries()) {
         expect(a.status, a.text).toBe(200); // ts:85
         const r = a.body;
@@ -94,12 +98,12 @@ describe('ProRL Agent Server scripts against `raas serve` (process + simulated v
 
   it('test_server_token.py: an address without /v1, token_level_generation; token fields on the assistant messages', async () => {
     ok(await postJson(`${url}/add_llm_server`, { address: sim.url })); // tst:106-107
-    ok(await postJson(`${url}/start`, {}));
+    ok(await bare('/start'));
     ok(await request(`${url}/status`));
     // tst:117-130: token_level_generation, custom_tokenizer, max_output_tokens, max_model_len.
     const sampling = { ...PRORL_SAMPLING, token_level_generation: true, custom_tokenizer: 'Qwen/Qwen3-8B', max_output_tokens: 4096, max_model_len: 32768 };
     const answers = await Promise.all([0, 1].map((i) => processRequest({ ...sweRow(fx, 'fix'), trajectory_id: i }, sampling)));
-    ok(await postJson(`${url}/stop`, {}));
+    ok(await bare('/stop'));
     for (const a of answers) {
       expect(a.status, a.text).toBe(200);
       const r = a.body;
@@ -124,13 +128,13 @@ describe('ProRL Agent Server scripts against `raas serve` (process + simulated v
 
   it("profile_batch.py's OpenHandsBatchProcessor: clear_llm_server, add_llm_server, start, /process (retried only on an empty answer), stop", async () => {
     // pb _send_llm_addresses_to_openhands: clear, then add http://<ip:port>/v1 (_send_addresses_async).
-    ok(await postJson(`${url}/clear_llm_server`, {}));
+    ok(await bare('/clear_llm_server'));
     ok(await postJson(`${url}/add_llm_server`, { address: `http://127.0.0.1:${sim.port}/v1` }));
-    ok(await postJson(`${url}/start`, {})); // pb _start_single_server: 200 or it raises
+    ok(await bare('/start')); // pb _start_single_server: 200 or it raises
     // pb __init__ sampling params; pb _send_single_message_to_openhands retries a non-200 or an empty messages list.
     const sampling = { ...PRORL_SAMPLING, model: 'hosted_vllm/Qwen/Qwen3-14B', top_p: 0.95, max_output_tokens: 3072 };
     const answers = await Promise.all([0, 1].map((i) => processRequest({ ...sweRow(fx, 'wrong'), trajectory_id: i }, sampling)));
-    ok(await postJson(`${url}/stop`, {})); // pb _stop_single_server
+    ok(await bare('/stop')); // pb _stop_single_server
     for (const a of answers) {
       expect(a.status, a.text).toBe(200);
       expect(a.body.messages.length).toBeGreaterThan(0); // no retry needed
@@ -151,9 +155,9 @@ describe('ProRL Agent Server scripts against `raas serve` (process + simulated v
       trajectory_id: k, // math:63
     });
     ok(await postJson(`${url}/add_llm_server`, { address: `${sim.url}/v1` })); // math:77-78, raise_for_status (math:31)
-    ok(await postJson(`${url}/start`, {})); // math:79
+    ok(await bare('/start')); // math:79
     const answers = await Promise.all([row(0, 391), row(1, 7)].map((r) => processRequest(r, PRORL_SAMPLING))); // math:66, 84-88
-    ok(await postJson(`${url}/stop`, {})); // math:104
+    ok(await bare('/stop')); // math:104
     for (const a of answers) expect(a.status, a.text).toBe(200);
     // math:112 prints sum(r.get("resolved")): resolved is a boolean per row.
     const results = answers.map((a) => a.body);
@@ -163,9 +167,10 @@ describe('ProRL Agent Server scripts against `raas serve` (process + simulated v
 
   it('run_swe.py: add_llm_server, start, /process under a semaphore, stop, then SIGTERM ends the server within 10 s', async () => {
     ok(await postJson(`${url}/add_llm_server`, { address: `${sim.url}/v1` })); // swe:74-75
-    ok(await postJson(`${url}/start`, {})); // swe:76; raise_for_status (swe:31)
+    ok(await bare('/start')); // swe:76; raise_for_status (swe:31)
     // swe:59-64: the row's instance with trajectory_id = its index; swe:78-84: at most `concurrency` at once.
-    const rows = [sweRow(fx, 'fix'), sweRow(fx, 'wrong'), sweRow(fx, 'fix')].map((r, idx) => ({ ...r, trajectory_id: idx }));
+    // These rows name their data source, which ProRL also reads as the default (asp:774).
+    const rows = [sweRow(fx, 'fix'), sweRow(fx, 'wrong'), sweRow(fx, 'fix')].map((r, idx) => ({ ...r, data_source: 'swebench', trajectory_id: idx }));
     const results: any[] = [];
     let next = 0;
     const worker = async (): Promise<void> => {
@@ -176,7 +181,7 @@ describe('ProRL Agent Server scripts against `raas serve` (process + simulated v
       }
     };
     await Promise.all([worker(), worker()]);
-    ok(await postJson(`${url}/stop`, {})); // swe:101
+    ok(await bare('/stop')); // swe:101
     // swe:109: "Resolved", sum(r.get("resolved")).
     expect(results.reduce((s, r) => s + Number(r.resolved), 0)).toBe(2);
     expect(results.map((r) => r.trajectory_id).sort()).toEqual([0, 1, 2]);
