@@ -87,8 +87,8 @@ describe('runAgent against the real simulated backend', () => {
       expect(t.messages[6]!.content).toMatch(/^ERROR: calc: cannot evaluate/);
       expect(t.messages[7]!.content).toMatch(/^ERROR: could not run this tool call: the tool call is not valid JSON/);
       expect(t.messages[2]!.tool_calls).toEqual([
-        { name: 'calc', arguments: { expr: '2+2' }, id: 'call_0_0' },
-        { name: 'calc', arguments: { expr: '3*3' }, id: 'call_0_1' },
+        { name: 'calc', arguments: { expr: '2+2' }, id: 'call_1' },
+        { name: 'calc', arguments: { expr: '3*3' }, id: 'call_2' },
       ]);
 
       // The first prompt is the chat template's; every later prompt extends the previous one.

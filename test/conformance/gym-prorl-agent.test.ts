@@ -126,7 +126,8 @@ describe('NeMo-Gym prorl_agent against raas (rollout server + simulated vLLM + b
       // bash + think, the edit, finish; finish's observation is trimmed (it follows the last assistant message).
       expect(calls.map((c) => [c.call_id, c.name])).toEqual([['call_1', 'execute_bash'], ['call_2', 'think'], ['call_3', 'str_replace_editor'], ['call_4', 'finish']]);
       expect(outputs.map((o) => o.call_id), 'function_call_output.call_id must name a function_call of the same rollout').toEqual(['call_1', 'call_2', 'call_3']);
-      expect(outputs[0]!.output.trim()).toBe('0');
+      // The command's output first; raas then appends the exit-code line OpenHands' bash observations carry.
+      expect(outputs[0]!.output.trim().split('\n')[0]).toBe('0');
     }
   });
 

@@ -5,6 +5,9 @@ import { parseToolCalls } from './parse.js';
 import { TrajectoryBuilder } from './trajectory.js';
 import type { AgentOptions, AgentTrajectory, AgentTurn, AgentTurnPart } from './types.js';
 
+/** The name an unparseable tool call is listed under in the assistant message's tool_calls. */
+export const INVALID_TOOL_CALL = 'invalid_tool_call';
+
 /** Defaults when neither sampling_params nor the handler say otherwise. */
 export const AGENT_DEFAULTS = { max_iterations: 30, max_tokens_per_turn: 1024 } as const;
 
@@ -41,6 +44,7 @@ export async function runAgent(opts: AgentOptions): Promise<AgentTrajectory> {
   let final: Record<string, unknown> | undefined;
   let lastText = '';
   let malformed = 0;
+  let callSeq = 0;
   let pending: TurnOutput | undefined; // a turn in progress, kept if cancellation cuts it
 
   const recordTurn = (t: TurnOutput, inputIds: number[] | undefined): { text: string; endedWithEos: boolean } => {
@@ -99,10 +103,14 @@ export async function runAgent(opts: AgentOptions): Promise<AgentTrajectory> {
       const calls: ToolCall[] = [];
       let finished = false;
       const parsed = parseToolCalls(text);
-      for (const [k, p] of parsed.entries()) {
-        const id = `call_${turnIndex}_${k}`;
+      for (const p of parsed) {
+        // Ids as NeMo-Gym numbers tool calls (call_1, call_2, … over the whole rollout), so its
+        // converter pairs each output with its call; an unparseable call is listed too, so the
+        // outputs stay one per listed call in order.
+        const id = `call_${++callSeq}`;
         if ('error' in p) {
           malformed++;
+          calls.push({ name: INVALID_TOOL_CALL, arguments: { error: p.error }, id });
           results.push({ role: 'tool', content: `ERROR: could not run this tool call: ${p.error}. Write each call as <tool_call>{"name": "<tool>", "arguments": {...}}</tool_call>.`, tool_call_id: id });
           continue;
         }
