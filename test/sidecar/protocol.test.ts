@@ -134,7 +134,7 @@ describe('sidecar protocol (in-process, scripted backend)', () => {
       expect(events.map((e) => e.event === 'step_progress' && [e.data.request_id, e.data.elapsed_s])).toEqual([
         ['b', 0.025], ['b', 0.05], ['b', 0.075], ['b', 0.1],
       ]);
-      expect(events[0].data).toHaveProperty('status', { step: 0, policy_version: 0, closed: false });
+      expect(events[0].data).toHaveProperty('status', { step: 0, policy_version: 0, closed: false, paused: false });
       const after = h.lines.length;
       await vi.advanceTimersByTimeAsync(200);
       expect(h.lines.length).toBe(after);
