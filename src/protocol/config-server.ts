@@ -36,6 +36,17 @@ export const LlmPoolConfig = z.strictObject({
   max_moves: z.number().int().nonnegative().default(3),
   /** Hard limit on one LLM HTTP call. */
   request_timeout_s: z.number().positive().default(3_600),
+  /**
+   * Deadline of one call: `deadline_base_s` + max_tokens × `deadline_per_token_ms` (capped by
+   * `request_timeout_s`), so a call to a hung backend ends, and its job moves, well within `timeout_s`.
+   */
+  deadline_base_s: z.number().positive().default(60),
+  deadline_per_token_ms: z.number().nonnegative().default(100),
+  /** Consecutive connection failures or timeouts (calls and probes) that mark a backend unhealthy: no new work until a probe answers. */
+  unhealthy_after: z.number().int().positive().max(1_000).default(3),
+  /** Every backend is probed (GET /health) this often; an unhealthy one comes back at its first answer. */
+  probe_interval_s: z.number().min(0.01).max(3_600).default(2),
+  probe_timeout_s: z.number().min(0.01).max(600).default(5),
 });
 
 /** Results journal: finished results appended as JSON lines and reloaded at start. */
@@ -62,6 +73,11 @@ export const ServerConfig = z.strictObject({
   timeout_s: z.number().positive().default(600),
   /** How long finished results answer GET /jobs/:id (and attach resubmissions). */
   result_ttl_s: z.number().nonnegative().default(3_600),
+  /**
+   * Finished results kept in memory (the newest); older ones within `result_ttl_s` answer from the
+   * results journal (`journal.dir`), or are forgotten without one.
+   */
+  max_kept_results: z.number().int().nonnegative().default(4_096),
   /** Jobs waiting in the three queues together; over it /process answers 503 queue_full. */
   max_queued_jobs: z.number().int().positive().default(4_096),
   /** Retry-After seconds on 503 answers. */

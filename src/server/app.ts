@@ -114,7 +114,7 @@ export function buildApp(deps: AppDeps): FastifyInstance {
   });
 
   app.get('/jobs/:id', async (req, reply) =>
-    reply.type('application/json; charset=utf-8').send(pipeline.get(parseOrThrow(JobId, (req.params as { id: string }).id, 'bad_request', 'job_id'))),
+    reply.type('application/json; charset=utf-8').send(await pipeline.get(parseOrThrow(JobId, (req.params as { id: string }).id, 'bad_request', 'job_id'))),
   );
 
   app.post('/add_llm_server', async (req) => {

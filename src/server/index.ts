@@ -74,8 +74,6 @@ export async function startRolloutServer(config: ServerConfigInput = {}, opts: R
   for (const h of await loadHandlerModules(cfg.handler_modules, opts.baseDir)) registry.register(h, { replace: true });
   for (const h of opts.handlers ?? []) registry.register(h, { replace: true });
   const clock = opts.clock ?? systemClock;
-  const pool = new BackendPool(cfg.llm, opts.clientFactory ?? defaultClientFactory({ model: cfg.llm.model, requestTimeoutMs: cfg.llm.request_timeout_s * 1000 }));
-  for (const b of cfg.llm.backends) pool.add(b.address, b.api ?? 'vllm', b.weight_version);
   let tok = opts.tokenizer;
   const tokenizer = (): Tokenizer => (tok ??= resolveTokenizer(cfg.tokenizer, opts.baseDir));
 
@@ -93,6 +91,8 @@ export async function startRolloutServer(config: ServerConfigInput = {}, opts: R
     warn: (o: unknown, m?: string) => logRef.log?.warn(o, m),
     error: (o: unknown, m?: string) => logRef.log?.error(o, m),
   };
+  const pool = new BackendPool(cfg.llm, opts.clientFactory ?? defaultClientFactory({ model: cfg.llm.model, requestTimeoutMs: cfg.llm.request_timeout_s * 1000 }), Math.random, { clock, log });
+  for (const b of cfg.llm.backends) pool.add(b.address, b.api ?? 'vllm', b.weight_version);
   pipeline = new Pipeline({
     config: cfg,
     registry,
@@ -120,6 +120,7 @@ export async function startRolloutServer(config: ServerConfigInput = {}, opts: R
     await app.listen({ host: cfg.host, port: cfg.port, backlog: 4096 });
   } catch (err) {
     await pipeline.close();
+    pool.close();
     throw new RaasError('config_invalid', `cannot listen on ${cfg.host}:${cfg.port}: ${(err as Error).message}`, { cause: err });
   }
   const addr = app.server.address();
@@ -137,6 +138,7 @@ export async function startRolloutServer(config: ServerConfigInput = {}, opts: R
     close() {
       closing ??= (async () => {
         await pipeline.close();
+        pool.close();
         await app.close();
       })();
       return closing;

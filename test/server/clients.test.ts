@@ -6,6 +6,7 @@ import { defaultClientFactory } from '../../src/server/llm/pool.js';
 import { systemClock } from '../../src/util/clock.js';
 import { seedOf } from '../../src/util/hash.js';
 import { LlmPoolConfig } from '../../src/protocol/config-server.js';
+import { ManualClock } from './helpers.js';
 
 // The recorded bodies of wire-formats.md, served by a real local HTTP server.
 const PROMPT = [151644, 872, 198, 3838, 374, 220, 17, 10, 17, 30, 151645, 198, 151644, 77091, 198, 151667, 271, 151668, 271];
@@ -153,7 +154,8 @@ describe('vLLM and SGLang token-in/token-out clients', () => {
     const dead = await start(() => 'hangup');
     const live = await start((r) => (r.url === '/v1/models' ? { status: 200, body: { data: [{ id: 'm', max_model_len: 4096 }] } } : { status: 200, body: vllmAnswer() }));
     const cfg = LlmPoolConfig.parse({ retries: 2, backoff_base_ms: 1, backoff_max_ms: 5 });
-    const pool = new BackendPool(cfg, defaultClientFactory({ model: 'm' }), () => 0.5);
+    // A clock that is never advanced: no health probe runs, only the calls count toward the breaker.
+    const pool = new BackendPool(cfg, defaultClientFactory({ model: 'm' }), () => 0.5, { clock: new ManualClock() });
     const moved: number[] = [];
     pool.add(dead.url, 'vllm', 'v-dead');
     const session = new JobLlmSession({ pool, jobId: 'job-7', groupId: undefined, sampling: { seed: 9, max_model_len: 4096 }, clock: systemClock, observer: { move: () => moved.push(1) } });
@@ -161,7 +163,8 @@ describe('vLLM and SGLang token-in/token-out clients', () => {
     expect(session.backend).toBe(dead.url);
     pool.add(live.url, 'vllm', 'v1');
     const r = await session.generate({ prompt_ids: PROMPT, max_tokens: 10_000 });
-    expect(dead.requests.length).toBe(3); // first try + 2 retries
+    expect(dead.requests.length).toBe(3); // first try + 2 retries (the third failure also opens its breaker)
+    expect(pool.get(dead.url)!.healthy).toBe(false);
     expect(r).toMatchObject({ ids: COMPLETION, weight_version: 'v1', backend: live.url });
     const sent = live.requests.find((q) => q.url === '/v1/completions')!.body;
     expect(sent.prompt).toEqual(PROMPT);

@@ -21,20 +21,48 @@ const agents = {
 };
 
 /**
- * POSTs JSON and returns the parsed answer. Connection failures and 5xx answers throw a retryable
- * `backend_unavailable`; a context-length 400 throws ContextLengthError; other 4xx are not retryable.
- * Uses node:http with keep-alive agents: on the LLM hot path it costs a fraction of fetch's CPU.
+ * A backend that did not answer at all: connection refused or reset, or no answer within the
+ * deadline. Retryable, and what the pool's circuit breaker counts (an HTTP error answer is not).
  */
-export function postJson(url: string, body: unknown, signal: AbortSignal | undefined, timeoutMs: number): Promise<any> {
-  return requestJson(url, 'POST', JSON.stringify(body), signal, timeoutMs);
+export class BackendUnreachableError extends RaasError {
+  constructor(message: string, cause?: unknown) {
+    super('backend_unavailable', message, { cause, retryable: true });
+  }
+}
+
+/** True for a failure that says the backend is unreachable (what opens its circuit breaker). */
+export function isUnreachable(err: unknown): err is BackendUnreachableError {
+  return err instanceof BackendUnreachableError;
+}
+
+/**
+ * POSTs JSON and returns the parsed answer. Connection failures and timeouts throw
+ * BackendUnreachableError, 5xx answers a retryable `backend_unavailable`; a context-length 400 throws
+ * ContextLengthError; other 4xx are not retryable. Uses node:http with keep-alive agents: on the LLM
+ * hot path it costs a fraction of fetch's CPU.
+ */
+export async function postJson(url: string, body: unknown, signal: AbortSignal | undefined, timeoutMs: number): Promise<any> {
+  const r = await request(url, 'POST', JSON.stringify(body), signal, timeoutMs);
+  return answer(url, r.status, r.text);
 }
 
 /** GETs JSON (same error mapping as postJson). */
-export function getJson(url: string, signal: AbortSignal | undefined, timeoutMs: number): Promise<any> {
-  return requestJson(url, 'GET', undefined, signal, timeoutMs);
+export async function getJson(url: string, signal: AbortSignal | undefined, timeoutMs: number): Promise<any> {
+  const r = await request(url, 'GET', undefined, signal, timeoutMs);
+  return answer(url, r.status, r.text);
 }
 
-function requestJson(url: string, method: string, body: string | undefined, signal: AbortSignal | undefined, timeoutMs: number): Promise<any> {
+/**
+ * A health probe: resolves when the backend answers below 500 (a 404 from a proxy without the route
+ * still says the process is alive); a 5xx answer, a refused connection or no answer throw.
+ */
+export async function probe(url: string, timeoutMs: number): Promise<void> {
+  const r = await request(url, 'GET', undefined, undefined, timeoutMs);
+  if (r.status >= 500) throw new RaasError('backend_unavailable', `LLM backend ${url} answered ${r.status}: ${errorMessage(r.text).slice(0, 200)}`, { retryable: true, status: 502 });
+}
+
+/** One HTTP exchange: the status and the body text, or BackendUnreachableError when no answer came. */
+function request(url: string, method: string, body: string | undefined, signal: AbortSignal | undefined, timeoutMs: number): Promise<{ status: number; text: string }> {
   return new Promise((resolve, reject) => {
     if (signal?.aborted) return reject(signal.reason);
     const u = new URL(url);
@@ -47,8 +75,7 @@ function requestJson(url: string, method: string, body: string | undefined, sign
       signal?.removeEventListener('abort', onAbort);
       fn();
     };
-    const fail = (why: string, cause?: unknown): void =>
-      finish(() => reject(new RaasError('backend_unavailable', `LLM backend ${url} failed: ${why}`, { cause, retryable: true })));
+    const fail = (why: string, cause?: unknown): void => finish(() => reject(new BackendUnreachableError(`LLM backend ${url} failed: ${why}`, cause)));
     const req = mod.request(
       u,
       {
@@ -60,13 +87,7 @@ function requestJson(url: string, method: string, body: string | undefined, sign
         const chunks: Buffer[] = [];
         res.on('data', (c: Buffer) => chunks.push(c));
         res.on('error', (err) => fail(describeCause(err), err));
-        res.on('end', () => finish(() => {
-          try {
-            resolve(answer(url, res.statusCode ?? 0, Buffer.concat(chunks).toString('utf8')));
-          } catch (err) {
-            reject(err);
-          }
-        }));
+        res.on('end', () => finish(() => resolve({ status: res.statusCode ?? 0, text: Buffer.concat(chunks).toString('utf8') })));
       },
     );
     const onAbort = (): void => {
@@ -74,13 +95,18 @@ function requestJson(url: string, method: string, body: string | undefined, sign
       req.destroy();
     };
     const timer = setTimeout(() => {
-      fail(`no answer within ${Math.round(timeoutMs / 1000)} s`);
+      fail(`no answer within ${formatSeconds(timeoutMs)}`);
       req.destroy();
     }, timeoutMs);
     signal?.addEventListener('abort', onAbort, { once: true });
     req.on('error', (err) => fail(describeCause(err), err));
     req.end(body);
   });
+}
+
+/** "1 s", "0.5 s": a deadline as the error message states it. */
+function formatSeconds(ms: number): string {
+  return `${ms >= 10_000 ? Math.round(ms / 1000) : Number((ms / 1000).toFixed(2))} s`;
 }
 
 /** Maps a backend answer onto a value or a typed error. */

@@ -3,6 +3,7 @@ import type { SamplingParams } from '../../protocol/process.js';
 import { sleep, type Clock } from '../../util/clock.js';
 import { seedOf } from '../../util/hash.js';
 import { gateOf } from './gate.js';
+import { isUnreachable } from './http.js';
 import type { Backend, BackendPool } from './pool.js';
 import type { GenerateRequest, GenerateResult, LlmSession } from './types.js';
 
@@ -30,7 +31,9 @@ export interface SessionOptions {
  * A job's LlmSession: bound to one backend from RUN start (except under round_robin), seeds each
  * request with hash(job seed, turn), clamps max_tokens to what is left of max_model_len,
  * retries connection errors with capped exponential backoff, and moves the job to a live backend
- * (same full prompt ids) when its own stays down past the retry budget. While the server's
+ * (same full prompt ids) when its own stays down past the retry budget or its breaker opens (calls
+ * in flight end then). Each call has a deadline derived from its max_tokens (pool.deadlineMs), and
+ * reports its outcome to the backend's circuit breaker. While the server's
  * generation is paused (POST /pause) no call starts: the job waits at the pool's gate.
  */
 export class JobLlmSession implements LlmSession {
@@ -75,7 +78,7 @@ export class JobLlmSession implements LlmSession {
     if (this.o.sampling.max_model_len !== undefined) return this.o.sampling.max_model_len;
     // A paused server's backends may be asleep: not even /v1/models is asked then.
     await gateOf(this.o.pool).hold(signal, this.o.onHold);
-    const b = this.bound ?? this.o.pool.get(this.o.pool.list()[0]?.address ?? '');
+    const b = this.bound ?? this.o.pool.anyHealthy();
     return b ? b.client.maxModelLen(signal) : undefined;
   }
 
@@ -92,12 +95,7 @@ export class JobLlmSession implements LlmSession {
     }
     for (;;) {
       const backend = this.roundRobin ? this.o.pool.nextRoundRobin(this.dead) : this.takeBound();
-      if (!backend) {
-        if (!this.dead.size) throw new RaasError('backend_unavailable', 'no LLM backend is registered: POST /add_llm_server');
-        // Name the last failure, so a crashed backend can be told from a slow or garbled one.
-        const last = this.lastError ? `; last: ${this.lastError.message}` : '';
-        throw new RaasError('backend_unavailable', `every LLM backend stopped answering (${this.dead.size} tried${last})`, { cause: this.lastError });
-      }
+      if (!backend) throw this.noBackend();
       try {
         const r = await this.callWithRetries(backend, { ...req, max_tokens: maxTokens }, seed, turn);
         this.records.push({ backend: backend.address, weight_version: r.weight_version });
@@ -105,32 +103,69 @@ export class JobLlmSession implements LlmSession {
         return { ...r, backend: backend.address };
       } catch (err) {
         if (req.signal?.aborted || !(err instanceof RaasError) || !err.retryable) throw err;
-        // The backend stayed down past its retry budget: move the job with its full prompt ids.
+        // The backend stayed down past its retry budget, or its breaker opened: move the job with its full prompt ids.
         this.lastError = err;
         this.dead.add(backend);
         if (!this.roundRobin) {
           this.o.pool.release(backend, this.o.groupId);
           this.bound = undefined;
         }
-        if (++this.moves > this.o.pool.config.max_moves) throw err;
-        this.o.pool.moves++;
-        this.o.observer?.move?.();
+        this.countMove(err);
       } finally {
         if (this.roundRobin) this.o.pool.release(backend);
       }
     }
   }
 
+  /** The job's backend; when its breaker opened since the last turn, a healthy one instead (a move). */
   private takeBound(): Backend | undefined {
-    if (!this.bound) this.bound = this.o.pool.acquire(this.o.groupId, this.dead);
+    const old = this.bound;
+    if (old && !old.healthy) {
+      this.o.pool.release(old, this.o.groupId);
+      this.bound = undefined;
+      this.lastError = new RaasError('backend_unavailable', `LLM backend ${old.address} is marked unhealthy (last: ${old.lastError})`);
+    }
+    if (!this.bound) {
+      this.bound = this.o.pool.acquire(this.o.groupId, this.dead);
+      if (old && !old.healthy && this.bound) this.countMove(this.lastError!);
+    }
     return this.bound;
   }
 
+  /** Counts a move off a backend; past max_moves the job fails with `err`. */
+  private countMove(err: RaasError): void {
+    if (++this.moves > this.o.pool.config.max_moves) throw err;
+    this.o.pool.moves++;
+    this.o.observer?.move?.();
+  }
+
+  /** The error of a job left without a backend; it names the last failure, so a crashed backend can be told from a slow or garbled one. */
+  private noBackend(): RaasError {
+    const unhealthy = this.o.pool.unhealthy();
+    if (!this.dead.size && !unhealthy.length) return new RaasError('backend_unavailable', 'no LLM backend is registered: POST /add_llm_server');
+    const counts = [`${this.dead.size} tried`, ...(unhealthy.length ? [`${unhealthy.length} marked unhealthy`] : [])].join(', ');
+    const last = this.lastError?.message ?? unhealthy[0]?.lastError;
+    return new RaasError('backend_unavailable', `every LLM backend stopped answering (${counts}${last ? `; last: ${last}` : ''})`, { cause: this.lastError });
+  }
+
   private async callWithRetries(backend: Backend, req: GenerateRequest, seed: number, turn: number) {
+    const requestId = `${this.o.jobId}-turn-${turn}`;
+    const timeoutMs = this.o.pool.deadlineMs(req.max_tokens);
+    // Aborted by the backend's breaker when it opens: the call (or the backoff) ends and the job moves.
+    const breaker = new AbortController();
+    const stop = req.signal ? AbortSignal.any([req.signal, breaker.signal]) : breaker.signal;
+    backend.calls.add(breaker);
+    try {
+      return await this.attempts(backend, req, seed, requestId, timeoutMs, breaker.signal, stop);
+    } finally {
+      backend.calls.delete(breaker);
+    }
+  }
+
+  private async attempts(backend: Backend, req: GenerateRequest, seed: number, requestId: string, timeoutMs: number, breaker: AbortSignal, stop: AbortSignal) {
     const cfg = this.o.pool.config;
     const random = this.o.random ?? Math.random;
     const gate = gateOf(this.o.pool);
-    const requestId = `${this.o.jobId}-turn-${turn}`;
     for (let attempt = 0; ; attempt++) {
       // Each attempt passes the gate: a pause that began during a backoff holds the retry too.
       const call = await gate.enter(backend, requestId, req.signal, this.o.onHold);
@@ -139,19 +174,26 @@ export class JobLlmSession implements LlmSession {
       const weight_version = backend.weightVersion;
       const t0 = this.o.clock.now();
       try {
-        const signal = req.signal ? AbortSignal.any([req.signal, call.signal]) : call.signal;
-        const r = await backend.client.generate({ ...req, signal, seed, sampling: this.o.sampling, request_id: requestId });
+        // The breaker opened while the call waited at a paused gate: move instead of calling.
+        if (breaker.aborted) throw breaker.reason;
+        const signal = AbortSignal.any([stop, call.signal]);
+        const r = await backend.client.generate({ ...req, signal, timeout_ms: timeoutMs, seed, sampling: this.o.sampling, request_id: requestId });
+        this.o.pool.succeeded(backend);
         this.o.observer?.llmCall?.(backend.api, (this.o.clock.now() - t0) / 1000);
         cut = r.finish_reason === 'abort';
         return { ...r, weight_version };
       } catch (err) {
         // A pause dropped the call after its grace: an aborted call with nothing kept, continued after the resume.
-        if (call.signal.aborted && !req.signal?.aborted) return { ids: [], logprobs: [], finish_reason: 'abort' as const, weight_version };
-        if (req.signal?.aborted || !(err instanceof RaasError) || !err.retryable || attempt >= cfg.retries) throw err;
+        if (call.signal.aborted && !stop.aborted) return { ids: [], logprobs: [], finish_reason: 'abort' as const, weight_version };
+        if (req.signal?.aborted) throw err;
+        if (breaker.aborted) throw breaker.reason;
+        if (isUnreachable(err)) this.o.pool.failed(backend, err);
+        // No retry on a backend whose breaker is open (this failure may have opened it): the job moves now.
+        if (!(err instanceof RaasError) || !err.retryable || attempt >= cfg.retries || !backend.healthy) throw err;
         // Capped exponential backoff with jitter (half to full delay).
         const delay = Math.min(cfg.backoff_max_ms, cfg.backoff_base_ms * 2 ** attempt) * (0.5 + random() / 2);
         gate.exit(call);
-        await sleep(delay, req.signal, this.o.clock);
+        await sleep(delay, stop, this.o.clock);
       } finally {
         gate.exit(call, cut);
       }

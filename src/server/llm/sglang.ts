@@ -1,6 +1,7 @@
 import { RaasError } from '../../protocol/errors.js';
 import type { BackendClient, BackendFinish, GenerateRequest } from './types.js';
-import { getJson, normalizeAddress, postJson } from './http.js';
+import { getJson, normalizeAddress, postJson, probe } from './http.js';
+import { BackendMetadata } from './metadata.js';
 import type { ClientOptions } from './vllm.js';
 
 type ClientRequest = GenerateRequest & { seed: number; sampling: Record<string, unknown>; request_id: string };
@@ -15,12 +16,16 @@ function finishOf(reason: { type?: string } | null | undefined): BackendFinish {
 export class SglangClient implements BackendClient {
   readonly api = 'sglang' as const;
   readonly address: string;
-  private info: Promise<number | undefined> | undefined;
+  private readonly info: BackendMetadata<number | undefined>;
   private readonly timeoutMs: number;
 
   constructor(address: string, opts: ClientOptions = {}) {
     this.address = normalizeAddress(address);
     this.timeoutMs = opts.requestTimeoutMs ?? 3_600_000;
+    this.info = new BackendMetadata(async (signal) => {
+      const r = await getJson(`${this.address}/get_server_info`, signal, 10_000);
+      return typeof r?.context_length === 'number' ? r.context_length : typeof r?.max_req_input_len === 'number' ? r.max_req_input_len : undefined;
+    }, opts.metadata);
   }
 
   async generate(req: ClientRequest): Promise<{ ids: number[]; logprobs: number[]; finish_reason: BackendFinish }> {
@@ -44,7 +49,7 @@ export class SglangClient implements BackendClient {
       rid: req.request_id,
       stream: false,
     };
-    const res = await postJson(`${this.address}/generate`, body, req.signal, this.timeoutMs);
+    const res = await postJson(`${this.address}/generate`, body, req.signal, req.timeout_ms ?? this.timeoutMs);
     if (!res || !Array.isArray(res.output_ids)) throw new RaasError('backend_unavailable', `SGLang ${this.address} answered without output_ids`, { retryable: true });
     const ids: number[] = res.output_ids;
     const tuples: Array<[number | null, number, unknown]> = res.meta_info?.output_token_logprobs ?? [];
@@ -52,12 +57,14 @@ export class SglangClient implements BackendClient {
     return { ids, logprobs, finish_reason: finishOf(res.meta_info?.finish_reason) };
   }
 
-  /** From /get_server_info (`context_length`, else `max_req_input_len`); unknown on failure. */
+  /** From /get_server_info (`context_length`, else `max_req_input_len`); undefined while unknown (a failure is retried later). */
   maxModelLen(signal?: AbortSignal): Promise<number | undefined> {
-    this.info ??= getJson(`${this.address}/get_server_info`, signal, 10_000).then(
-      (r) => (typeof r?.context_length === 'number' ? r.context_length : typeof r?.max_req_input_len === 'number' ? r.max_req_input_len : undefined),
-      () => undefined,
-    );
-    return this.info;
+    return this.info.get(signal);
+  }
+
+  /** GET /health; an answer also refetches the server info still unknown. */
+  async probe(timeoutMs: number): Promise<void> {
+    await probe(`${this.address}/health`, timeoutMs);
+    this.info.refresh();
   }
 }

@@ -6,6 +6,8 @@ export interface GenerateRequest {
   max_tokens: number;
   stop_token_ids?: number[];
   signal?: AbortSignal;
+  /** Deadline of this one call; the client's `requestTimeoutMs` when absent. */
+  timeout_ms?: number;
 }
 
 /** vLLM/SGLang finish reasons, normalised. `abort` is a turn the backend cut (e.g. a weight update). */
@@ -43,4 +45,6 @@ export interface BackendClient {
   readonly api: LlmApi;
   generate(req: GenerateRequest & { seed: number; sampling: Record<string, unknown>; request_id: string }): Promise<Omit<GenerateResult, 'weight_version' | 'backend'>>;
   maxModelLen(signal?: AbortSignal): Promise<number | undefined>;
+  /** A cheap liveness check (GET /health): resolves when the backend answers below 500. Without it the pool cannot probe. */
+  probe?(timeoutMs: number): Promise<void>;
 }

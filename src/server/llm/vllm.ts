@@ -1,12 +1,16 @@
 import { RaasError } from '../../protocol/errors.js';
 import type { BackendClient, BackendFinish, GenerateRequest } from './types.js';
-import { getJson, normalizeAddress, postJson } from './http.js';
+import { getJson, normalizeAddress, postJson, probe } from './http.js';
+import { BackendMetadata, type MetadataOptions } from './metadata.js';
 
 /** Options shared by the vLLM and SGLang clients. */
 export interface ClientOptions {
   /** vLLM `model`; when unset, the first id of /v1/models (or none). */
   model?: string;
+  /** Deadline of a call that names none (`llm.request_timeout_s`). */
   requestTimeoutMs?: number;
+  /** Deadline and retry backoff of the metadata fetch. */
+  metadata?: MetadataOptions;
 }
 
 type ClientRequest = GenerateRequest & { seed: number; sampling: Record<string, unknown>; request_id: string };
@@ -30,16 +34,21 @@ function finishOf(reason: unknown): BackendFinish {
 export class VllmClient implements BackendClient {
   readonly api = 'vllm' as const;
   readonly address: string;
-  private modelInfo: Promise<{ id?: string; maxModelLen?: number }> | undefined;
+  private readonly models: BackendMetadata<{ id?: string; maxModelLen?: number }>;
   private readonly timeoutMs: number;
 
   constructor(address: string, private readonly opts: ClientOptions = {}) {
     this.address = normalizeAddress(address);
     this.timeoutMs = opts.requestTimeoutMs ?? 3_600_000;
+    this.models = new BackendMetadata(async (signal) => {
+      const r = await getJson(`${this.address}/v1/models`, signal, 10_000);
+      const m = r?.data?.[0];
+      return { id: typeof m?.id === 'string' ? m.id : undefined, maxModelLen: typeof m?.max_model_len === 'number' ? m.max_model_len : undefined };
+    }, opts.metadata);
   }
 
   async generate(req: ClientRequest): Promise<{ ids: number[]; logprobs: number[]; finish_reason: BackendFinish }> {
-    const model = this.opts.model ?? (await this.models(req.signal)).id;
+    const model = this.opts.model ?? (await this.models.get(req.signal))?.id;
     const s = req.sampling;
     const body: Record<string, unknown> = {
       ...(model === undefined ? {} : { model }),
@@ -60,7 +69,7 @@ export class VllmClient implements BackendClient {
       // Names the call for /abort_requests (a pause in abort mode).
       request_id: req.request_id,
     };
-    const res = await postJson(`${this.address}/v1/completions`, body, req.signal, this.timeoutMs);
+    const res = await postJson(`${this.address}/v1/completions`, body, req.signal, req.timeout_ms ?? this.timeoutMs);
     const choice = res?.choices?.[0];
     if (!choice) throw new RaasError('backend_unavailable', `vLLM ${this.address} answered without choices`, { retryable: true });
     const lp = choice.logprobs as { tokens?: string[]; token_logprobs?: Array<number | null> } | null | undefined;
@@ -70,19 +79,14 @@ export class VllmClient implements BackendClient {
     return { ids, logprobs, finish_reason: finishOf(choice.finish_reason) };
   }
 
+  /** From GET /v1/models; undefined while unknown (a failed fetch is retried after a backoff, never kept). */
   async maxModelLen(signal?: AbortSignal): Promise<number | undefined> {
-    return (await this.models(signal)).maxModelLen;
+    return (await this.models.get(signal))?.maxModelLen;
   }
 
-  /** GET /v1/models once: the served model id and max_model_len. A failure is remembered as "unknown". */
-  private models(signal?: AbortSignal): Promise<{ id?: string; maxModelLen?: number }> {
-    this.modelInfo ??= getJson(`${this.address}/v1/models`, signal, 10_000).then(
-      (r) => {
-        const m = r?.data?.[0];
-        return { id: typeof m?.id === 'string' ? m.id : undefined, maxModelLen: typeof m?.max_model_len === 'number' ? m.max_model_len : undefined };
-      },
-      () => ({}),
-    );
-    return this.modelInfo;
+  /** GET /health (vLLM answers 200 while its engine lives); an answer also refetches metadata still unknown. */
+  async probe(timeoutMs: number): Promise<void> {
+    await probe(`${this.address}/health`, timeoutMs);
+    this.models.refresh();
   }
 }

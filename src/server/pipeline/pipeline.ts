@@ -13,6 +13,7 @@ import { Job, STAGES, transition, type Stage } from './job.js';
 import type { ResultsJournal } from './journal.js';
 import { admissionEnv, admit, instanceHash } from './intake.js';
 import { buildResult } from './result.js';
+import { ResultStore } from './results.js';
 import { LazySandboxRuntime } from './sandboxes.js';
 import { StagePool } from './stage-pool.js';
 import { StageRunner } from './stage-runner.js';
@@ -40,16 +41,6 @@ export interface PipelineOptions {
   observer?: PipelineObserver;
 }
 
-interface Finished {
-  state: JobState;
-  /** The result as JSON text: one string per job keeps the garbage collector's work small. */
-  json: string;
-  endedAt: number;
-  /** Fingerprint of the submitted instance (from the journal), or the instance itself (hashed only on a resubmission). */
-  hash?: string;
-  instance?: unknown;
-}
-
 /** What /process gets back: the job's id and its eventual result. */
 export interface Submission {
   jobId: string;
@@ -69,7 +60,8 @@ export class Pipeline {
   /** Unfinished jobs by job_id, oldest first (several when clients reuse an id). */
   private readonly live = new Map<string, Job[]>();
   private liveCount = 0;
-  private readonly done = new Map<string, Finished>();
+  /** Finished results (the newest in memory, older ones in the journal). */
+  private readonly done: ResultStore;
   readonly pools: Record<Stage, StagePool>;
   readonly sandboxes: LazySandboxRuntime;
   /** What /process checks instances against (sandbox.data_dirs, sandbox.disk_mb). */
@@ -86,6 +78,7 @@ export class Pipeline {
   constructor(private readonly o: PipelineOptions) {
     this.wallNow = o.wallNow ?? Date.now;
     this.state = o.config.autostart ? 'running' : 'stopped';
+    this.done = new ResultStore({ ttlMs: o.config.result_ttl_s * 1000, max: o.config.max_kept_results, journal: o.journal, wallNow: this.wallNow });
     this.sandboxes = new LazySandboxRuntime(o.config.sandbox, o.log);
     this.admission = admissionEnv(o.config.sandbox);
     this.runner = new StageRunner({
@@ -102,16 +95,14 @@ export class Pipeline {
       eval: new StagePool('eval', w.eval, (j) => this.runner.run(j, 'eval')),
     };
     if (o.config.result_ttl_s > 0) {
-      this.sweeper = setInterval(() => this.sweep(), Math.min(60_000, o.config.result_ttl_s * 1000));
+      this.sweeper = setInterval(() => this.done.sweep(), Math.min(60_000, o.config.result_ttl_s * 1000));
       this.sweeper.unref();
     }
   }
 
   /** Reloads the journal's results (call once before serving). */
   async openJournal(): Promise<void> {
-    if (!this.o.journal) return;
-    const entries = await this.o.journal.open(this.o.config.result_ttl_s * 1000, this.wallNow());
-    for (const e of entries) this.done.set(e.job_id, { state: e.state, json: JSON.stringify(e.result), endedAt: e.ended_at, hash: e.instance_hash });
+    await this.done.open();
   }
 
   /** Validates and enqueues a /process body; with `attach: true`, answers from the job that already has its job_id. */
@@ -119,7 +110,7 @@ export class Pipeline {
     const a = await admit(body, this.o.registry, this.admission, this.ignoreKey);
     const id = a.request.job_id || randomUUID();
     if (a.request.attach) {
-      const known = this.attach(id, a.request.instance);
+      const known = await this.attach(id, a.request.instance);
       if (known) return known;
     }
     if (this.state !== 'running') throw stoppedError();
@@ -139,7 +130,7 @@ export class Pipeline {
   }
 
   /** The newest live job with this id and instance, else the stored result; job_conflict when the id has another instance. */
-  private attach(id: string, instance: unknown): Submission | undefined {
+  private async attach(id: string, instance: unknown): Promise<Submission | undefined> {
     const jobs = this.live.get(id);
     if (jobs) {
       const hash = instanceHash(instance);
@@ -147,11 +138,13 @@ export class Pipeline {
       if (!job) throw conflict(id);
       return { jobId: id, finished: job.finished, attached: true };
     }
-    const f = this.finishedRecord(id);
+    const f = this.done.record(id);
     if (!f) return undefined;
     const known = f.hash ?? (f.instance === undefined ? undefined : instanceHash(f.instance));
     if (known !== undefined && known !== instanceHash(instance)) throw conflict(id);
-    return { jobId: id, finished: Promise.resolve(f.json), attached: true };
+    const json = await this.done.json(id, f);
+    // A result the journal no longer has (file replaced by hand) counts as unknown: a new job runs.
+    return json === undefined ? undefined : { jobId: id, finished: Promise.resolve(json), attached: true };
   }
 
   private readonly ignoreKey = (key: string): void => {
@@ -167,7 +160,7 @@ export class Pipeline {
    */
   cancel(id: string): { status: 'ok'; job_id: string; cancelled: boolean; state: JobState | 'unknown' } {
     const jobs = this.live.get(id);
-    if (!jobs) return { status: 'ok', job_id: id, cancelled: false, state: this.finishedRecord(id)?.state ?? 'unknown' };
+    if (!jobs) return { status: 'ok', job_id: id, cancelled: false, state: this.done.record(id)?.state ?? 'unknown' };
     for (const job of [...jobs]) this.cancelJob(job, new CancelledError('cancelled by POST /cancel'));
     return { status: 'ok', job_id: id, cancelled: true, state: 'cancelled' };
   }
@@ -188,13 +181,17 @@ export class Pipeline {
     job.abort(reason);
   }
 
-  /** GET /jobs/:id, as JSON text (`{job_id, state, result?}`): the newest live job with the id, else its stored result. */
-  get(id: string): string {
+  /**
+   * GET /jobs/:id, as JSON text (`{job_id, state, result?}`): the newest live job with the id, else
+   * its stored result (from memory, or from the journal past `max_kept_results`).
+   */
+  async get(id: string): Promise<string> {
     const job = this.live.get(id)?.at(-1);
     if (job) return JSON.stringify({ job_id: id, state: job.state });
-    const f = this.finishedRecord(id);
-    if (!f) throw new RaasError('job_not_found', `job_id ${JSON.stringify(id)} is unknown (never seen, expired, or in flight at a restart): resubmit it with the same id and attach: true`);
-    return `{"job_id":${JSON.stringify(id)},"state":"${f.state}","result":${f.json}}`;
+    const f = this.done.record(id);
+    const json = f && (await this.done.json(id, f));
+    if (!f || json === undefined) throw new RaasError('job_not_found', `job_id ${JSON.stringify(id)} is unknown (never seen, expired, or in flight at a restart): resubmit it with the same id and attach: true`);
+    return `{"job_id":${JSON.stringify(id)},"state":"${f.state}","result":${json}}`;
   }
 
   /** POST /stop: close intake, cancel every job, close every sandbox; answers once all waiters have theirs. */
@@ -271,8 +268,7 @@ export class Pipeline {
     job.settle(json);
     this.o.observer?.jobEnded?.(state);
     if (job.forget) return;
-    this.done.set(job.id, { state, json, endedAt: job.endedAtWall, instance: job.request.instance });
-    this.o.journal?.append(job.id, state, job.endedAtWall, instanceHash(job.request.instance), json);
+    this.done.put(job.id, state, json, job.endedAtWall, job.request.instance);
   }
 
   private forgetLive(job: Job): void {
@@ -282,20 +278,6 @@ export class Pipeline {
     this.liveCount--;
     if (jobs!.length === 1) this.live.delete(job.id);
     else jobs!.splice(i, 1);
-  }
-
-  private finishedRecord(id: string): Finished | undefined {
-    const f = this.done.get(id);
-    if (f && this.wallNow() - f.endedAt > this.o.config.result_ttl_s * 1000) {
-      this.done.delete(id);
-      return undefined;
-    }
-    return f;
-  }
-
-  private sweep(): void {
-    const cutoff = this.wallNow() - this.o.config.result_ttl_s * 1000;
-    for (const [id, f] of this.done) if (f.endedAt < cutoff) this.done.delete(id);
   }
 
   private track(p: Promise<unknown>): void {

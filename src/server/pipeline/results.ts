@@ -1,0 +1,114 @@
+import type { JobState } from '../../protocol/process.js';
+import { instanceHash } from './intake.js';
+import type { JournalLocation, ResultsJournal } from './journal.js';
+
+/** A finished job as the store keeps it. */
+export interface FinishedRecord {
+  state: JobState;
+  /** Wall-clock ms when the job ended. */
+  endedAt: number;
+  /** Fingerprint of the submitted instance (with a journal), or the instance itself (hashed only on an attach). */
+  hash?: string;
+  instance?: unknown;
+  /** The result as JSON text while it is kept in memory. */
+  json?: string;
+  /** Its journal line, once appended. */
+  at?: JournalLocation;
+}
+
+export interface ResultStoreOptions {
+  /** `result_ttl_s` in ms: how long a result answers. */
+  ttlMs: number;
+  /** `max_kept_results`: results kept in memory, the newest. */
+  max: number;
+  journal?: ResultsJournal;
+  wallNow: () => number;
+}
+
+/**
+ * Finished results by job id, for GET /jobs/:id, attach and /cancel, for `result_ttl_s`. The newest
+ * `max_kept_results` are kept in memory as JSON text; an older one keeps only its state and the place
+ * of its journal line, and is read back from the journal when asked for (without a journal it is
+ * forgotten). Memory stays flat however long the server runs.
+ */
+export class ResultStore {
+  /** Results in memory, oldest first. */
+  private readonly kept = new Map<string, FinishedRecord>();
+  /** Results answered from the journal, oldest first. */
+  private readonly spilled = new Map<string, FinishedRecord>();
+
+  constructor(private readonly o: ResultStoreOptions) {}
+
+  /** Results that answer (in memory or in the journal). */
+  get size(): number {
+    return this.kept.size + this.spilled.size;
+  }
+
+  /** Results held in memory as JSON. */
+  get inMemory(): number {
+    return this.kept.size;
+  }
+
+  /** Reloads the journal (call once before serving): the newest `max` results into memory, the rest as journal pointers. */
+  async open(): Promise<void> {
+    if (!this.o.journal) return;
+    for (const e of await this.o.journal.open(this.o.ttlMs, this.o.wallNow(), this.o.max)) {
+      const r: FinishedRecord = { state: e.state, endedAt: e.ended_at, hash: e.instance_hash, at: e.at };
+      if (e.json === undefined) this.spilled.set(e.job_id, r);
+      else this.kept.set(e.job_id, { ...r, json: e.json });
+    }
+  }
+
+  /** Stores a job's result (and journals it); the last job to finish under an id is the one that answers. */
+  put(id: string, state: JobState, json: string, endedAt: number, instance: unknown): void {
+    const journal = this.o.journal;
+    let r: FinishedRecord;
+    if (journal) {
+      const hash = instanceHash(instance);
+      r = { state, endedAt, hash, json, at: journal.append(id, state, endedAt, hash, json) };
+    } else {
+      r = { state, endedAt, instance, json };
+    }
+    this.spilled.delete(id);
+    // Deleted first, so the id moves to the newest end.
+    this.kept.delete(id);
+    this.kept.set(id, r);
+    this.trim();
+  }
+
+  /** The record of `id` while within the ttl (state and fingerprint; the JSON via `json()`). */
+  record(id: string): FinishedRecord | undefined {
+    const r = this.kept.get(id) ?? this.spilled.get(id);
+    if (r && this.expired(r)) {
+      this.kept.delete(id);
+      this.spilled.delete(id);
+      return undefined;
+    }
+    return r;
+  }
+
+  /** The result JSON of a record: from memory, else its journal line; undefined when neither has it. */
+  async json(id: string, r: FinishedRecord): Promise<string | undefined> {
+    if (r.json !== undefined) return r.json;
+    if (!r.at || !this.o.journal) return undefined;
+    return this.o.journal.read(id, r.at);
+  }
+
+  /** Drops results past the ttl. */
+  sweep(): void {
+    for (const map of [this.kept, this.spilled]) for (const [id, r] of map) if (this.expired(r)) map.delete(id);
+  }
+
+  private expired(r: FinishedRecord): boolean {
+    return this.o.wallNow() - r.endedAt > this.o.ttlMs;
+  }
+
+  /** Moves the oldest results out of memory past `max` (to a journal pointer, or out entirely). */
+  private trim(): void {
+    while (this.kept.size > this.o.max) {
+      const [id, r] = this.kept.entries().next().value as [string, FinishedRecord];
+      this.kept.delete(id);
+      if (r.at) this.spilled.set(id, { state: r.state, endedAt: r.endedAt, hash: r.hash, at: r.at });
+    }
+  }
+}
