@@ -236,6 +236,28 @@ describe('backend pool health', () => {
     expect(fresh).not.toBe(before);
     expect(fresh.info()).toMatchObject({ active: 0, weight_version: 'default', healthy: true });
   });
+
+  it('while generation is paused (co-located engines asleep) failures do not count; resume starts the breakers afresh', async () => {
+    const a = await start();
+    const aUrl = a.url;
+    const { pool, clock } = poolOf({ unhealthy_after: 2, probe_interval_s: 1, probe_timeout_s: 1 });
+    pool.add(aUrl);
+    await clock.advance(0);
+    pool.suspendHealth();
+    // The engine sleeps through the training step: every probe fails, the backend stays routable.
+    await a.down();
+    for (let i = 0; i < 5; i++) await clock.advance(1_000);
+    await new Promise((r) => setTimeout(r, 50));
+    expect(pool.list().find((x) => x.address === aUrl)).toMatchObject({ healthy: true });
+    expect(pool.get(aUrl)!.failures).toBe(0);
+    // Resumed with the engine still down: probes count again and open the breaker.
+    pool.resumeHealth();
+    for (let i = 0; i < 4 && pool.get(aUrl)!.healthy; i++) {
+      await clock.advance(1_000);
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    expect(pool.get(aUrl)!.healthy).toBe(false);
+  });
 });
 
 describe('backend metadata (/v1/models)', () => {

@@ -105,6 +105,9 @@ describe('vLLM and SGLang token-in/token-out clients', () => {
     expect(sent.body).toEqual({
       model: 'Qwen/Qwen3-8B', prompt: PROMPT, max_tokens: 256, temperature: 1.0, top_p: 1.0, n: 1, seed: 1234, logprobs: 0,
       return_tokens_as_token_ids: true, return_token_ids: true, skip_special_tokens: false, include_stop_str_in_output: false, stop: [], stop_token_ids: [151645, 151643],
+      // vLLM's CompletionRequest takes the caller's request_id; its /abort_requests (pause with
+      // mode abort) names requests by it.
+      request_id: 'j-turn-0',
     });
     expect(await c.maxModelLen()).toBe(40960);
   });

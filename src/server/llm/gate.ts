@@ -41,7 +41,11 @@ export class GenerationGate {
   private readonly waiting = new Set<() => void>();
   private readonly idle = new Set<() => void>();
 
-  constructor(private readonly clock: Clock = systemClock) {}
+  constructor(
+    private readonly clock: Clock = systemClock,
+    /** Told when generation pauses and resumes (the pool's breakers stop counting meanwhile). */
+    private readonly hooks: { paused?(): void; resumed?(): void } = {},
+  ) {}
 
   get paused(): boolean {
     return this.mode !== undefined;
@@ -104,6 +108,7 @@ export class GenerationGate {
    */
   async pause(mode: PauseMode, abortGraceMs: number): Promise<PauseResponse> {
     this.mode = mode;
+    this.hooks.paused?.();
     const inFlight = [...this.calls];
     if (mode === 'abort' && inFlight.length > 0) {
       const asked = await Promise.all(inFlight.map((c) => askAbort(c)));
@@ -118,7 +123,9 @@ export class GenerationGate {
 
   /** Lets held jobs go on. Safe when not paused. */
   resume(): { status: 'running'; released: number } {
+    const was = this.mode !== undefined;
     this.mode = undefined;
+    if (was) this.hooks.resumed?.();
     const held = [...this.waiting];
     for (const release of held) release();
     return { status: 'running', released: held.length };
@@ -167,6 +174,6 @@ const gates = new WeakMap<BackendPool, GenerationGate>();
 /** The gate of a rollout server's backend pool: its routes and its jobs' sessions share it. */
 export function gateOf(pool: BackendPool): GenerationGate {
   let g = gates.get(pool);
-  if (!g) gates.set(pool, (g = new GenerationGate()));
+  if (!g) gates.set(pool, (g = new GenerationGate(systemClock, { paused: () => pool.suspendHealth(), resumed: () => pool.resumeHealth() })));
   return g;
 }

@@ -39,6 +39,11 @@ export interface HealthHooks<B extends Watched> {
 export class BackendHealth<B extends Watched> {
   private readonly timers = new Map<B, { handle: unknown }>();
   private closed = false;
+  /**
+   * Generation is paused (co-located engines asleep, or answering 503 while they are): failures of
+   * probes and of dropped calls say nothing about the backend then, and are not counted.
+   */
+  private suspended = false;
 
   constructor(
     private readonly cfg: HealthConfig,
@@ -48,6 +53,7 @@ export class BackendHealth<B extends Watched> {
 
   /** A call to `b` got no answer (refused, reset, or past its deadline). */
   failure(b: B, message: string): void {
+    if (this.suspended) return;
     b.failures++;
     b.lastError = message;
     if (b.healthy && b.failures >= this.cfg.unhealthy_after) {
@@ -76,6 +82,23 @@ export class BackendHealth<B extends Watched> {
     if (!slot) return;
     this.timers.delete(b);
     this.clock.clearTimeout(slot.handle);
+  }
+
+  /** Generation paused: no failure counts until resume(). */
+  suspend(): void {
+    this.suspended = true;
+  }
+
+  /**
+   * Generation resumed: counting starts afresh; every backend is routed to again, and a backend that
+   * is really gone opens again after `unhealthy_after` failures of the calls or probes that follow.
+   */
+  resume(): void {
+    this.suspended = false;
+    for (const b of this.timers.keys()) {
+      b.failures = 0;
+      if (!b.healthy) this.restore(b);
+    }
   }
 
   /** Stops every probe. Safe twice. */

@@ -230,6 +230,16 @@ export class BackendPool {
     if (b.failures > 0 || !b.healthy) this.health.success(b);
   }
 
+  /** Generation paused (POST /pause): the breakers stop counting; sleeping engines are not failures. */
+  suspendHealth(): void {
+    this.health.suspend();
+  }
+
+  /** Generation resumed: breakers start afresh. */
+  resumeHealth(): void {
+    this.health.resume();
+  }
+
   /** Stops the probes. Safe twice. */
   close(): void {
     this.health.close();
