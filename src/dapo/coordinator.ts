@@ -171,6 +171,8 @@ export class Coordinator {
     for (const g of core.admit()) this.submit(g);
     while (this.waiters.length > 0 && core.ready()) {
       const { batch, cancels } = core.handover();
+      const mode = this.logprobsMode();
+      if (mode) batch.logprobs_mode = mode;
       this.sendCancels(cancels);
       this.waiters.shift()!.resolve(batch);
       core.demand = this.waiters.length > 0;
@@ -180,6 +182,16 @@ export class Coordinator {
       const err = new RaasError('dataset_exhausted', `dataset ${this.config.dataset.path}: all ${this.config.dataset.epochs ?? '∞'} epochs served and fewer than batch_size=${this.config.batch_size} accepted groups remain; raise dataset.epochs`, { retryable: false });
       for (const w of this.waiters.splice(0)) w.reject(err);
     }
+  }
+
+  /** The logprobs mode batches record: declared, else the embedded simulators' own. */
+  private logprobsMode(): Batch['logprobs_mode'] {
+    const c = this.config;
+    if (c.logprobs_mode) return c.logprobs_mode;
+    if (c.embedded === false) return undefined;
+    const sim = c.embedded === true ? {} : c.embedded.sim;
+    const m = (sim as { logprobs_mode?: unknown }).logprobs_mode;
+    return m === 'processed_logprobs' ? 'processed_logprobs' : 'raw_logprobs';
   }
 
   /** The next step's batch: resolves as soon as `batch_size` accepted groups are buffered. */

@@ -87,6 +87,12 @@ export const TrainConfig = z.strictObject({
   embedded: z.union([z.boolean(), EmbeddedConfig]).default(false),
   servers: z.array(ServerRef).default([]),
   backends: z.array(BackendRef).default([]),
+  /**
+   * Which logprobs the backends return (vLLM `--logprobs-mode`), recorded in every batch so the
+   * trainer can check it. Embedded simulators: theirs (`embedded.sim.logprobs_mode`, default
+   * raw_logprobs); external backends: unknown unless declared here.
+   */
+  logprobs_mode: z.enum(['raw_logprobs', 'processed_logprobs']).optional(),
   dataset: DatasetConfig,
   mode: z.enum(['async', 'sync']).default('async'),
   carry_over: z.boolean().default(true),

@@ -14,7 +14,7 @@ afterAll(async () => {
 describe('Coordinator on real rollout servers and simulated backends', () => {
   it('embedded: three steps with weight updates, batches in the one schema, nothing left running after close', async () => {
     const c = new Coordinator({
-      name: 'emb', seed: 3, embedded: { backends: 2, sim: { latency: { decode_ms_per_token: 1 } } },
+      name: 'emb', seed: 3, embedded: { backends: 2, sim: { latency: { decode_ms_per_token: 1 }, logprobs_mode: 'processed_logprobs' } },
       dataset: { path: dataset }, n: 4, batch_size: 3, steps: 3,
     });
     const batches = [];
@@ -25,6 +25,8 @@ describe('Coordinator on real rollout servers and simulated backends', () => {
     expect(batches.map((b) => b.step)).toEqual([0, 1, 2]);
     expect(batches.map((b) => b.policy_version)).toEqual([0, 1, 2]);
     for (const b of batches) {
+      // The embedded simulators' logprobs mode is recorded for the trainer to check.
+      expect(b.logprobs_mode).toBe('processed_logprobs');
       expect(b.groups).toHaveLength(3);
       for (const g of b.groups) {
         expect(new Set(g.rollouts.map((r) => r.reward)).size).toBe(2);

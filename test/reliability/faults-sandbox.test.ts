@@ -90,25 +90,30 @@ describe('faults: sandboxes killed, tool servers crashing, workspaces filling up
     });
   }, 60_000);
 
-  it.skipIf(!isRoot)('the workspace filling up (sandbox root on a 24 MiB tmpfs): ENOSPC inside, INIT failure when full, space reclaimed', async () => {
+  it.skipIf(!isRoot)('the workspace filling up (sandbox root on a 160 MiB tmpfs, which also holds the execute-only node): stopped at sandbox.disk_mb, the host disk untouched, INIT failure when the host disk is full, space reclaimed', async () => {
     const fillRoot = sandboxRoot('fill');
     fs.mkdirSync(fillRoot, { recursive: true });
-    execFileSync('mount', ['-t', 'tmpfs', '-o', 'size=24m,mode=0755', 'tmpfs', fillRoot]);
-    const small = await inProcessServer({ sandbox: { runtime: 'bwrap', root: fillRoot, close_grace_ms: 200 }, llm: { backends: [{ address: NO_LLM }] } });
+    execFileSync('mount', ['-t', 'tmpfs', '-o', 'size=160m,mode=0755', 'tmpfs', fillRoot]);
+    const small = await inProcessServer({ sandbox: { runtime: 'bwrap', root: fillRoot, close_grace_ms: 200, disk_mb: 16 }, llm: { backends: [{ address: NO_LLM }] } });
     try {
       const usedMb = () => Number(execFileSync('df', ['-m', '--output=used', fillRoot], { encoding: 'utf8' }).trim().split('\n')[1]);
-      // 1. A command writes past the free space: the write fails inside, the job still finishes.
+      // A first job installs the tool server and the execute-only node under the root.
+      const warm = await postJson(`${small.url}/process`, { job_id: 'fill-0', instance: { data_source: 'rel-sandbox', commands: ['echo SANDBOX-OK'] } }, { timeoutMs: 60_000 });
+      expect(warm.body.critical_error).toBe(null);
+      const before = usedMb();
+      // 1. A command writes past the workspace quota (a private tmpfs of sandbox.disk_mb): the job is
+      //    stopped with a critical error naming the limit, and the host disk does not grow.
       const r = await postJson(`${small.url}/process`, { job_id: 'fill-1', instance: { data_source: 'rel-sandbox', commands: ['head -c 64M /dev/zero > big.bin; echo rc=$?', 'echo SANDBOX-OK'] } }, { timeoutMs: 60_000 });
-      expect(r.body.critical_error).toBe(null);
-      const out = String(r.body.details?.outputs?.[0] ?? r.body.messages?.[0]?.content);
-      expect(out).toMatch(/No space left on device/);
+      expect(r.body.critical_error).not.toBe(null);
+      expect(String(r.body.error)).toMatch(/sandbox\.disk_mb/);
+      const out = String(r.body.error);
       await until(() => workspaceCount(fillRoot) === 0, 'workspace removed');
       const afterJob = usedMb();
-      expect(afterJob).toBeLessThan(8);
+      expect(afterJob - before).toBeLessThan(2);
       // 2. The disk is full before the job: creating its workspace fails, the job ends in INIT.
       const hog = `${fillRoot}/hog.bin`;
       try {
-        execFileSync('sh', ['-c', `head -c 64M /dev/zero > ${hog}`], { stdio: 'ignore' });
+        execFileSync('sh', ['-c', `head -c 256M /dev/zero > ${hog}`], { stdio: 'ignore' });
       } catch {
         /* ENOSPC is the point */
       }
@@ -122,9 +127,9 @@ describe('faults: sandboxes killed, tool servers crashing, workspaces filling up
       expect(await waitGone(() => bwraps(fillRoot))).toEqual([]);
       observe({
         section: 'faults',
-        name: 'workspace filling up (sandbox root on a 24 MiB tmpfs)',
-        observed: `writing 64 MiB inside: "${out.trim().split('\n').slice(-2).join(' ').slice(0, 160)}", job finished (critical_error null), workspace removed (${afterJob} MiB used after); with the disk full beforehand: critical_error "init", error "${String(full.body.error).slice(0, 160)}"; after freeing space the next job succeeded`,
-        figures: { jobs: 3, lost_jobs: 0, orphans: 0 },
+        name: 'workspace filling up (sandbox.disk_mb 16; sandbox root on a 160 MiB tmpfs)',
+        observed: `writing 64 MiB into a 16 MB workspace: "${out.slice(0, 160)}" (critical_error ${r.body.critical_error}), host disk ${afterJob} MiB used after (${before} before); with the disk full beforehand: critical_error "init", error "${String(full.body.error).slice(0, 160)}"; after freeing space the next job succeeded`,
+        figures: { jobs: 4, lost_jobs: 0, orphans: 0 },
       });
     } finally {
       await small.close();

@@ -62,7 +62,10 @@ export function installExecOnlyNode(root: string, node: string): string {
   const base = path.join(root, 'node');
   const dir = path.join(base, key);
   const target = path.join(dir, SANDBOX_NODE);
-  const mode = isRoot() ? 0o711 : 0o111;
+  // A script (a wrapper around node) needs its interpreter to read it: only a binary can be
+  // execute-only. A wrapper's node is then dumpable; the seccomp filter still refuses ptrace,
+  // process_vm_* and pidfd_getfd, and /proc/<pid>/mem stays open to the task (docs/security.md).
+  const mode = isElf(real) ? (isRoot() ? 0o711 : 0o111) : 0o755;
   let stale = false;
   try {
     const have = fs.statSync(target);
@@ -87,6 +90,18 @@ export function installExecOnlyNode(root: string, node: string): string {
     throw new RaasError('sandbox_unavailable', `cannot install the sandbox node under ${base}: ${(e as Error).message}; check that sandbox.root is writable`, { cause: e, retryable: false });
   }
   return target;
+}
+
+/** True when the file starts with the ELF magic (a binary, not a script). */
+function isElf(file: string): boolean {
+  const fd = fs.openSync(file, 'r');
+  try {
+    const b = Buffer.alloc(4);
+    fs.readSync(fd, b, 0, 4, 0);
+    return b.equals(Buffer.from([0x7f, 0x45, 0x4c, 0x46]));
+  } finally {
+    fs.closeSync(fd);
+  }
 }
 
 /**
