@@ -1,0 +1,173 @@
+import { mkdtempSync, readFileSync, readdirSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { ROOT, cancel, clusterNodes, hostOf, jobState, jsonLines, processes, queued, sleep, submit, waitFile, waitJob, type JournalLine, type PlacementRecord } from './slurm.js';
+
+/**
+ * configs/slurm/raas.sbatch — the project's template, not a copy — submitted with real sbatch to a
+ * real local Slurm cluster (slurmctld, one slurmd per node, munged: scripts/slurm-cluster.sh), with
+ * the simulated inference server as the launcher. Every node runs `raas serve` and `raas sim-llm`
+ * bound to its own loopback address; the coordinator runs on the first node. The assertions read
+ * the run's own records: placement.json, placement-plan.json, the servers' journals, the batches.
+ */
+describe('raas.sbatch on a local multi-node Slurm cluster', () => {
+  const nodes = clusterNodes();
+  const N = nodes.length;
+  const dirs: string[] = [];
+  const jobs: string[] = [];
+  const env = { RAAS_HOME: ROOT, LAUNCHER: 'sim', SERVE_ARGS: '--workers-init 4 --workers-run 4 --workers-eval 4' };
+  // The template asks for GPUs and 64 CPUs per task; the local nodes have neither.
+  const sbatchArgs = [`--nodes=${N}`, '--gpus-per-node=0', '--cpus-per-task=1'];
+
+  const start = (trainArgs: string): { dir: string; id: string; runDir: string; journal: string } => {
+    const dir = mkdtempSync(path.join(tmpdir(), 'raas-slurm-test-'));
+    dirs.push(dir);
+    const journal = path.join(dir, 'journal');
+    // Submitted from a scratch directory: the template's default outputs (runs/slurm-<jobid>/) land there.
+    const id = submit(dir, { ...env, TRAIN_ARGS: trainArgs, JOURNAL_DIR: journal }, sbatchArgs);
+    jobs.push(id);
+    return { dir, id, runDir: path.join(dir, 'runs', `slurm-${id}`), journal };
+  };
+  const jobLog = (dir: string, id: string): string => {
+    const tail = (f: string): string => {
+      try {
+        return readFileSync(f, 'utf8').split('\n').slice(-40).join('\n');
+      } catch {
+        return `(no ${f})`;
+      }
+    };
+    const runDir = path.join(dir, 'runs', `slurm-${id}`);
+    let files = '';
+    try {
+      files = readdirSync(runDir).join(' ');
+    } catch (err) {
+      files = String(err);
+    }
+    return `--- raas-${id}.out ---\n${tail(path.join(dir, `raas-${id}.out`))}\n--- ${runDir}: ${files}`;
+  };
+  const json = <T>(f: string): T => JSON.parse(readFileSync(f, 'utf8')) as T;
+  /** Runs the checks of a finished job; a failure carries the job's output, to see why. */
+  const checks = async (dir: string, id: string, body: () => void | Promise<void>): Promise<void> => {
+    try {
+      await body();
+    } catch (err) {
+      if (err instanceof Error) err.message += `\n${jobLog(dir, id)}`;
+      throw err;
+    }
+  };
+  const journalOf = (journal: string, node: string): JournalLine[] => jsonLines<JournalLine>(path.join(journal, node, 'results.jsonl'));
+  const rolloutIds = (runDir: string): string[] =>
+    jsonLines<{ groups: Array<{ rollouts: Array<{ job_id: string }> }> }>(path.join(runDir, 'batches.jsonl')).flatMap((b) => b.groups.flatMap((g) => g.rollouts.map((r) => r.job_id)));
+
+  beforeAll(() => {
+    expect(N, 'the local cluster has at least 2 nodes (scripts/slurm-cluster.sh up)').toBeGreaterThanOrEqual(2);
+    for (const n of nodes) expect(n.address, `${n.node} resolves to its own loopback address`).toMatch(/^127\./);
+    expect(new Set(nodes.map((n) => n.address)).size).toBe(N);
+  });
+
+  afterAll(async () => {
+    for (const id of jobs) if (!['COMPLETED', 'FAILED', 'CANCELLED', 'TIMEOUT'].includes(jobState(id).state)) cancel(id);
+    // Nothing of the jobs may outlive them: no job in squeue, no raas process on a node address.
+    let left: string[] = [];
+    let procs: Array<{ pid: number; cmd: string }> = [];
+    for (let i = 0; i < 60; i++) {
+      left = queued().filter((j) => jobs.includes(j));
+      procs = nodes.flatMap((n) => processes(`--host ${n.address} `));
+      if (left.length === 0 && procs.length === 0) break;
+      await sleep(500);
+    }
+    for (const d of dirs) rmSync(d, { recursive: true, force: true });
+    expect(left, 'jobs left in squeue').toEqual([]);
+    expect(procs.map((p) => p.cmd), 'raas processes left on the nodes').toEqual([]);
+  });
+
+  it(`runs the whole template on ${N} nodes: every inference server placed on the rollout server of its own node, and the rollouts ran there`, async () => {
+    const { dir, id, runDir, journal } = start('--smoke');
+    const state = await waitJob(id, 480);
+    await checks(dir, id, () => {
+      expect(state).toEqual({ state: 'COMPLETED', exit: '0:0' });
+      const summary = json<{ steps: Array<{ step: number; groups: number }> }>(path.join(runDir, 'summary.json'));
+      expect(summary.steps.map((s) => [s.step, s.groups])).toEqual([[0, 4], [1, 4], [2, 4]]);
+
+      for (const n of nodes) {
+        // Each node's servers bound that node's own address (resolved from $SLURMD_NODENAME), same ports.
+        expect(readFileSync(path.join(runDir, `serve-${n.node}.log`), 'utf8')).toContain(`raas serve listening on http://${n.address}:8006`);
+        expect(readFileSync(path.join(runDir, `llm-0-${n.node}.log`), 'utf8')).toContain(`raas sim-llm listening on http://${n.address}:8000`);
+      }
+
+      // The plan: every inference server in phase 1 (same node) on its node's rollout server.
+      const plan = json<{ plan: { assignments: Array<{ rollout_server: string; llm_servers: Array<{ address: string; phase: number }> }> } }>(path.join(runDir, 'placement-plan.json')).plan;
+      expect(plan.assignments.map((a) => [hostOf(a.rollout_server), a.llm_servers.map((l) => [hostOf(l.address), l.phase])])).toEqual(
+        nodes.map((n) => [n.address, [[n.address, 1]]]),
+      );
+
+      // What the servers held at the end: exactly their own node's inference server, at the last
+      // weight version (steps 0-2: updates after steps 0 and 1), and every one of them was used.
+      const placed = json<PlacementRecord>(path.join(runDir, 'placement.json'));
+      expect(placed.job_id).toBe(id);
+      expect(placed.nodes.map((n) => [n.node, n.reachable, n.backends.map((b) => [b.node, b.address, b.weight_version])])).toEqual(
+        nodes.map((n) => [n.node, true, [[n.node, `http://${n.address}:8000`, '2']]]),
+      );
+      for (const n of placed.nodes) expect(n.backends[0].assigned, `${n.node}'s backend got jobs`).toBeGreaterThan(0);
+
+      // The journals: every rollout a node's server ran used that node's inference server; every
+      // rollout of the batches is among them; every node ran rollouts.
+      const ranOn = new Map<string, string>();
+      for (const n of nodes) {
+        const lines = journalOf(journal, n.node);
+        const done = lines.filter((l) => l.state === 'done');
+        expect(done.length, `${n.node} ran rollouts`).toBeGreaterThan(0);
+        for (const l of lines) if (l.result.backend !== null) expect(hostOf(l.result.backend), `${l.job_id} on ${n.node}`).toBe(n.address);
+        for (const l of done) ranOn.set(l.job_id, n.node);
+      }
+      const ids = rolloutIds(runDir);
+      expect(ids.length).toBe(3 * 4 * 4);
+      expect(ids.filter((j) => !ranOn.has(j)), 'batch rollouts not found in any node journal').toEqual([]);
+    });
+  });
+
+  it(`a node's rollout server killed after the first step: the run finishes all its steps on the other ${N - 1} node(s)`, async () => {
+    const victim = nodes[N - 1];
+    const survivors = nodes.slice(0, -1);
+    const { dir, id, runDir, journal } = start('--smoke --steps 5');
+    await waitFile(path.join(runDir, 'batches', 'step-0.json'), id, 300);
+    const serve = processes('cli.js serve', `--host ${victim.address} `);
+    expect(serve.map((p) => p.cmd), `exactly one raas serve on ${victim.node}`).toHaveLength(1);
+    process.kill(serve[0].pid, 'SIGKILL');
+    const killedAt = Date.now();
+
+    const state = await waitJob(id, 480);
+    await checks(dir, id, () => {
+      expect(state).toEqual({ state: 'COMPLETED', exit: '0:0' });
+      const summary = json<{ steps: Array<{ step: number; groups: number }> }>(path.join(runDir, 'summary.json'));
+      expect(summary.steps.map((s) => [s.step, s.groups])).toEqual([0, 1, 2, 3, 4].map((s) => [s, 4]));
+
+      // The weight updates after the failure placed over the live servers only: each survivor keeps
+      // its own node's inference server, the dead node's one (still answering) moved to a survivor,
+      // all at the final weight version 4 (registered after the kill).
+      const placed = json<PlacementRecord>(path.join(runDir, 'placement.json'));
+      const byNode = new Map(placed.nodes.map((n) => [n.node, n]));
+      expect(byNode.get(victim.node)?.reachable).toBe(false);
+      for (const s of survivors) {
+        const rec = byNode.get(s.node)!;
+        expect(rec.reachable).toBe(true);
+        expect(rec.backends.map((b) => b.node), `${s.node} keeps its own inference server`).toContain(s.node);
+        for (const b of rec.backends) expect(b.weight_version).toBe('4');
+      }
+      const held = survivors.flatMap((s) => byNode.get(s.node)!.backends.map((b) => b.node)).sort();
+      expect(held, 'every inference server is placed on a live rollout server').toEqual(nodes.map((n) => n.node).sort());
+
+      // Rollouts ran on the survivors after the kill; none ended on the dead server after it; every
+      // rollout of the batches is in some node's journal.
+      const after = survivors.flatMap((s) => journalOf(journal, s.node)).filter((l) => l.state === 'done' && l.ended_at > killedAt);
+      expect(after.length, 'rollouts finished on the survivors after the kill').toBeGreaterThan(0);
+      const victimLines = journalOf(journal, victim.node);
+      expect(victimLines.filter((l) => l.ended_at > killedAt + 1000)).toEqual([]);
+      const done = new Set(nodes.flatMap((n) => journalOf(journal, n.node)).filter((l) => l.state === 'done').map((l) => l.job_id));
+      const ids = rolloutIds(runDir);
+      expect(ids.length).toBe(5 * 4 * 4);
+      expect(ids.filter((j) => !done.has(j)), 'batch rollouts not found in any node journal').toEqual([]);
+    });
+  });
+});
