@@ -7,7 +7,7 @@
  * machine's 2 cores. Weak scaling: batch_size = 4 × servers.
  * Reports informative groups/s, scaling efficiency (throughput per server relative to 1 server) and
  * the coordinator's CPU time per job; writes bench/results/scale.json and scale.svg.
- * Flags: --quick (1, 2, 4 servers; 3 steps). Internal: --infra K (the child).
+ * Flags: --quick (1, 2, 4 servers; 3 steps); --slurm (on Slurm nodes: bench/scale-slurm.ts). Internal: --infra K (the child).
  */
 import { spawn } from 'node:child_process';
 import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
@@ -152,7 +152,13 @@ async function main(): Promise<void> {
   for (const p of pts) process.stdout.write(`| ${p.servers} | ${p.batch_size} | ${p.informative_groups_per_s.toFixed(2)} | ${(p.scaling_efficiency * 100).toFixed(0)}% | ${p.rollouts_per_s.toFixed(1)} | ${(p.rollout_scaling_efficiency * 100).toFixed(0)}% | ${p.coordinator_cpu_ms_per_job.toFixed(2)} | ${(p.worker_utilization * 100).toFixed(0)}% |\n`);
 }
 
-if (args[0] === '--infra') {
+if (args.includes('--slurm')) {
+  // The same weak-scaling question on a real (local) Slurm cluster, through configs/slurm/raas.sbatch.
+  import('./scale-slurm.js').then((m) => m.main(args)).catch((err) => {
+    process.stderr.write(`bench:scale --slurm failed: ${err instanceof Error ? err.stack : String(err)}\n`);
+    process.exit(1);
+  });
+} else if (args[0] === '--infra') {
   infra(Number(args[1])).catch((err) => {
     process.stderr.write(`infra failed: ${err instanceof Error ? err.stack : String(err)}\n`);
     process.exit(1);
