@@ -73,7 +73,7 @@ export interface CoordinatorStatus {
 /**
  * The DAPO coordinator: keeps the rollout servers busy with asynchronous replenishment, hands a step
  * over as soon as `batch_size` informative groups exist, and carries running groups over within
- * `max_staleness` (DESIGN.md "DAPO coordinator"). `embedded: true` starts its own rollout server and
+ * `max_staleness` (docs/training.md). `embedded: true` starts its own rollout server and
  * simulated backends.
  */
 export class Coordinator {
@@ -118,7 +118,7 @@ export class Coordinator {
     this.pump();
   }
 
-  /** Sum of workers.run.size over the fleet (DESIGN.md's default max_inflight_jobs). */
+  /** Sum of workers.run.size over the fleet (the default max_inflight_jobs). */
   private async fleetCapacity(): Promise<number> {
     const sizes = await Promise.all(this.fleet!.clients().map((c) => c.status().then((s) => s.workers.run.size)));
     return Math.max(1, sizes.reduce((a, b) => a + b, 0));

@@ -27,7 +27,7 @@ export interface CoreTotals {
 
 /**
  * The DAPO coordinator's pure logic, without HTTP: admission, acceptance, handover, carry-over with
- * the staleness bound, and waste accounting, exactly as DESIGN.md defines them. The driver
+ * the staleness bound, and waste accounting, exactly as docs/training.md defines them. The driver
  * (Coordinator) submits what `admit()` returns, feeds results to `onResult()`, and sends the cancels
  * that `handover()`, `setVersion()` and `cancelAll()` return. Time comes from the injected clock.
  */

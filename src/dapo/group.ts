@@ -73,7 +73,7 @@ export function resultTokens(r: Result): number {
 export type Verdict = 'accepted' | 'filtered' | 'dropped_error';
 
 /**
- * Decides acceptance (DESIGN.md): errors follow on_error; the group is accepted when its task
+ * Decides acceptance (docs/training.md): errors follow on_error; the group is accepted when its task
  * rewards (before shaping) are not all equal. Fills rewards, shaped rewards and advantages.
  */
 export function judgeGroup(g: GroupRecord, cfg: TrainConfig): Verdict {

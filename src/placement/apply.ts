@@ -12,7 +12,7 @@ export interface ApplyOptions {
   /** Registered with every backend (the coordinator passes `String(policy_version)`). */
   weight_version?: string;
   /**
-   * `replace` (default, DESIGN.md): POST /clear_llm_server then /add_llm_server for each. `sync`:
+   * `replace` (default): POST /clear_llm_server then /add_llm_server for each. `sync`:
    * add or update the planned ones first, then remove the others, so the server is never without
    * a backend (no 503 no_llm_backends window during a weight update).
    */

@@ -1,6 +1,6 @@
 import type { FinishReason, SamplingParams } from '../../protocol/process.js';
 
-/** The length limits of one job (DESIGN.md "LLM backends"). */
+/** The length limits of one job (docs/agent.md). */
 export interface LengthLimits {
   /** Caps one call (`max_tokens_per_turn`, alias `max_output_tokens`). */
   perTurn: number;
