@@ -1,7 +1,11 @@
-import { appendFile, mkdir, rm, writeFile } from 'node:fs/promises';
+import { existsSync } from 'node:fs';
+import { appendFile, mkdir, rename, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import type { Batch } from '../protocol/batch.js';
 import { lineChartSvg } from './plot.js';
+
+/** What a run writes into its directory (moved aside, together, when the name is reused). */
+const OUTPUTS = ['batches', 'batches.jsonl', 'summary.json', 'plot.svg'];
 
 /** One row of summary.json per step. */
 export interface StepSummary {
@@ -49,11 +53,22 @@ export class RunWriter {
     this.dir = path.resolve(outputDir, name);
   }
 
-  /** Creates the run directory, replacing the outputs of an earlier run of the same name. */
-  async open(): Promise<void> {
-    await rm(path.join(this.dir, 'batches'), { recursive: true, force: true });
-    await rm(path.join(this.dir, 'batches.jsonl'), { force: true });
+  /**
+   * Creates the run directory. The outputs of an earlier run of the same name are moved aside into
+   * `previous-<time>/` (never deleted); returns that directory, if any. Call it once the run has
+   * started, so a run that fails at start leaves the earlier outputs where they were.
+   */
+  async open(now: Date = new Date()): Promise<string | undefined> {
+    await mkdir(this.dir, { recursive: true });
+    const present = OUTPUTS.filter((f) => existsSync(path.join(this.dir, f)));
+    let moved: string | undefined;
+    if (present.length) {
+      moved = path.join(this.dir, `previous-${now.toISOString().replace(/[:.]/g, '-')}`);
+      await mkdir(moved, { recursive: true });
+      for (const f of present) await rename(path.join(this.dir, f), path.join(moved, f));
+    }
     await mkdir(path.join(this.dir, 'batches'), { recursive: true });
+    return moved;
   }
 
   batchPath(step: number): string {

@@ -35,7 +35,6 @@ const row = (s: StepSummary): string =>
  */
 export async function runTraining(cfg: TrainConfig, opts: TrainOptions = {}): Promise<TrainSummary> {
   const writer = new RunWriter(cfg.output_dir, cfg.name);
-  await writer.open();
   const coord = new Coordinator(cfg);
   const err = opts.stderr;
   const t0 = performance.now();
@@ -51,6 +50,9 @@ export async function runTraining(cfg: TrainConfig, opts: TrainOptions = {}): Pr
   };
   try {
     await coord.start();
+    // Only a run that started touches the run directory; an earlier run's outputs are kept aside.
+    const moved = await writer.open();
+    if (moved) err?.write(`raas: the outputs of the earlier run "${cfg.name}" were moved to ${moved}\n`);
     for (let step = 0; step < cfg.steps; step++) {
       const batch = await withProgress(coord, cfg, step, err, opts.signal);
       const p = await writer.writeBatch(batch);

@@ -41,6 +41,26 @@ const alive = (pid: number): boolean => {
 };
 
 describe('raas train (the built CLI, embedded)', () => {
+  it('never deletes an earlier run: a run that fails at start leaves it in place, a new run moves it aside', async () => {
+    const ok = config('keep', '');
+    expect((await raas(['train', ok])).code).toBe(0);
+    const run = path.join(dir, 'runs', 'keep');
+    const first = readFileSync(path.join(run, 'batches.jsonl'), 'utf8');
+    // Same name, a typo inside embedded.sim: the run fails at start and must not touch the outputs.
+    const bad = path.join(dir, 'keep-bad.yaml');
+    writeFileSync(bad, readFileSync(ok, 'utf8').replace('sim: {latency', 'sim: {bogus_key: 1, latency'));
+    const failed = await raas(['train', bad]);
+    expect(failed.code).not.toBe(0);
+    expect(readFileSync(path.join(run, 'batches.jsonl'), 'utf8')).toBe(first);
+    // A run that starts moves the earlier outputs into previous-<time>/ and says so.
+    const again = await raas(['train', ok]);
+    expect(again.code).toBe(0);
+    const moved = /moved to (\S+)/.exec(again.stderr)?.[1];
+    expect(moved, again.stderr).toBeDefined();
+    expect(readFileSync(path.join(moved!, 'batches.jsonl'), 'utf8')).toBe(first);
+    expect(existsSync(path.join(moved!, 'summary.json'))).toBe(true);
+  }, 120_000);
+
   it('runs the trainer command per step, applies its last stdout line, writes the run files', async () => {
     const command = `echo "trained {step}" >&2; echo '{"version": 5, "weight_version": "ckpt-{step}"}'`;
     const cfg = config('cmd', `trainer:\n  command: ${JSON.stringify(command)}\n`);
