@@ -168,7 +168,12 @@ export class Coordinator {
     const core = this.core;
     if (!core || this.closing) return;
     core.demand = this.waiters.length > 0;
-    for (const g of core.admit()) this.submit(g);
+    // During a weight update nothing is admitted: a group tagged with the new version must not start
+    // on backends still serving the old one (admission resumes once every server has them).
+    const admit = (): void => {
+      if (this.updating === 0) for (const g of core.admit()) this.submit(g);
+    };
+    admit();
     while (this.waiters.length > 0 && core.ready()) {
       const { batch, cancels } = core.handover();
       const mode = this.logprobsMode();
@@ -176,7 +181,7 @@ export class Coordinator {
       this.sendCancels(cancels);
       this.waiters.shift()!.resolve(batch);
       core.demand = this.waiters.length > 0;
-      for (const g of core.admit()) this.submit(g);
+      admit();
     }
     if (this.waiters.length > 0 && core.exhausted()) {
       const err = new RaasError('dataset_exhausted', `dataset ${this.config.dataset.path}: all ${this.config.dataset.epochs ?? '∞'} epochs served and fewer than batch_size=${this.config.batch_size} accepted groups remain; raise dataset.epochs`, { retryable: false });
@@ -244,6 +249,9 @@ export class Coordinator {
    * weight_version = String(policy_version) unless given. Embedded simulators are told too (standing
    * in for the trainer's own weight sync), so their success probability rises.
    */
+  /** Weight updates in progress: admission holds until the backends serve the new version. */
+  private updating = 0;
+
   async updateWeights(req: UWR = {}): Promise<{ policy_version: number }> {
     const parsed = UpdateWeightsRequest.safeParse(req);
     if (!parsed.success) {
@@ -258,10 +266,15 @@ export class Coordinator {
     if (version < core.version) throw new RaasError('bad_request', `updateWeights: version ${version} is below the current policy_version ${core.version}; versions only rise`, { retryable: false });
     const weightVersion = r.weight_version ?? String(version);
     if (r.backends) this.backends = r.backends;
-    this.sendCancels(core.setVersion(version));
-    await this.env!.bumpSims(weightVersion);
-    await registerBackends(this.fleet!.clients(), this.backends, weightVersion, this.config.placement_mode);
-    this.pump();
+    this.updating++;
+    try {
+      this.sendCancels(core.setVersion(version));
+      await this.env!.bumpSims(weightVersion);
+      await registerBackends(this.fleet!.clients(), this.backends, weightVersion, this.config.placement_mode);
+    } finally {
+      this.updating--;
+      this.pump();
+    }
     return { policy_version: version };
   }
 
