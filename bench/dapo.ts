@@ -6,7 +6,7 @@
  *   modes: sync (batch by batch), async without carry-over, async with carry-over (max_staleness 1)
  *   Table 3 shape: full system vs per-request round robin (no load balancing) vs sync (no stale-job cleanup)
  * Each run: 5 steps; the "trainer" sleeps TRAIN_MS per step, then calls updateWeights.
- * Reports informative groups/s, step time, rollout-worker utilization, wasted tokens (DESIGN.md),
+ * Reports informative groups/s, step time, rollout-worker utilization, wasted tokens (docs/batch-format.md),
  * staleness mean/max; medians over --reps repetitions (order rotates); writes bench/results/dapo.json
  * and dapo.svg. Flags: --quick (3 steps, 1 rep), --reps N.
  */

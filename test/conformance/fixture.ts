@@ -7,15 +7,9 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import type { PolicyContext, SimPolicy } from '../../src/sim/policy.js';
+import { F2P, P2P, git, makeUpstream } from '../handlers/calc-repo.js';
 
-const git = (cwd: string, ...args: string[]): string =>
-  execFileSync('git', ['-c', 'user.name=raas', '-c', 'user.email=raas@localhost', '-c', 'init.defaultBranch=main', ...args], { cwd, encoding: 'utf8' }).trim();
-
-const CALC = '"""A tiny calculator."""\n\n\ndef add(a, b):\n    return a - b\n\n\ndef sub(a, b):\n    return a - b\n';
-const TESTS = 'import unittest\n\nfrom calc import sub\n\n\nclass CalcTest(unittest.TestCase):\n    def test_sub(self):\n        self.assertEqual(sub(5, 3), 2)\n';
-const TESTS_AFTER = 'import unittest\n\nfrom calc import add, sub\n\n\nclass CalcTest(unittest.TestCase):\n    def test_add(self):\n        self.assertEqual(add(2, 3), 5)\n\n    def test_sub(self):\n        self.assertEqual(sub(5, 3), 2)\n';
-export const F2P = 'tests.test_calc.CalcTest.test_add';
-export const P2P = 'tests.test_calc.CalcTest.test_sub';
+export { F2P, P2P };
 /** The repository the operator mirrors; rows naming another one find nothing. */
 export const REPO = 'acme/calc';
 
@@ -36,22 +30,7 @@ export function makeSweFixture(): SweFixture {
   const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'raas-conformance-'));
   fs.chmodSync(tmp, 0o755); // the sandbox user reads the mirror
   const work = path.join(tmp, 'upstream');
-  fs.mkdirSync(path.join(work, 'calc'), { recursive: true });
-  fs.mkdirSync(path.join(work, 'tests'), { recursive: true });
-  fs.writeFileSync(path.join(work, 'calc', '__init__.py'), CALC);
-  fs.writeFileSync(path.join(work, 'tests', '__init__.py'), '');
-  fs.writeFileSync(path.join(work, 'tests', 'test_calc.py'), TESTS);
-  git(work, 'init', '-q', '.');
-  git(work, 'add', '-A');
-  git(work, 'commit', '-q', '-m', 'calc with a bug');
-  const base = git(work, 'rev-parse', 'HEAD');
-  fs.writeFileSync(path.join(work, 'tests', 'test_calc.py'), TESTS_AFTER);
-  const testPatch = git(work, 'diff') + '\n';
-  git(work, 'checkout', '-q', '--', 'tests');
-  fs.writeFileSync(path.join(work, 'calc', '__init__.py'), CALC.replace('return a - b\n\n\ndef sub', 'return a + b\n\n\ndef sub'));
-  const goldPatch = git(work, 'diff') + '\n';
-  fs.writeFileSync(path.join(work, 'tests', 'test_calc.py'), TESTS_AFTER);
-  git(work, 'commit', '-q', '-am', 'fix add (the upstream fix)');
+  const { base, testPatch, goldPatch } = makeUpstream(work);
   const reposDir = path.join(tmp, 'repos');
   fs.mkdirSync(reposDir);
   git(tmp, 'clone', '-q', '--mirror', work, path.join(reposDir, 'acme__calc.git'));

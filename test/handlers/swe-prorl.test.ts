@@ -16,6 +16,7 @@ import { createSandboxRuntime } from '../../src/server/sandbox/index.js';
 import { startSim, type SimHandle } from '../../src/sim/index.js';
 import { call, scriptPolicy } from '../agent/script-policy.js';
 import { bwrapRuntime, parseInstance, stageContext } from './helpers.js';
+import { CALC, F2P, P2P, git, makeUpstream } from './calc-repo.js';
 
 // SWE-bench rows in the shape NeMo-Gym's prorl_agent sends them to ProRL Agent Server: the HF row
 // verbatim (GYM responses_api_agents/prorl_agent/app.py@b785ff0:329), no data_source (ProRL:
@@ -24,35 +25,7 @@ import { bwrapRuntime, parseInstance, stageContext } from './helpers.js';
 // The repository comes from the operator's handlers.swe.repos_dir / images_dir, here a real git
 // repository made at test time. Real rollout server (bwrap), real simulated backend, real git.
 
-const ID = { name: 'raas', email: 'raas@localhost' };
-const sh = (cwd: string, ...args: string[]): string => execFileSync('git', ['-c', `user.name=${ID.name}`, '-c', `user.email=${ID.email}`, '-c', 'init.defaultBranch=main', ...args], { cwd, encoding: 'utf8' }).trim();
-
-const CALC = '"""A tiny calculator."""\n\n\ndef add(a, b):\n    return a - b\n\n\ndef sub(a, b):\n    return a - b\n';
-const TESTS = 'import unittest\n\nfrom calc import sub\n\n\nclass CalcTest(unittest.TestCase):\n    def test_sub(self):\n        self.assertEqual(sub(5, 3), 2)\n';
-const TESTS_AFTER = 'import unittest\n\nfrom calc import add, sub\n\n\nclass CalcTest(unittest.TestCase):\n    def test_add(self):\n        self.assertEqual(add(2, 3), 5)\n\n    def test_sub(self):\n        self.assertEqual(sub(5, 3), 2)\n';
-const F2P = 'tests.test_calc.CalcTest.test_add';
-const P2P = 'tests.test_calc.CalcTest.test_sub';
-
-/** The upstream repository: a base commit with the bug, then the fix with its test (the "future" the model must not see). */
-function makeUpstream(dir: string): { base: string; fix: string; testPatch: string; goldPatch: string } {
-  fs.mkdirSync(path.join(dir, 'calc'), { recursive: true });
-  fs.mkdirSync(path.join(dir, 'tests'), { recursive: true });
-  fs.writeFileSync(path.join(dir, 'calc', '__init__.py'), CALC);
-  fs.writeFileSync(path.join(dir, 'tests', '__init__.py'), '');
-  fs.writeFileSync(path.join(dir, 'tests', 'test_calc.py'), TESTS);
-  sh(dir, 'init', '-q', '.');
-  sh(dir, 'add', '-A');
-  sh(dir, 'commit', '-q', '-m', 'calc with a bug');
-  const base = sh(dir, 'rev-parse', 'HEAD');
-  fs.writeFileSync(path.join(dir, 'tests', 'test_calc.py'), TESTS_AFTER);
-  const testPatch = sh(dir, 'diff') + '\n';
-  sh(dir, 'checkout', '-q', '--', 'tests');
-  fs.writeFileSync(path.join(dir, 'calc', '__init__.py'), CALC.replace('return a - b\n\n\ndef sub', 'return a + b\n\n\ndef sub'));
-  const goldPatch = sh(dir, 'diff') + '\n';
-  fs.writeFileSync(path.join(dir, 'tests', 'test_calc.py'), TESTS_AFTER);
-  sh(dir, 'commit', '-q', '-am', 'fix add (the upstream fix)');
-  return { base, fix: sh(dir, 'rev-parse', 'HEAD'), testPatch, goldPatch };
-}
+const sh = git;
 
 const edit = (newBody: string) => call('str_replace_editor', { command: 'str_replace', path: '/workspace/calc/__init__.py', old_str: 'def add(a, b):\n    return a - b\n', new_str: `def add(a, b):\n    ${newBody}\n` });
 // What the model can see of the repository: its history, and whether the operator's mirror is reachable.
