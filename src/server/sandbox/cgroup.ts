@@ -508,12 +508,18 @@ export class SandboxCgroup {
   async remove(timeoutMs = 3000): Promise<CgroupReport> {
     const report = this.report();
     const until = Date.now() + timeoutMs;
+    const killed = new Set(this.pids());
     while (!this.removeSync()) {
+      for (const pid of this.pids()) killed.add(pid);
       if (Date.now() > until) {
         throw new RaasError('sandbox_error', `cgroup ${this.dirs.map((d) => d.dir).join(', ')} still has processes ${this.pids().join(' ')} after ${timeoutMs} ms`);
       }
       await sleep(20);
     }
+    // A killed task leaves the group's task list before it has finished exiting (the kernel's
+    // cgroup_exit runs early in do_exit), so the directory can go while the process is still
+    // listed as running for a moment. Wait for those to finish so that nothing outlives remove().
+    while ([...killed].some(alive) && Date.now() <= until) await sleep(5);
     return report;
   }
 }
