@@ -5,8 +5,35 @@ export interface Series {
   values: number[];
 }
 
-const esc = (s: string): string => s.replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;');
-const fmt = (v: number): string => (Math.abs(v) >= 100 ? v.toFixed(0) : Math.abs(v) >= 10 ? v.toFixed(1) : v.toFixed(2));
+export const esc = (s: string): string => s.replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;');
+export const fmt = (v: number): string => {
+  if (v === 0) return '0';
+  const a = Math.abs(v);
+  const s = a >= 100 ? v.toFixed(0) : a >= 10 ? v.toFixed(1) : a >= 1 ? v.toFixed(2) : a >= 0.01 ? v.toFixed(3) : v.toExponential(1);
+  return s.includes('.') && !s.includes('e') ? s.replace(/0+$/, '').replace(/\.$/, '') : s;
+};
+
+/**
+ * A y axis from 0 for data whose maximum is `max`: a round step (1, 2, 2.5 or 5 × 10^k) giving 5 to
+ * 8 intervals, and a top that is a multiple of it strictly above `max` (headroom: the highest point
+ * never sits on the frame).
+ */
+export function niceAxis(max: number): { top: number; step: number; ticks: number[] } {
+  const m = Number.isFinite(max) && max > 0 ? max : 1;
+  let best: { top: number; step: number } | undefined;
+  for (let k = Math.floor(Math.log10(m)) - 2; k <= Math.floor(Math.log10(m)) + 1 && !best; k++) {
+    for (const f of [1, 2, 2.5, 5]) {
+      const step = f * 10 ** k;
+      const intervals = Math.floor(m * 1.02 / step) + 1;
+      if (!best && intervals >= 5 && intervals <= 8) best = { top: intervals * step, step };
+    }
+  }
+  // The candidates walk from small steps to large ones; the first that fits gives the most ticks.
+  best ??= { top: m * 1.25, step: (m * 1.25) / 5 };
+  const ticks: number[] = [];
+  for (let i = 0; i * best.step <= best.top * (1 + 1e-9); i++) ticks.push(Number((i * best.step).toPrecision(12)));
+  return { top: best.top, step: best.step, ticks };
+}
 
 /**
  * A hand-written SVG line chart of up to two series over steps (no plotting dependency): the first

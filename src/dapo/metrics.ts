@@ -1,0 +1,156 @@
+import { Counter, Gauge, Registry } from 'prom-client';
+import type { Batch } from '../protocol/batch.js';
+import type { CoordinatorStatus } from './coordinator.js';
+import { summarise, type StepSummary } from './run-writer.js';
+
+/**
+ * One line of `runs/<name>/metrics.jsonl`: every figure of the step line (the summary row) plus the
+ * rest of the batch's window stats, the time since the run started and the wall-clock time.
+ */
+export interface StepRecord extends StepSummary {
+  /** ISO time the batch was handed over. */
+  time: string;
+  /** Seconds since the run started. */
+  elapsed_s: number;
+  /** Groups whose n rollouts all ended in this step's window (accepted + filtered + dropped on error). */
+  finished: number;
+  /** filtered / finished (0 when nothing finished). */
+  filtered_share: number;
+  /** tokens_wasted / tokens_generated of the window. */
+  waste_fraction: number;
+  submitted: number;
+  completed: number;
+  errors: number;
+  dropped_stale: number;
+  dropped_error: number;
+  jobs_submitted: number;
+  jobs_cancelled: number;
+  tokens_used: number;
+  tokens_filtered: number;
+  running_at_handover: number;
+  buffered_after_handover: number;
+  max_inflight_jobs: number;
+  staleness_histogram: Record<string, number>;
+}
+
+const num = (v: unknown): number => (typeof v === 'number' && Number.isFinite(v) ? v : 0);
+
+/** The metrics.jsonl record of a batch (`elapsed_s` since the run started, `now` for the timestamp). */
+export function stepRecord(b: Batch, elapsed_s: number, now: Date = new Date()): StepRecord {
+  const s = b.stats as Batch['stats'] & Record<string, unknown>;
+  const row = summarise(b);
+  const finished = row.accepted + row.filtered + num(s.dropped_error);
+  return {
+    time: now.toISOString(),
+    elapsed_s,
+    ...row,
+    finished,
+    filtered_share: finished ? row.filtered / finished : 0,
+    waste_fraction: row.tokens_generated ? row.tokens_wasted / row.tokens_generated : 0,
+    submitted: num(s.submitted), completed: num(s.completed), errors: num(s.errors), dropped_stale: num(s.dropped_stale), dropped_error: num(s.dropped_error),
+    jobs_submitted: num(s.jobs_submitted), jobs_cancelled: num(s.jobs_cancelled), tokens_used: num(s.tokens_used), tokens_filtered: num(s.tokens_filtered),
+    running_at_handover: num(s.running_at_handover), buffered_after_handover: num(s.buffered_after_handover), max_inflight_jobs: num(s.max_inflight_jobs),
+    staleness_histogram: (s.staleness_histogram as Record<string, number> | undefined) ?? {},
+  };
+}
+
+/** The per-step line `raas train` prints: "accepted 4 of 16 finished groups (12 filtered)". */
+export function stepLine(r: StepRecord): string {
+  const dropped = r.dropped_error ? `, ${r.dropped_error} dropped on error` : '';
+  return (
+    `step ${String(r.step).padStart(3)} | v${r.policy_version} | ${r.wall_s.toFixed(2)}s | accepted ${r.accepted} of ${r.finished} finished groups (${r.filtered} filtered${dropped}), ` +
+    `${r.groups} in the batch (${r.carried_over} carried over), ${r.cancelled} cancelled | reward ${r.mean_reward.toFixed(3)} (batch ${r.batch_mean_reward.toFixed(3)}) | ` +
+    `${r.informative_groups_per_s.toFixed(2)} groups/s | util ${(r.worker_utilization * 100).toFixed(0)}% | waste ${(r.waste_fraction * 100).toFixed(0)}% | staleness ${r.staleness_mean.toFixed(2)}/${r.staleness_max}`
+  );
+}
+
+/** "1 step", "2 steps". */
+export const plural = (n: number, word: string): string => `${n} ${word}${n === 1 ? '' : 's'}`;
+
+/** What the Prometheus gauges read at scrape time (the live coordinator, if any). */
+export type StatusSource = () => CoordinatorStatus | undefined;
+
+/**
+ * The coordinator's Prometheus metrics (`raas train --metrics-port`, `raas sidecar --metrics-port`),
+ * in a registry of their own. Live gauges are read from the coordinator's status() at scrape time;
+ * per-step gauges and counters are set when a batch is handed over (`observe`).
+ */
+export class CoordinatorMetrics {
+  readonly registry = new Registry();
+  private source: StatusSource = () => undefined;
+  private readonly steps: Counter;
+  private readonly groups: Counter<'outcome'>;
+  private readonly tokens: Counter<'kind'>;
+  private readonly last: Map<string, Gauge>;
+
+  constructor() {
+    const registers = [this.registry];
+    const live = (name: string, help: string, read: (s: CoordinatorStatus) => number): void => {
+      const source = (): CoordinatorStatus | undefined => this.source();
+      new Gauge({
+        name, help, registers,
+        collect() {
+          const s = source();
+          if (s) this.set(read(s));
+        },
+      });
+    };
+    live('raas_coordinator_policy_version', 'Current policy version', (s) => s.policy_version);
+    live('raas_coordinator_step', 'Batches handed over so far', (s) => s.step);
+    live('raas_coordinator_running_groups', 'Groups submitted and not ended', (s) => s.running_groups);
+    live('raas_coordinator_running_jobs', 'Jobs in flight on the rollout servers', (s) => s.running_jobs);
+    live('raas_coordinator_buffered_groups', 'Accepted groups waiting for a handover', (s) => s.buffered_groups);
+    live('raas_coordinator_max_inflight_jobs', 'Admission cap (max_inflight_jobs)', (s) => s.max_inflight_jobs);
+    live('raas_coordinator_paused', '1 while generation is paused', (s) => (s.paused ? 1 : 0));
+    live('raas_coordinator_window_accepted_groups', 'Groups accepted in the current step window', (s) => s.window.accepted);
+    live('raas_coordinator_window_filtered_groups', 'Groups filtered in the current step window', (s) => s.window.filtered);
+    live('raas_coordinator_window_elapsed_seconds', 'Seconds since the last handover', (s) => s.window.elapsed_s);
+    const source = (): CoordinatorStatus | undefined => this.source();
+    new Gauge({
+      name: 'raas_coordinator_server_healthy', help: 'Health of each rollout server (1 healthy)', labelNames: ['server'], registers,
+      collect() {
+        this.reset();
+        for (const sv of source()?.servers ?? []) this.set({ server: sv.url }, sv.healthy ? 1 : 0);
+      },
+    });
+    this.steps = new Counter({ name: 'raas_coordinator_steps_total', help: 'Batches handed over', registers });
+    this.groups = new Counter({ name: 'raas_coordinator_groups_total', help: 'Groups by outcome in handed-over windows (accepted, filtered, cancelled, dropped_stale, dropped_error)', labelNames: ['outcome'], registers });
+    this.tokens = new Counter({ name: 'raas_coordinator_tokens_total', help: 'Tokens by kind in handed-over windows (generated, used, wasted, filtered)', labelNames: ['kind'], registers });
+    const g = (name: string, help: string): [string, Gauge] => [name, new Gauge({ name: `raas_coordinator_last_step_${name}`, help: `Last step: ${help}`, registers })];
+    this.last = new Map([
+      g('mean_reward', 'mean reward of all rollouts completed in the window'),
+      g('batch_mean_reward', 'mean reward of the batch'),
+      g('informative_groups_per_second', 'accepted groups handed over per second of the window'),
+      g('filtered_share', 'filtered / finished groups'),
+      g('waste_fraction', 'wasted / generated tokens'),
+      g('staleness_mean', 'mean rollout staleness in the batch'),
+      g('staleness_max', 'largest rollout staleness in the batch'),
+      g('wall_seconds', 'seconds the step window lasted'),
+      g('worker_utilization', 'share of max_inflight_jobs busy over the window'),
+      g('tokens_per_second', 'tokens generated per second of the window'),
+    ]);
+  }
+
+  /** Where the live gauges read from (the sidecar's coordinator changes on resume). */
+  setSource(source: StatusSource): void {
+    this.source = source;
+  }
+
+  /** Records a handed-over step. */
+  observe(r: StepRecord): void {
+    this.steps.inc();
+    for (const [k, v] of [['accepted', r.accepted], ['filtered', r.filtered], ['cancelled', r.cancelled], ['dropped_stale', r.dropped_stale], ['dropped_error', r.dropped_error]] as const) this.groups.inc({ outcome: k }, v);
+    for (const [k, v] of [['generated', r.tokens_generated], ['used', r.tokens_used], ['wasted', r.tokens_wasted], ['filtered', r.tokens_filtered]] as const) this.tokens.inc({ kind: k }, v);
+    const set = (k: string, v: number): void => this.last.get(k)!.set(v);
+    set('mean_reward', r.mean_reward);
+    set('batch_mean_reward', r.batch_mean_reward);
+    set('informative_groups_per_second', r.informative_groups_per_s);
+    set('filtered_share', r.filtered_share);
+    set('waste_fraction', r.waste_fraction);
+    set('staleness_mean', r.staleness_mean);
+    set('staleness_max', r.staleness_max);
+    set('wall_seconds', r.wall_s);
+    set('worker_utilization', r.worker_utilization);
+    set('tokens_per_second', r.tokens_per_s);
+  }
+}
