@@ -1,0 +1,78 @@
+// The bench:dapo oracle (bench/dapo-oracle.ts) on cases whose ideal schedule is worked out by hand.
+import { describe, expect, it } from 'vitest';
+import { oracleSchedule, type OracleGroup } from '../../bench/dapo-oracle.js';
+
+const same = (count: number, n: number, d: number, informative = true): OracleGroup[] =>
+  Array.from({ length: count }, () => ({ durations: new Array(n).fill(d), informative }));
+
+describe('oracleSchedule', () => {
+  it('sync (bound 0), one round fills the workers: each step takes d + T', () => {
+    const d = 2, T = 0.5, S = 4, B = 3, n = 4;
+    const r = oracleSchedule(same(20, n, d), { workers: n * B, batch_size: B, max_staleness: 0, train_s: T, steps: S });
+    expect(r.wall_s).toBeCloseTo(S * (d + T), 9);
+    expect(r.informative_groups_per_s).toBeCloseTo(B / (d + T), 9);
+    expect(r.handover_s).toEqual([2, 4.5, 7, 9.5]);
+    // Workers idle while the trainer trains.
+    expect(r.utilization).toBeCloseTo(d / (d + T), 9);
+    // Groups admitted as the round's workers free up are dropped at the handover, before any work.
+    expect(r.waste_fraction).toBe(0);
+  });
+
+  it('async (bound 1), trainer faster than a round: a handover every d, the trainer hidden', () => {
+    const d = 2, T = 0.5, S = 5, B = 2, n = 4;
+    const r = oracleSchedule(same(50, n, d), { workers: n * B, batch_size: B, max_staleness: 1, train_s: T, steps: S });
+    expect(r.handover_s).toEqual([2, 4, 6, 8, 10]);
+    expect(r.wall_s).toBeCloseTo(S * d + T, 9);
+    expect(r.groups_dropped).toBe(0);
+    expect(r.waste_fraction).toBe(0);
+  });
+
+  it('async (bound 1), trainer slower than a round: trainer-bound at d + S·T, and what runs past the bound is dropped', () => {
+    const d = 1, T = 3, S = 4, B = 2, n = 2;
+    const r = oracleSchedule(same(200, n, d), { workers: n * B, batch_size: B, max_staleness: 1, train_s: T, steps: S });
+    expect(r.handover_s).toEqual([1, 4, 7, 10]);
+    expect(r.wall_s).toBeCloseTo(d + S * T, 9);
+    expect(r.informative_groups_per_s).toBeCloseTo((S * B) / (d + S * T), 9);
+    // Version-0 groups made during the first training step beyond the batch are dropped at handover 1.
+    expect(r.groups_dropped).toBeGreaterThan(0);
+    expect(r.waste_fraction).toBeGreaterThan(0);
+  });
+
+  it('worker-bound: one group at a time, no trainer time, loose bound: B·S·d', () => {
+    const d = 0.25, S = 3, B = 4, n = 3;
+    const r = oracleSchedule(same(100, n, d), { workers: n, batch_size: B, max_staleness: 100, train_s: 0, steps: S });
+    expect(r.wall_s).toBeCloseTo(B * S * d, 9);
+    expect(r.utilization).toBeCloseTo(1, 9);
+  });
+
+  it('zero-variance groups cost their rollouts: alternating informative and filtered doubles the work', () => {
+    const d = 1, S = 2, B = 3, n = 2;
+    const list: OracleGroup[] = [];
+    for (let i = 0; i < 40; i++) list.push({ durations: [d, d], informative: i % 2 === 0 });
+    const r = oracleSchedule(list, { workers: n, batch_size: B, max_staleness: 100, train_s: 0, steps: S });
+    // The B·S-th informative group is list item 2(B·S − 1); groups run one after the other.
+    expect(r.wall_s).toBeCloseTo((2 * B * S - 1) * d, 9);
+  });
+
+  it('sync drops the groups still running at a handover, and frees their workers at once', () => {
+    // n = 1, 2 workers, B = 1: the slow first group (10 s) is overtaken by the fast second one (1 s).
+    const list: OracleGroup[] = [{ durations: [10], informative: true }, ...same(20, 1, 1)];
+    const r = oracleSchedule(list, { workers: 2, batch_size: 1, max_staleness: 0, train_s: 0, steps: 3 });
+    expect(r.handover_s[0]).toBe(1);
+    expect(r.groups_dropped).toBeGreaterThanOrEqual(1);
+    // Each later step: two 1 s groups start together; the first to finish is handed over, the other dropped.
+    expect(r.wall_s).toBeCloseTo(3, 9);
+    // The slow group's first second is waste.
+    expect(r.waste_fraction).toBeGreaterThan(0);
+  });
+
+  it('replays the list cyclically when the ideal needs more groups than the run finished', () => {
+    const r = oracleSchedule(same(1, 1, 1), { workers: 1, batch_size: 2, max_staleness: 1, train_s: 0, steps: 3 });
+    expect(r.wall_s).toBeCloseTo(6, 9);
+    expect(r.groups_admitted).toBeGreaterThanOrEqual(6);
+  });
+
+  it('refuses a list without an informative group', () => {
+    expect(() => oracleSchedule(same(5, 2, 1, false), { workers: 2, batch_size: 1, max_staleness: 1, train_s: 0, steps: 1 })).toThrow(/no informative group/);
+  });
+});
