@@ -30,3 +30,27 @@ export const CoordinatorState = z.object({
   saved_at: z.string(),
 });
 export type CoordinatorState = z.infer<typeof CoordinatorState>;
+
+/**
+ * `runs/<name>/checkpoint.json`, written by `raas train` (atomically) after every step and when it
+ * is interrupted: what `raas train --resume <run dir>` continues from.
+ */
+export const TrainCheckpoint = z.object({
+  format: z.literal('raas.train/1'),
+  /** Steps whose batch was written, trained on and followed by the weight update. */
+  steps_done: z.number().int().nonnegative(),
+  steps_asked: z.number().int().positive(),
+  /** Size of batches.jsonl after step steps_done - 1: a resume cuts off what a later, unfinished step appended. */
+  batches_jsonl_bytes: z.number().int().nonnegative(),
+  /** Step files of the finished steps, relative to the run directory. */
+  batch_files: z.array(z.string()),
+  /** Wall time of the earlier attempts of this run (summary.json's wall_s adds them up). */
+  wall_s: z.number().nonnegative(),
+  /** How many times the run was resumed before this checkpoint. */
+  resumes: z.number().int().nonnegative(),
+  /** Run totals of the earlier attempts (summary.json's totals add them up). */
+  totals: z.record(z.string(), z.number()),
+  coordinator: CoordinatorState,
+  saved_at: z.string(),
+});
+export type TrainCheckpoint = z.infer<typeof TrainCheckpoint>;

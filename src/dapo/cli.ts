@@ -5,6 +5,8 @@ import { CancelledError, RaasError } from '../protocol/errors.js';
 import { applySmoke, loadTrainConfig } from './config.js';
 import { runEval } from './eval.js';
 import { runTraining } from './train.js';
+import { planResume } from './resume.js';
+import { plural } from './metrics.js';
 import { TrainerCommandError } from './trainer-command.js';
 
 /** Ctrl-C (and SIGTERM) abort the signal once; a second Ctrl-C exits at once. */
@@ -14,7 +16,7 @@ function interruptSignal(): { signal: AbortSignal; dispose(): void } {
   const on = (): void => {
     count++;
     if (count > 1) process.exit(130);
-    process.stderr.write('\nraas: interrupted; cancelling in-flight jobs (Ctrl-C again to exit at once)\n');
+    process.stderr.write('\nraas: interrupted; writing the checkpoint and stopping (Ctrl-C again to exit at once)\n');
     ac.abort(new CancelledError('interrupted'));
   };
   process.on('SIGINT', on);
@@ -27,33 +29,44 @@ export function registerTrain(program: Command): void {
   program
     .command('train')
     .description('run DAPO training steps: embedded (local rollout server + simulated backends) or against configured servers')
-    .argument('<config>', 'training config (YAML)')
+    .argument('[config]', 'training config (YAML); optional with --resume (the run directory\'s config.json is used)')
     .option('--smoke', 'CI smoke run: the config\'s smoke overrides (fewer steps)')
     .option('--steps <n>', 'override steps', (v) => Number.parseInt(v, 10))
     .option('--name <name>', 'override the run name (runs/<name>/)')
     .option('--output-dir <dir>', 'override output_dir')
-    .action(async (file: string, o: { smoke?: boolean; steps?: number; name?: string; outputDir?: string }) => {
-      let cfg = loadTrainConfig(file, { ...(o.name ? { name: o.name } : {}), ...(o.outputDir ? { output_dir: o.outputDir } : {}) });
+    .option('--resume <run-dir>', 'continue an interrupted run from <run-dir>/checkpoint.json: re-attach to its jobs in flight, append to its outputs')
+    .action(async (file: string | undefined, o: { smoke?: boolean; steps?: number; name?: string; outputDir?: string; resume?: string }) => {
+      if (file === undefined && !o.resume) throw new RaasError('config_invalid', 'raas train: give a training config (raas train <config>) or a run to continue (raas train --resume <run-dir>)');
+      if (o.resume && o.outputDir) throw new RaasError('config_invalid', '--output-dir: not with --resume (a resumed run writes into its own directory)');
+      let cfg = file === undefined ? undefined : loadTrainConfig(file, { ...(o.name ? { name: o.name } : {}), ...(o.outputDir ? { output_dir: o.outputDir } : {}) });
+      const plan = o.resume ? await planResume(o.resume, cfg) : undefined;
+      cfg = plan?.cfg ?? cfg!;
       if (o.smoke) cfg = applySmoke(cfg);
       if (o.steps !== undefined) {
         if (!Number.isInteger(o.steps) || o.steps < 1) throw new RaasError('config_invalid', '--steps: expected a positive integer');
         cfg = { ...cfg, steps: o.steps };
       }
+      if (plan && plan.resume.checkpoint.steps_done >= cfg.steps) {
+        process.stderr.write(`raas train: ${plan.resume.dir} already finished ${plural(plan.resume.checkpoint.steps_done, 'step')} of ${cfg.steps}; ask for more with --steps\n`);
+        return;
+      }
+      const runDir = plan?.resume.dir ?? path.resolve(cfg.output_dir, cfg.name);
       const { signal, dispose } = interruptSignal();
       try {
-        const s = await runTraining(cfg, { signal, stderr: process.stderr });
+        const s = await runTraining(cfg, { signal, stderr: process.stderr, ...(plan ? { resume: plan.resume } : {}) });
         const first = s.first_mean_reward as number | undefined;
         const last = s.last_mean_reward as number | undefined;
         process.stderr.write(`raas train: ${s.steps.length} steps in ${(s.wall_s as number).toFixed(1)}s; mean reward ${first?.toFixed(3)} → ${last?.toFixed(3)}; outputs in ${s.run_dir}\n`);
         process.stdout.write(JSON.stringify({ run_dir: s.run_dir, steps: s.steps.length, first_mean_reward: first, last_mean_reward: last, waste_fraction: s.waste_fraction }) + '\n');
       } catch (err) {
         if (err instanceof TrainerCommandError) {
-          process.stderr.write(`raas train: ${err.message}\n`);
+          process.stderr.write(`raas train: ${err.message}\nraas train: continue the run with: raas train --resume ${runDir}\n`);
           process.exitCode = err.exitCode;
           return;
         }
         if (signal.aborted) {
-          process.stderr.write('raas train: stopped; in-flight jobs cancelled\n');
+          const kept = cfg.embedded === false ? 'jobs in flight keep running on the rollout servers and are re-attached by the resume' : 'the embedded servers and their jobs were stopped';
+          process.stderr.write(`raas train: interrupted; ${kept}; continue with: raas train --resume ${runDir}\n`);
           process.exitCode = 130;
           return;
         }

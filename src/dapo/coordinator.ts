@@ -46,6 +46,9 @@ export interface ResumeReport {
   released: number;
 }
 
+/** Groups past the checkpoint found on no server before lookups stop (admission goes in index order). */
+const LOOKUP_MISSES = 2;
+
 interface Waiter {
   resolve: (b: Batch) => void;
   reject: (e: unknown) => void;
@@ -111,7 +114,10 @@ export class Coordinator {
     this.fleet = new RolloutFleet({ servers: this.env.servers, clock: this.clock, ...(cfg.health_interval_ms ? { health_interval_ms: cfg.health_interval_ms } : {}) });
     const capacity = cfg.max_inflight_jobs ?? (await this.fleetCapacity());
     const core = new DapoCore(cfg, dataset, this.clock, capacity);
-    if (st) this.restoreInto(core, st);
+    if (st) {
+      this.restoreInto(core, st);
+      this.lookup = { from: st.next_group_index, misses: 0 };
+    }
     this.core = core;
     await registerBackends(this.fleet.clients(), this.backends, String(core.version), cfg.placement_mode);
     if (st) for (const g of core.groups.values()) if (g.state === 'running') this.submit(g);
@@ -139,8 +145,50 @@ export class Coordinator {
     }
   }
 
-  /** Submits a group's unfinished jobs (all of them when new; the rest after a resume, pinned to their server). */
+  /**
+   * Submits a group's unfinished jobs (all of them when new; the rest after a resume, pinned to their
+   * server). After a resume, a group the checkpoint does not place (admitted by the earlier
+   * coordinator after its checkpoint, or not yet on a server then) is first looked up by job id on
+   * every server, so it re-attaches where it runs instead of running again elsewhere.
+   */
   private submit(g: GroupRecord): void {
+    const look = this.lookup;
+    if (look && (g.index >= look.from || !g.server)) {
+      this.track(this.locate(g).then((server) => {
+        if (server) g.server = server;
+        if (this.closing) return;
+        this.send(g);
+        // Cancelled while we looked (handover, staleness): its jobs must still end for the group to finish.
+        if (g.state === 'cancelling') this.sendCancels(g.requests.filter((_, k) => g.results[k] === undefined).map((r) => r.job_id!));
+      }));
+      return;
+    }
+    this.send(g);
+  }
+
+  /** After a resume: groups from `from` on are looked up on the servers until `LOOKUP_MISSES` of them were found nowhere. */
+  private lookup: { from: number; misses: number } | undefined;
+
+  /** The server that knows most of the group's unfinished job ids (running or finished), if any. */
+  private async locate(g: GroupRecord): Promise<string | undefined> {
+    const ids = g.requests.filter((_, k) => g.results[k] === undefined).map((r) => r.job_id!);
+    const clients = this.fleet!.clients();
+    const known = await Promise.all(clients.map(async (c) => {
+      const found = await Promise.all(ids.map((id) => c.job(id, { retries: 0, timeout_ms: 5000 }).then((j) => j !== undefined, () => false)));
+      return found.filter(Boolean).length;
+    }));
+    let best = -1;
+    known.forEach((n, i) => { if (n > 0 && (best < 0 || n > known[best]!)) best = i; });
+    if (best >= 0) {
+      debug(`resume: group ${g.index} found on ${clients[best]!.url} (${known[best]} of ${ids.length} jobs)`);
+      return clients[best]!.url;
+    }
+    const look = this.lookup;
+    if (look && g.index >= look.from && ++look.misses >= LOOKUP_MISSES) this.lookup = undefined;
+    return undefined;
+  }
+
+  private send(g: GroupRecord): void {
     const fleet = this.fleet!;
     const pending = g.requests.filter((_, k) => g.results[k] === undefined);
     const promises = fleet.submitGroup(pending, g.server ? { server: g.server } : {});

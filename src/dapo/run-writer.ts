@@ -1,11 +1,41 @@
 import { existsSync } from 'node:fs';
-import { appendFile, mkdir, rename, writeFile } from 'node:fs/promises';
+import { appendFile, mkdir, readFile, readdir, rename, rm, stat, truncate, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import type { Batch } from '../protocol/batch.js';
-import { lineChartSvg } from './plot.js';
+import { RaasError } from '../protocol/errors.js';
+import type { TrainConfig } from '../protocol/config-train.js';
+import { TrainCheckpoint } from './checkpoint.js';
+import { runPlotSvg } from './plot-run.js';
 
 /** What a run writes into its directory (moved aside, together, when the name is reused). */
-const OUTPUTS = ['batches', 'batches.jsonl', 'summary.json', 'plot.svg'];
+const OUTPUTS = ['batches', 'batches.jsonl', 'summary.json', 'plot.svg', 'checkpoint.json', 'config.json', 'metrics.jsonl'];
+
+/** Writes a file whole or not at all: a temporary file renamed over the target (a kill never leaves half a file). */
+export async function writeAtomic(file: string, data: string, mode?: number): Promise<void> {
+  const tmp = `${file}.tmp-${process.pid}`;
+  await writeFile(tmp, data, mode === undefined ? undefined : { mode });
+  await rename(tmp, file);
+}
+
+/** Reads `runs/<name>/checkpoint.json`; errors name the file and what to do. */
+export async function readTrainCheckpoint(dir: string): Promise<TrainCheckpoint> {
+  const file = path.join(dir, 'checkpoint.json');
+  let raw: unknown;
+  try {
+    raw = JSON.parse(await readFile(file, 'utf8'));
+  } catch (err) {
+    const missing = (err as NodeJS.ErrnoException).code === 'ENOENT';
+    throw new RaasError('config_invalid', missing
+      ? `--resume ${dir}: no checkpoint.json there; raas train writes it after the first finished step (start the run without --resume)`
+      : `--resume ${dir}: checkpoint.json is not JSON (${(err as Error).message})`, { retryable: false });
+  }
+  const r = TrainCheckpoint.safeParse(raw);
+  if (!r.success) {
+    const i = r.error.issues[0]!;
+    throw new RaasError('config_invalid', `--resume ${dir}: checkpoint.json: key "${i.path.join('.')}": ${i.message}`, { retryable: false });
+  }
+  return r.data;
+}
 
 /** One row of summary.json per step. */
 export interface StepSummary {
@@ -43,14 +73,18 @@ export function summarise(b: Batch): StepSummary {
 /**
  * Writes a run's outputs under `runs/<name>/`: `batches.jsonl` (one batch per line),
  * `batches/step-<k>.json` (the file a trainer command reads), `summary.json` and `plot.svg`
- * (mean reward and informative groups/s per step), rewritten after each step.
+ * (panels per step, src/dapo/plot-run.ts), rewritten after each step; `metrics.jsonl` is
+ * appended by MetricsLog (src/dapo/metrics-log.ts).
  */
 export class RunWriter {
   readonly dir: string;
   readonly steps: StepSummary[] = [];
+  /** Size of batches.jsonl after the last batch written. */
+  bytes = 0;
 
-  constructor(outputDir: string, name: string) {
-    this.dir = path.resolve(outputDir, name);
+  /** `runs/<name>/` of `outputDir` and `name`, or the directory itself when `name` is undefined (a resume). */
+  constructor(outputDir: string, name?: string) {
+    this.dir = name === undefined ? path.resolve(outputDir) : path.resolve(outputDir, name);
   }
 
   /**
@@ -71,6 +105,53 @@ export class RunWriter {
     return moved;
   }
 
+  /**
+   * Reopens the run directory of a checkpoint to append to it (nothing is moved aside): what a step
+   * after the checkpoint had begun to write is cut off (batches.jsonl back to the checkpoint's size,
+   * later step files removed), since that step runs again; the finished steps' rows come back from
+   * summary.json (or their step files).
+   */
+  async reopen(ck: TrainCheckpoint): Promise<{ dropped_steps: number[] }> {
+    const jsonl = path.join(this.dir, 'batches.jsonl');
+    const size = existsSync(jsonl) ? (await stat(jsonl)).size : 0;
+    if (size < ck.batches_jsonl_bytes) {
+      throw new RaasError('config_invalid', `--resume ${this.dir}: batches.jsonl has ${size} bytes but the checkpoint recorded ${ck.batches_jsonl_bytes} after step ${ck.steps_done - 1}; the run directory was changed by hand`, { retryable: false });
+    }
+    if (size > ck.batches_jsonl_bytes) await truncate(jsonl, ck.batches_jsonl_bytes);
+    this.bytes = ck.batches_jsonl_bytes;
+    await mkdir(path.join(this.dir, 'batches'), { recursive: true });
+    const dropped: number[] = [];
+    for (const f of await readdir(path.join(this.dir, 'batches'))) {
+      const m = /^step-(\d+)\.json$/.exec(f);
+      if (m && Number(m[1]) >= ck.steps_done) {
+        dropped.push(Number(m[1]));
+        await rm(path.join(this.dir, 'batches', f), { force: true });
+      }
+    }
+    let rows: StepSummary[] = [];
+    try {
+      rows = (JSON.parse(await readFile(path.join(this.dir, 'summary.json'), 'utf8')) as { steps?: StepSummary[] }).steps ?? [];
+    } catch {
+      // rebuilt from the step files below
+    }
+    const byStep = new Map(rows.filter((r) => r.step < ck.steps_done).map((r) => [r.step, r]));
+    for (let k = 0; k < ck.steps_done; k++) {
+      const row = byStep.get(k) ?? summarise(JSON.parse(await readFile(this.batchPath(k), 'utf8')) as Batch);
+      this.steps.push(row);
+    }
+    return { dropped_steps: dropped.sort((a, b) => a - b) };
+  }
+
+  /** The resolved config of the run (`config.json`, owner-only: it may hold server tokens): what --resume starts from. */
+  async writeConfig(cfg: TrainConfig): Promise<void> {
+    await writeAtomic(path.join(this.dir, 'config.json'), JSON.stringify(cfg, null, 2) + '\n', 0o600);
+  }
+
+  /** `checkpoint.json`, atomically. */
+  async writeCheckpoint(ck: TrainCheckpoint): Promise<void> {
+    await writeAtomic(path.join(this.dir, 'checkpoint.json'), JSON.stringify(ck) + '\n');
+  }
+
   batchPath(step: number): string {
     return path.join(this.dir, 'batches', `step-${step}.json`);
   }
@@ -79,8 +160,9 @@ export class RunWriter {
   async writeBatch(b: Batch): Promise<string> {
     const line = JSON.stringify(b);
     await appendFile(path.join(this.dir, 'batches.jsonl'), line + '\n');
+    this.bytes += Buffer.byteLength(line) + 1;
     const p = this.batchPath(b.step);
-    await writeFile(p, line);
+    await writeAtomic(p, line);
     this.steps.push(summarise(b));
     return p;
   }
@@ -88,11 +170,18 @@ export class RunWriter {
   /** Writes summary.json and plot.svg from the steps so far plus run-level facts. */
   async writeSummary(extra: Record<string, unknown>): Promise<void> {
     const summary = { ...extra, steps: this.steps };
-    await writeFile(path.join(this.dir, 'summary.json'), JSON.stringify(summary, null, 2) + '\n');
-    const svg = lineChartSvg(`${path.basename(this.dir)}: mean reward and throughput per step`, 'step', [
-      { name: 'mean reward (all completed rollouts)', color: '#1f77b4', values: this.steps.map((s) => s.mean_reward) },
-      { name: 'informative groups/s', color: '#d62728', values: this.steps.map((s) => s.informative_groups_per_s) },
-    ]);
-    await writeFile(path.join(this.dir, 'plot.svg'), svg);
+    await writeAtomic(path.join(this.dir, 'summary.json'), JSON.stringify(summary, null, 2) + '\n');
+    // Panels per step: reward, informative groups/s, filtered share, waste, staleness, step time.
+    await writeAtomic(path.join(this.dir, 'plot.svg'), runPlotSvg(`raas train ${path.basename(this.dir)}: per step`, this.steps));
+  }
+}
+
+/** The resolved config a run saved (`config.json`), for `raas train --resume <dir>` without a config file. */
+export async function readRunConfig(dir: string): Promise<unknown> {
+  const file = path.join(dir, 'config.json');
+  try {
+    return JSON.parse(await readFile(file, 'utf8'));
+  } catch (err) {
+    throw new RaasError('config_invalid', `--resume ${dir}: cannot read config.json (${(err as Error).message}); give the run's config file as well: raas train <config> --resume ${dir}`, { retryable: false });
   }
 }

@@ -62,7 +62,11 @@ export const EvalRequest = z.strictObject({
   n: z.number().int().positive().optional(),
   output: z.string().min(1).optional(),
 });
-export const ShutdownRequest = z.strictObject({ ...Base, op: z.literal('shutdown') });
+/**
+ * `shutdown`: `cancel` says whether the coordinator cancels its jobs in flight. Default: false once
+ * the session took a `checkpoint` or `resume`d (a resume may follow and re-attaches to them), else true.
+ */
+export const ShutdownRequest = z.strictObject({ ...Base, op: z.literal('shutdown'), cancel: z.boolean().optional() });
 
 /** Any valid request, by op. */
 export const SidecarRequest = z.discriminatedUnion('op', [

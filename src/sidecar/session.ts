@@ -88,14 +88,24 @@ export class SidecarSession {
     });
   }
 
-  /** Cancels in-flight ops, waits for them, closes the coordinator. Safe to call twice. */
-  close(reason = 'the sidecar is shutting down'): Promise<void> {
+  /**
+   * Cancels in-flight ops, waits for them, closes the coordinator. Its jobs in flight are cancelled
+   * when `cancel` says so, by default unless a checkpoint was taken (or a state resumed): then a
+   * resume may follow and must find them running. Safe to call twice (the first call decides).
+   */
+  close(reason = 'the sidecar is shutting down', cancel?: boolean): Promise<void> {
     if (!this.closing) {
       this.opts.onClosing?.();
+      this.cancelOnClose = cancel ?? !this.checkpointed;
       this.closing = this.doClose(reason);
     }
     return this.closing;
   }
+
+  /** A checkpoint was answered or a state resumed: a later resume may re-attach to the jobs in flight. */
+  private checkpointed = false;
+  /** What the close decided for the jobs in flight. */
+  private cancelOnClose = true;
 
   /** EOF on stdin (or a signal): close, wait until every answer is sent, then `ended` resolves. */
   async end(reason: string): Promise<void> {
@@ -116,7 +126,7 @@ export class SidecarSession {
     }, SLOW_CLOSE_MS);
     try {
       await this.chain;
-      await this.closeCoordinator();
+      await this.closeCoordinator(this.cancelOnClose);
     } finally {
       this.clock.clearTimeout(slow);
     }
@@ -134,7 +144,7 @@ export class SidecarSession {
       case 'status':
         return this.answer(req.id, () => this.status());
       case 'shutdown': {
-        const sent = this.settle(req.id, this.close('shutdown requested').then(() => ({ closed: true })));
+        const sent = this.settle(req.id, this.close('shutdown requested', req.cancel).then(() => ({ closed: true, jobs: this.cancelOnClose ? 'cancelled' : 'kept' })));
         void sent.then(() => this.drain()).then(() => this.markEnded());
         return;
       }
@@ -154,12 +164,18 @@ export class SidecarSession {
       case 'resume_generation':
         return this.serial(req.id, async (signal) => (await this.started(signal)).resume());
       case 'checkpoint':
-        return this.serial(req.id, async (signal) => ({ state: await (await this.started(signal)).checkpoint() }));
+        return this.serial(req.id, async (signal) => {
+          const state = await (await this.started(signal)).checkpoint();
+          this.checkpointed = true;
+          return { state };
+        });
       case 'resume':
         return this.serial(req.id, async (signal) => {
-          await this.closeCoordinator();
+          // The running coordinator's jobs stay: the restored one re-attaches to them by id.
+          await this.closeCoordinator(false);
           this.use(this.opts.backend.resume(req.state, signal));
           const c = await this.started(signal);
+          this.checkpointed = true;
           return { resumed: true, status: await c.status() };
         });
       case 'eval':
@@ -214,13 +230,13 @@ export class SidecarSession {
     );
   }
 
-  private async closeCoordinator(): Promise<void> {
+  private async closeCoordinator(cancel: boolean): Promise<void> {
     const p = this.coordinator;
     this.coordinator = undefined;
     this.ready = undefined;
     if (!p) return;
     const c = await p.catch(() => undefined);
-    await c?.close();
+    await c?.close({ cancel });
   }
 
   /** Emits `step_progress` every progressIntervalMs while `work` runs. */

@@ -15,7 +15,8 @@ export interface SidecarCoordinator {
   resume(): Promise<unknown>;
   status(): unknown;
   checkpoint(): unknown;
-  close(): Promise<void>;
+  /** `cancel: false` leaves the jobs in flight running on their servers (a resume re-attaches to them). */
+  close(opts?: { cancel?: boolean }): Promise<void>;
 }
 
 /** Options of an `eval` op: overrides of the config's `eval` section. */

@@ -129,7 +129,8 @@ describe('raas sidecar on the DAPO coordinator (rollout server + simulated backe
     expect(report.result.overall).toMatchObject({ prompts: 12, rollouts: 12 });
 
     const bye = await request('shutdown');
-    expect(bye).toEqual({ id: bye.id, ok: true, result: { closed: true } });
+    // A checkpoint was taken, so by default the jobs in flight are kept for a resume.
+    expect(bye).toEqual({ id: bye.id, ok: true, result: { closed: true, jobs: 'kept' } });
     expect(await exit).toEqual([0, null]);
   }, 120_000);
 });

@@ -157,7 +157,7 @@ describe('sidecar protocol (in-process, scripted backend)', () => {
       expect(h.lines.some((l) => l.id === 3)).toBe(false);
       await vi.advanceTimersByTimeAsync(6_000);
       await h.done;
-      expect(h.lines.at(-1)).toEqual({ id: 3, ok: true, result: { closed: true } });
+      expect(h.lines.at(-1)).toEqual({ id: 3, ok: true, result: { closed: true, jobs: 'cancelled' } });
       expect(backend.state.open).toBe(0);
     });
 

@@ -192,9 +192,11 @@ class RaasSidecar:
             params["output"] = output
         return self.request("eval", **params)
 
-    def close(self, timeout_s: float = 60.0) -> int:
+    def close(self, timeout_s: float = 60.0, cancel: Optional[bool] = None) -> int:
         """Sends ``shutdown``, waits for the process to exit (kills it after ``timeout_s``) and
-        returns its exit code. Safe to call twice."""
+        returns its exit code. Safe to call twice. ``cancel``: whether the jobs in flight are
+        cancelled; default (None): kept once checkpoint() or resume() was called (a resume
+        re-attaches to them), else cancelled."""
         if self._closed:
             return self._proc.wait()
         self._closed = True
@@ -202,7 +204,10 @@ class RaasSidecar:
             # Not under the request lock: a next_batch waiting in another thread is answered
             # `cancelled` by the shutdown instead of holding the close up.
             try:
-                self._send({"id": next(self._ids), "op": "shutdown"})
+                shutdown: Dict[str, Any] = {"id": next(self._ids), "op": "shutdown"}
+                if cancel is not None:
+                    shutdown["cancel"] = cancel
+                self._send(shutdown)
             except RaasError:
                 pass
             try:
