@@ -7,11 +7,15 @@ import { registerPlace } from './placement/cli.js';
 import { registerSidecar } from './sidecar/cli.js';
 import { registerAuditDrift } from './tokens/audit-cli.js';
 import { RAAS_VERSION } from './version.js';
+import { flagErrorLine } from './protocol/config-flags.js';
 
 const program = new Command('raas')
   .description('rollout-as-a-service for RL of multi-turn LLM agents')
   .version(RAAS_VERSION)
-  .showHelpAfterError();
+  // Flag errors name the flag and what it takes ("raas: --n: must be a positive integer, got "-2""),
+  // with a pointer to --help rather than the whole help text. Subcommands inherit this.
+  .configureOutput({ outputError: (text, write) => write(flagErrorLine(text)) })
+  .showHelpAfterError('(add --help for the options)');
 
 registerServe(program);
 registerTrain(program);

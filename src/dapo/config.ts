@@ -1,35 +1,42 @@
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { parse as parseYaml } from 'yaml';
-import type { z } from 'zod';
 import { TrainConfig, type TrainConfigInput } from '../protocol/config-train.js';
-import { RaasError, fieldPath } from '../protocol/errors.js';
-
-/** Turns zod issues into one message that names each key and what it expects. */
-export function describeIssues(issues: ReadonlyArray<z.core.$ZodIssue>, source: string): string {
-  const lines = issues.map((i) => {
-    const key = fieldPath(i.path);
-    if (i.code === 'unrecognized_keys') {
-      const where = i.path.length ? `${key}.` : '';
-      return `unknown key ${i.keys.map((k) => `"${where}${k}"`).join(', ')} (check the spelling; docs/training.md lists every key)`;
-    }
-    return `key "${key}": ${i.message}`;
-  });
-  return `${source}: invalid training config: ${lines.join('; ')}`;
-}
-
-/** Validates a training config object; errors (code config_invalid) name the key and the expected value. */
-export function parseTrainConfig(input: unknown, source = 'config'): TrainConfig {
-  const r = TrainConfig.safeParse(input ?? {});
-  if (!r.success) throw new RaasError('config_invalid', describeIssues(r.error.issues, source), { retryable: false });
-  return r.data;
-}
+import { ServerConfig } from '../protocol/config-server.js';
+import { applySets, checkAll, checkConfig, isMapping, parseSets, type IssueSource } from '../protocol/config-errors.js';
+import { RaasError } from '../protocol/errors.js';
+import { unsupportedSampling, type LlmApi } from '../protocol/llm.js';
+import { SandboxConfig } from '../server/sandbox/config.js';
+import { SimOptions } from '../sim/options.js';
 
 /**
- * Reads a YAML (or JSON) training config. Relative paths inside it (dataset, eval dataset, output
- * dir, trainer cwd) are resolved against the config file's directory, so a config works from any cwd.
+ * Validates a training config object at every depth (the options handed to the embedded simulators,
+ * rollout server and sandboxes included, and the sampling parameters against the backends' APIs).
+ * Errors (code config_invalid) have one line per problem naming the source, the full key path and
+ * the nearest valid key.
  */
-export function loadTrainConfig(file: string, overrides: Partial<TrainConfigInput> = {}): TrainConfig {
+export function parseTrainConfig(input: unknown, source: string | IssueSource = 'config'): TrainConfig {
+  const src = typeof source === 'string' ? { file: source } : source;
+  const raw = isMapping(input) ? input : {};
+  const emb = isMapping(raw.embedded) ? raw.embedded : undefined;
+  let cfg: TrainConfig | undefined;
+  checkAll([
+    () => (cfg = checkConfig(TrainConfig, input ?? {}, src)),
+    // What embedded mode hands to startSim, startRolloutServer and the sandboxes, checked now rather than ~10 s later.
+    () => emb?.sim !== undefined && isMapping(emb.sim) && checkConfig(SimOptions, emb.sim, src, ['embedded', 'sim']),
+    () => emb?.server !== undefined && isMapping(emb.server) && checkConfig(ServerConfig, emb.server, src, ['embedded', 'server']),
+    () => isMapping(emb?.server) && isMapping(emb.server.sandbox) && checkConfig(SandboxConfig, emb.server.sandbox, src, ['embedded', 'server', 'sandbox']),
+  ]);
+  const c = cfg!;
+  const apis = new Set<LlmApi>(typeof c.embedded === 'object' ? [c.embedded.api] : c.embedded ? ['vllm'] : []);
+  for (const b of c.backends) apis.add(typeof b === 'string' ? 'vllm' : (b.api ?? 'vllm'));
+  const bad = [...apis].flatMap((api) => unsupportedSampling(api, c.sampling_params));
+  if (bad.length) throw new RaasError('config_invalid', bad.map((l) => `${src.file}: ${l}`).join('\n'), { retryable: false });
+  return c;
+}
+
+/** Reads a YAML (or JSON) config file into a mapping; errors name the file. */
+export function readConfigFile(file: string, what = 'name, dataset, n, batch_size, ...'): Record<string, unknown> {
   let text: string;
   try {
     text = readFileSync(file, 'utf8');
@@ -42,10 +49,21 @@ export function loadTrainConfig(file: string, overrides: Partial<TrainConfigInpu
   } catch (err) {
     throw new RaasError('config_invalid', `${file}: not valid YAML: ${(err as Error).message}`, { retryable: false });
   }
-  if (raw !== null && raw !== undefined && (typeof raw !== 'object' || Array.isArray(raw))) {
-    throw new RaasError('config_invalid', `${file}: expected a mapping of keys (name, dataset, n, batch_size, ...) at the top level`, { retryable: false });
+  if (raw !== null && raw !== undefined && !isMapping(raw)) {
+    throw new RaasError('config_invalid', `${file}: expected a mapping of keys (${what}) at the top level`, { retryable: false });
   }
-  const cfg = parseTrainConfig({ ...(raw as object), ...overrides }, file);
+  return (raw as Record<string, unknown>) ?? {};
+}
+
+/**
+ * Reads a YAML (or JSON) training config, applies `overrides` (flags) and `sets` (`--set key.path=value`
+ * texts, typed through the schema). Relative paths inside it (dataset, eval dataset, output dir,
+ * trainer cwd) are resolved against the config file's directory, so a config works from any cwd.
+ */
+export function loadTrainConfig(file: string, overrides: Partial<TrainConfigInput> = {}, sets: readonly string[] = []): TrainConfig {
+  const assignments = parseSets(sets);
+  const doc = applySets({ ...readConfigFile(file), ...overrides }, assignments);
+  const cfg = parseTrainConfig(doc, { file, sets: assignments });
   return resolvePaths(cfg, path.dirname(path.resolve(file)));
 }
 

@@ -1,7 +1,8 @@
 import { readFile } from 'node:fs/promises';
 import { parse as parseYaml } from 'yaml';
 import { z } from 'zod';
-import { RaasError, fieldPath } from '../protocol/errors.js';
+import { RaasError } from '../protocol/errors.js';
+import { checkConfig } from '../protocol/config-errors.js';
 import { LlmApi } from '../protocol/llm.js';
 
 const RolloutServer = z.union([z.string().min(1).transform((url) => ({ url })), z.strictObject({ url: z.string().min(1), token: z.string().optional() })]);
@@ -27,12 +28,8 @@ export type PlaceConfig = z.infer<typeof PlaceConfig>;
 
 /** Parses a place config object; errors name the key and what it expects. */
 export function parsePlaceConfig(raw: unknown, source = 'config'): PlaceConfig {
-  const r = PlaceConfig.safeParse(raw ?? {});
-  if (!r.success) {
-    const issue = r.error.issues[0];
-    throw new RaasError('config_invalid', `${source}: ${fieldPath(issue?.path ?? [])}: ${issue?.message}`);
-  }
-  const cfg = r.data;
+  // One line per problem: the file, the full key path, the nearest valid key for a misspelt one.
+  const cfg = checkConfig(PlaceConfig, raw ?? {}, { file: source });
   if (cfg.token !== undefined) cfg.rollout_servers = cfg.rollout_servers.map((s) => ({ ...s, token: 'token' in s && s.token ? s.token : cfg.token }));
   return cfg;
 }

@@ -103,7 +103,8 @@ export const TrainConfig = z.strictObject({
   max_inflight_jobs: z.number().int().positive().optional(),
   on_error: z.enum(['drop_group', 'zero_reward']).default('drop_group'),
   steps: z.number().int().positive().default(10),
-  sampling_params: SamplingParams.default({}),
+  /** Strict here (unlike /process): a misspelt key fails the config; other backend fields go in `extra_body`. */
+  sampling_params: SamplingParams.strict().default({}),
   timeout_s: z.number().positive().optional(),
   overlong: OverlongConfig.default(OverlongConfig.parse({})),
   return_messages: z.boolean().default(false),

@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { RaasError } from './errors.js';
 
 export const LlmApi = z.enum(['vllm', 'sglang']);
 export type LlmApi = z.infer<typeof LlmApi>;
@@ -26,3 +27,127 @@ export type BackendInfo = z.infer<typeof BackendInfo>;
 
 export const LlmServersResponse = z.object({ status: z.string(), backends: z.array(BackendInfo) });
 export type LlmServersResponse = z.infer<typeof LlmServersResponse>;
+
+/**
+ * Sampling parameters raas forwards to the backends besides temperature, top_p, top_k, seed and
+ * stop_token_ids (SamplingParams in process.ts spreads these). Ranges are the backends' own:
+ * vLLM `SamplingParams._verify_args` (vllm/sampling_params.py@db57383) and SGLang
+ * `SamplingParams.verify` (python/sglang/srt/sampling/sampling_params.py@0bebedd:92-118); the
+ * wire names are vLLM's `CompletionRequest` (vllm/entrypoints/openai/protocol.py@ec3b890, the
+ * completion-sampling-params block) and SGLang's `SamplingParams.__init__` (sampling_params.py@0bebedd:31-56).
+ */
+export const FORWARDED_SAMPLING = {
+  min_p: z.number().min(0).max(1).optional(),
+  presence_penalty: z.number().min(-2).max(2).optional(),
+  frequency_penalty: z.number().min(-2).max(2).optional(),
+  repetition_penalty: z.number().gt(0).max(2).optional(),
+  /** vLLM `min_tokens`, SGLang `min_new_tokens`. */
+  min_tokens: z.number().int().nonnegative().optional(),
+  ignore_eos: z.boolean().optional(),
+  /** Stop strings (token ids: stop_token_ids). */
+  stop: z.union([z.string().min(1), z.array(z.string().min(1))]).optional(),
+  /** Token id (as a string, as in JSON) → bias added to its logit. */
+  logit_bias: z.record(z.string().regex(/^\d+$/, 'keys are token ids, e.g. "151645"'), z.number().min(-100).max(100)).optional(),
+  /** vLLM only. */
+  allowed_token_ids: z.array(z.number().int().nonnegative()).min(1).optional(),
+  /** Constrained decoding: vLLM `structured_outputs.regex`, SGLang `regex`. */
+  regex: z.string().min(1).optional(),
+  /** vLLM `structured_outputs.json`, SGLang `json_schema` (sent as a string). */
+  json_schema: z.union([z.string().min(1), z.record(z.string(), z.unknown())]).optional(),
+  /** vLLM `structured_outputs.grammar`, SGLang `ebnf`. */
+  ebnf: z.string().min(1).optional(),
+  /** SGLang only: handed to custom logit processors. */
+  custom_params: z.record(z.string(), z.unknown()).optional(),
+  /**
+   * Pass-through for anything else the backend accepts: merged into vLLM's /v1/completions body, or
+   * SGLang's /generate body (its `sampling_params` key into the sampling_params raas sends).
+   * Fields raas sets itself cannot be overridden.
+   */
+  extra_body: z
+    .record(z.string(), z.unknown())
+    .superRefine((v, ctx) => {
+      for (const k of Object.keys(v)) if (RAAS_OWNED.has(k)) ctx.addIssue({ code: 'custom', path: [k], message: `raas sets "${k}" itself; it cannot be passed through` });
+    })
+    .optional(),
+} as const;
+export type ForwardedSampling = { [K in keyof typeof FORWARDED_SAMPLING]?: z.infer<(typeof FORWARDED_SAMPLING)[K]> };
+
+/** Body fields raas sets on every call (token-in/token-out needs them). */
+const RAAS_OWNED = new Set([
+  'model', 'prompt', 'input_ids', 'text', 'max_tokens', 'max_new_tokens', 'n', 'best_of', 'seed', 'sampling_seed', 'logprobs', 'return_logprob', 'logprob_start_len',
+  'top_logprobs_num', 'return_text_in_logprobs', 'return_tokens_as_token_ids', 'return_token_ids', 'skip_special_tokens', 'include_stop_str_in_output',
+  'no_stop_trim', 'stop_token_ids', 'request_id', 'rid', 'stream', 'echo',
+]);
+
+/** Why a key that vLLM or SGLang knows is not a raas sampling parameter (shown instead of "unknown key"). */
+export const SAMPLING_HINTS: Readonly<Record<string, string>> = {
+  n: 'raas asks for one sample per call; the group size is the training config\'s `n`',
+  best_of: 'raas asks for one sample per call; not settable',
+  max_tokens: 'raas sets it per call; use `max_tokens_per_turn` (one call) or `max_response_tokens` (the whole trajectory)',
+  max_new_tokens: 'raas sets it per call; use `max_tokens_per_turn` (one call) or `max_response_tokens` (the whole trajectory)',
+  min_new_tokens: 'write `min_tokens` (raas sends it to SGLang as min_new_tokens)',
+  sampling_seed: 'write `seed` (raas sends it to SGLang as sampling_seed, one per turn)',
+  logprobs: 'raas always asks for the sampled tokens\' logprobs; not settable',
+  top_logprobs: 'raas always asks for the sampled tokens\' logprobs; not settable',
+  prompt_logprobs: 'prompt logprobs are not collected; not settable',
+  use_beam_search: 'beam search gives no sampled-token logprobs; not supported',
+  length_penalty: 'beam search gives no sampled-token logprobs; not supported',
+  ...Object.fromEntries(
+    ['skip_special_tokens', 'spaces_between_special_tokens', 'include_stop_str_in_output', 'no_stop_trim', 'return_tokens_as_token_ids', 'return_token_ids', 'detokenize', 'echo', 'stream', 'truncate_prompt_tokens'].map((k) => [
+      k,
+      'raas sets it on every call (token-in/token-out needs it); not settable',
+    ]),
+  ),
+};
+
+/** Which backends take a forwarded parameter, and under which wire name. */
+const WIRE: Record<Exclude<keyof ForwardedSampling, 'extra_body'>, { vllm: string | null; sglang: string | null }> = {
+  min_p: { vllm: 'min_p', sglang: 'min_p' },
+  presence_penalty: { vllm: 'presence_penalty', sglang: 'presence_penalty' },
+  frequency_penalty: { vllm: 'frequency_penalty', sglang: 'frequency_penalty' },
+  repetition_penalty: { vllm: 'repetition_penalty', sglang: 'repetition_penalty' },
+  min_tokens: { vllm: 'min_tokens', sglang: 'min_new_tokens' },
+  ignore_eos: { vllm: 'ignore_eos', sglang: 'ignore_eos' },
+  stop: { vllm: 'stop', sglang: 'stop' },
+  logit_bias: { vllm: 'logit_bias', sglang: 'logit_bias' },
+  allowed_token_ids: { vllm: 'allowed_token_ids', sglang: null },
+  regex: { vllm: 'structured_outputs.regex', sglang: 'regex' },
+  json_schema: { vllm: 'structured_outputs.json', sglang: 'json_schema' },
+  ebnf: { vllm: 'structured_outputs.grammar', sglang: 'ebnf' },
+  custom_params: { vllm: null, sglang: 'custom_params' },
+};
+const API_NAME: Record<LlmApi, string> = { vllm: 'vLLM', sglang: 'SGLang' };
+
+/** One message per sampling parameter that `api` does not take (empty when every one is supported). */
+export function unsupportedSampling(api: LlmApi, sampling: Record<string, unknown>): string[] {
+  const out: string[] = [];
+  for (const [k, w] of Object.entries(WIRE)) {
+    if (sampling[k] === undefined || w[api] !== null) continue;
+    const other = api === 'vllm' ? 'sglang' : 'vllm';
+    out.push(`\`sampling_params.${k}\`: ${API_NAME[api]} does not support it (${API_NAME[other]} only); remove it, or use ${other} backends`);
+  }
+  return out;
+}
+
+/**
+ * The forwarded sampling parameters as `api` takes them: vLLM's /v1/completions body fields, or
+ * SGLang's `sampling_params` fields, plus `extra_body`. A parameter the backend does not support throws.
+ */
+export function wireSampling(api: LlmApi, sampling: Record<string, unknown>): { fields: Record<string, unknown>; extra: Record<string, unknown> } {
+  const bad = unsupportedSampling(api, sampling);
+  if (bad.length) throw new RaasError('bad_request', bad.join('; '), { retryable: false });
+  const fields: Record<string, unknown> = {};
+  for (const [k, w] of Object.entries(WIRE)) {
+    let v = sampling[k];
+    const name = w[api];
+    if (v === undefined || name === null) continue;
+    if (name.startsWith('structured_outputs.')) {
+      fields.structured_outputs = { ...(fields.structured_outputs as object), [name.slice(19)]: v };
+      continue;
+    }
+    if (api === 'sglang' && k === 'json_schema' && typeof v !== 'string') v = JSON.stringify(v);
+    fields[name] = v;
+  }
+  const extra = sampling.extra_body;
+  return { fields, extra: typeof extra === 'object' && extra !== null ? (extra as Record<string, unknown>) : {} };
+}

@@ -1,11 +1,13 @@
 import { z } from 'zod';
+import { FORWARDED_SAMPLING } from './llm.js';
 
 /** A token id: a non-negative integer. */
 export const TokenId = z.number().int().nonnegative();
 
 /**
- * Sampling parameters of one job. Known fields are typed; unknown ones pass through to the handler
- * and the backend client (ProRL clients send fields we do not interpret).
+ * Sampling parameters of one job. Known fields are typed; unknown ones are accepted on /process (ProRL
+ * clients send fields we do not interpret) and reach the handler, but not the backend: only the typed
+ * ones and `extra_body` are forwarded. The training config refuses unknown ones (TrainSamplingParams).
  */
 export const SamplingParams = z.looseObject({
   temperature: z.number().min(0).max(100).optional(),
@@ -26,6 +28,8 @@ export const SamplingParams = z.looseObject({
   return_message_ids: z.boolean().optional(),
   /** Ask for `messages` in DAPO batches (coordinator side). */
   return_messages: z.boolean().optional(),
+  /** Forwarded to the backend (min_p, penalties, stop strings, ..., extra_body): see llm.ts. */
+  ...FORWARDED_SAMPLING,
 });
 export type SamplingParams = z.infer<typeof SamplingParams>;
 

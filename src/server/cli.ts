@@ -1,6 +1,7 @@
 import path from 'node:path';
-import type { Command } from 'commander';
+import { Option, type Command } from 'commander';
 import type { ServerConfigInput } from '../protocol/config-server.js';
+import { SET_HELP, collect, intArg, numberArg, portArg } from '../protocol/config-flags.js';
 import { loadServerConfig } from './config.js';
 import { startRolloutServer } from './index.js';
 
@@ -20,9 +21,9 @@ interface ServeFlags {
   workersEval?: number;
   timeout?: number;
   logLevel?: string;
+  set?: string[];
 }
 
-const int = (v: string): number => Number.parseInt(v, 10);
 
 /** CLI flags as a partial config; only flags the user gave override the file. */
 function overridesOf(f: ServeFlags): ServerConfigInput {
@@ -55,21 +56,22 @@ export function registerServe(program: Command): void {
     .description('run the rollout server (HTTP API of docs/api.md)')
     .option('--config <file>', 'YAML server config (configs/server.yaml); flags override it')
     .option('--host <host>', 'address to bind (default 127.0.0.1; non-loopback needs --token or --insecure)')
-    .option('--port <n>', 'port (0 picks a free one; default 8006)', int)
+    .option('--port <n>', 'port (0 picks a free one; default 8006)', portArg('--port'))
     .option('--token <secret>', 'require "Authorization: Bearer <secret>" on every route but GET /health')
     .option('--insecure', 'allow a non-loopback bind without a token')
     .option('--llm <address...>', 'LLM backends to register at start (replaces the config list)')
-    .option('--api <api>', 'API of the --llm backends: vllm or sglang')
+    .addOption(new Option('--api <api>', 'API of the --llm backends').choices(['vllm', 'sglang']))
     .option('--handler <module...>', 'handler modules to load (replaces handler_modules)')
     .option('--journal-dir <dir>', 'results journal directory (GET /jobs/:id across restarts)')
-    .option('--routing <key>', 'active | assigned | round_robin')
-    .option('--workers-init <n>', 'INIT workers', int)
-    .option('--workers-run <n>', 'RUN workers', int)
-    .option('--workers-eval <n>', 'EVAL workers', int)
-    .option('--timeout <s>', 'default counted seconds per job', Number)
-    .option('--log-level <level>', 'fatal | error | warn | info | debug | trace | silent')
+    .addOption(new Option('--routing <key>', 'backend routing key').choices(['active', 'assigned', 'round_robin']))
+    .option('--workers-init <n>', 'INIT workers', intArg('--workers-init', { min: 1 }))
+    .option('--workers-run <n>', 'RUN workers', intArg('--workers-run', { min: 1 }))
+    .option('--workers-eval <n>', 'EVAL workers', intArg('--workers-eval', { min: 1 }))
+    .option('--timeout <s>', 'default counted seconds per job', numberArg('--timeout', { positive: true }))
+    .addOption(new Option('--log-level <level>', 'server log level').choices(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']))
+    .option('--set <key=value>', SET_HELP, collect)
     .action(async (flags: ServeFlags) => {
-      const { config, baseDir } = await loadServerConfig(flags.config, overridesOf(flags));
+      const { config, baseDir } = await loadServerConfig(flags.config, overridesOf(flags), flags.set);
       const server = await startRolloutServer(config, { baseDir });
       // The tokenizer loads at the first job that needs it (~1.5 s of CPU), so sandbox-less or
       // tokenizer-less handler sets start at once.

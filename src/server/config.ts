@@ -3,7 +3,8 @@ import path from 'node:path';
 import { parse as parseYaml } from 'yaml';
 import { RaasError } from '../protocol/errors.js';
 import { ServerConfig, type ServerConfigInput } from '../protocol/config-server.js';
-import { describeIssues } from '../protocol/validation.js';
+import { applySets, checkConfig, parseSets } from '../protocol/config-errors.js';
+import { SandboxConfig } from './sandbox/config.js';
 
 /** Deep-merges plain objects; arrays and scalars of `over` replace those of `base`. */
 function merge(base: Record<string, unknown>, over: Record<string, unknown>): Record<string, unknown> {
@@ -24,7 +25,8 @@ function isPlain(v: unknown): v is Record<string, unknown> {
  * Loads `raas serve --config` YAML (optional), applies CLI overrides, and validates with the
  * ServerConfig schema (every field defaulted). Errors name the key and the file.
  */
-export async function loadServerConfig(file: string | undefined, overrides: ServerConfigInput = {}): Promise<{ config: ServerConfig; baseDir: string }> {
+export async function loadServerConfig(file: string | undefined, overrides: ServerConfigInput = {}, sets: readonly string[] = []): Promise<{ config: ServerConfig; baseDir: string }> {
+  const assignments = parseSets(sets);
   let fromFile: Record<string, unknown> = {};
   const baseDir = file ? path.dirname(path.resolve(file)) : process.cwd();
   if (file) {
@@ -43,7 +45,9 @@ export async function loadServerConfig(file: string | undefined, overrides: Serv
     if (parsed !== null && parsed !== undefined && !isPlain(parsed)) throw new RaasError('config_invalid', `--config ${file}: expected a mapping of settings at the top level`);
     fromFile = (parsed as Record<string, unknown>) ?? {};
   }
-  const r = ServerConfig.safeParse(merge(fromFile, overrides as Record<string, unknown>));
-  if (!r.success) throw new RaasError('config_invalid', `${file ? `--config ${file}: ` : ''}${describeIssues(r.error)}`);
-  return { config: r.data, baseDir };
+  // One line per problem: the file (or the --set flag), the full key path, the nearest valid key.
+  const src = { file: file ?? 'raas serve', sets: assignments };
+  const config = checkConfig(ServerConfig, applySets(merge(fromFile, overrides as Record<string, unknown>), assignments), src);
+  checkConfig(SandboxConfig, config.sandbox, src, ['sandbox']);
+  return { config, baseDir };
 }

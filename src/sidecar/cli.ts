@@ -1,6 +1,7 @@
 import path from 'node:path';
 import { Option, type Command } from 'commander';
 import { SIDECAR_LIMITS } from '../protocol/sidecar.js';
+import { SET_HELP, collect } from '../protocol/config-flags.js';
 import type { LogLevel } from './log.js';
 import { serveStdio } from './stdio.js';
 
@@ -15,13 +16,14 @@ export function registerSidecar(program: Command): void {
     .option('--progress-interval-s <s>', 'step_progress event period while next_batch waits (0: off)', (v) => nonNegative(v, '--progress-interval-s'), 2)
     .option('--close-timeout-s <s>', 'longest wait for a clean close before exiting', (v) => nonNegative(v, '--close-timeout-s'), 30)
     .addOption(new Option('--log-level <level>', 'stderr log level').choices(['debug', 'info', 'warn', 'error', 'silent']).default('info'))
-    .action(async (o: { config: string; returnMessages?: boolean; maxLineBytes: number; progressIntervalS: number; closeTimeoutS: number; logLevel: LogLevel }) => {
+    .option('--set <key=value>', SET_HELP, collect)
+    .action(async (o: { config: string; set?: string[]; returnMessages?: boolean; maxLineBytes: number; progressIntervalS: number; closeTimeoutS: number; logLevel: LogLevel }) => {
       await serveStdio(
         async (log) => {
           // Imported here so that nothing the coordinator loads runs before stdout is guarded.
           const { loadTrainConfig } = await import('../dapo/index.js');
           const { dapoBackend } = await import('./dapo-backend.js');
-          const config = loadTrainConfig(o.config, o.returnMessages ? { return_messages: true } : {});
+          const config = loadTrainConfig(o.config, o.returnMessages ? { return_messages: true } : {}, o.set);
           return dapoBackend(config, { configDir: path.dirname(path.resolve(o.config)), log });
         },
         {

@@ -1,24 +1,46 @@
-import { readFileSync } from 'node:fs';
+import { readdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
+import { fileURLToPath } from 'node:url';
 import type { Command } from 'commander';
 import { parse as parseYaml } from 'yaml';
+import { checkConfig, isMapping } from '../protocol/config-errors.js';
 import { RaasError } from '../protocol/errors.js';
-import { REALISTIC_LATENCY, startSim, type SimOptions } from './index.js';
+import { intArg, portArg } from '../protocol/config-flags.js';
+import { REALISTIC_LATENCY, startSim, type SimOptions as SimOptionsInput } from './index.js';
+import { SimOptions } from './options.js';
 
-/** Reads a sim config YAML (the keys of SimOptions); a missing or bad file names the fix. */
-export function readSimConfig(file: string): SimOptions {
+/** configs/data in the package: the datasets `raas sim-llm` recognises when given none. */
+export const BUNDLED_DATA_DIR = fileURLToPath(new URL('../../../configs/data/', import.meta.url));
+
+/** The bundled dataset files (math, code, swe and their veRL-row twins). */
+export function bundledDatasets(): string[] {
+  try {
+    return readdirSync(BUNDLED_DATA_DIR).filter((f) => f.endsWith('.jsonl')).sort().map((f) => path.join(BUNDLED_DATA_DIR, f));
+  } catch {
+    return [];
+  }
+}
+
+/** Reads a sim config YAML (the keys of SimOptions), checked key by key; a missing or bad file names the fix. */
+export function readSimConfig(file: string): SimOptionsInput {
   let text: string;
   try {
     text = readFileSync(file, 'utf8');
   } catch (err) {
     throw new RaasError('config_invalid', `sim-llm: cannot read --config ${file}: ${(err as Error).message}`);
   }
-  const doc = parseYaml(text) as unknown;
+  let doc: unknown;
+  try {
+    doc = parseYaml(text);
+  } catch (err) {
+    throw new RaasError('config_invalid', `${file}: not valid YAML: ${(err as Error).message}`);
+  }
   if (doc == null) return {};
-  if (typeof doc !== 'object' || Array.isArray(doc)) throw new RaasError('config_invalid', `sim-llm: ${file} must be a YAML mapping of simulator options`);
+  if (!isMapping(doc)) throw new RaasError('config_invalid', `sim-llm: ${file} must be a YAML mapping of simulator options`);
   // A full raas config may nest the simulator's keys under `sim:`.
-  const d = doc as Record<string, unknown>;
-  const opts = { ...((typeof d.sim === 'object' && d.sim !== null ? d.sim : d) as SimOptions) };
+  const nested = isMapping(doc.sim);
+  const opts = { ...((nested ? doc.sim : doc) as SimOptionsInput) };
+  checkConfig(SimOptions, opts, { file }, nested ? ['sim'] : []);
   // Paths in the file are relative to the file, as in `raas serve --config`.
   const dir = path.dirname(path.resolve(file));
   if (Array.isArray(opts.datasets)) opts.datasets = opts.datasets.map((p) => (typeof p === 'string' ? path.resolve(dir, p) : p));
@@ -26,28 +48,43 @@ export function readSimConfig(file: string): SimOptions {
   return opts;
 }
 
+interface SimFlags {
+  port?: number;
+  host?: string;
+  seed?: number;
+  config?: string;
+  dataset?: string[];
+  bundledDatasets: boolean;
+  realisticLatency?: boolean;
+  logprobsMode?: string;
+}
+
 /** Registers `raas sim-llm`: a simulated vLLM/SGLang backend with real token ids. */
 export function registerSimLlm(program: Command): void {
   program
     .command('sim-llm')
     .description('run a simulated vLLM/SGLang backend (token-in/token-out, real Qwen3 ids, scripted task policies)')
-    .option('--port <n>', 'port to listen on (0 picks a free one)', (v) => Number.parseInt(v, 10))
+    .option('--port <n>', 'port to listen on (0 picks a free one)', portArg('--port'))
     .option('--host <host>', 'address to bind', undefined)
-    .option('--seed <n>', 'seed of filler text and policies', (v) => Number.parseInt(v, 10))
+    .option('--seed <n>', 'seed of filler text and policies', intArg('--seed', { min: 0 }))
     .option('--config <file>', 'YAML with simulator options (model, max_model_len, datasets, latency, filler, ...)')
-    .option('--dataset <file...>', 'dataset files (JSONL/Parquet) the scripted policies recognise')
+    .option('--dataset <file...>', 'dataset files (JSONL/Parquet) the scripted policies recognise (default: the bundled configs/data/*.jsonl)')
+    .option('--no-bundled-datasets', 'without --dataset or config datasets, answer every prompt with filler text')
     .option('--realistic-latency', 'use a realistic latency model (an 8B model on one GPU) instead of zero')
     .option('--logprobs-mode <mode>', "vLLM's --logprobs-mode: raw_logprobs (default) or processed_logprobs (after temperature, top-k, top-p)")
-    .action(async (flags: { port?: number; host?: string; seed?: number; config?: string; dataset?: string[]; realisticLatency?: boolean; logprobsMode?: string }) => {
-      const opts: SimOptions = flags.config ? readSimConfig(flags.config) : {};
+    .action(async (flags: SimFlags) => {
+      const opts: SimOptionsInput = flags.config ? readSimConfig(flags.config) : {};
       if (flags.port !== undefined) opts.port = flags.port;
       if (flags.host !== undefined) opts.host = flags.host;
       if (flags.seed !== undefined) opts.seed = flags.seed;
       if (flags.dataset) opts.datasets = [...(opts.datasets ?? []), ...flags.dataset];
-      if (flags.logprobsMode !== undefined) opts.logprobs_mode = flags.logprobsMode as SimOptions['logprobs_mode'];
+      // The quick start's math jobs get real answers without any flag.
+      if (!opts.datasets?.length && flags.bundledDatasets) opts.datasets = bundledDatasets();
+      if (flags.logprobsMode !== undefined) opts.logprobs_mode = flags.logprobsMode as SimOptionsInput['logprobs_mode'];
       if (flags.realisticLatency) opts.latency = { ...REALISTIC_LATENCY, ...(opts.latency ?? {}) };
+      const cfg = checkConfig(SimOptions, opts, { file: flags.config ?? 'raas sim-llm' });
       const sim = await startSim(opts);
-      process.stdout.write(`raas sim-llm listening on ${sim.url} (model ${sim.config.model}, max_model_len ${sim.config.max_model_len})\n`);
+      process.stdout.write(`raas sim-llm listening on ${sim.url} (model ${sim.config.model}, max_model_len ${sim.config.max_model_len}, ${cfg.datasets.length} dataset file(s))\n`);
       const stop = (): void => {
         void sim.close().then(() => process.exit(0));
       };

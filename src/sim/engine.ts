@@ -19,6 +19,8 @@ export interface SimRequest {
   top_p?: number;
   top_k?: number;
   stop_token_ids: number[];
+  /** The request's other sampling fields as sent (penalties, stop strings, ...): recorded, not modelled. */
+  sampling?: Record<string, unknown>;
 }
 
 /** What the engine generated for one request. */
@@ -44,6 +46,7 @@ export interface SimLogEntry extends SimOutput {
   seed: number | undefined;
   prompt_ids: number[];
   max_tokens: number;
+  sampling: Record<string, unknown>;
 }
 
 interface InFlight {
@@ -146,7 +149,7 @@ export class SimEngine {
     this.cache.insert([...req.prompt_ids, ...out.ids]);
     if (this.cfg.request_log > 0) {
       if (this.log.length >= this.cfg.request_log) this.log.shift();
-      this.log.push({ ...out, api: req.api, request_id: req.request_id, seed: req.seed, prompt_ids: req.prompt_ids, max_tokens: req.max_tokens });
+      this.log.push({ ...out, api: req.api, request_id: req.request_id, seed: req.seed, prompt_ids: req.prompt_ids, max_tokens: req.max_tokens, sampling: req.sampling ?? {} });
     }
     return out;
   }

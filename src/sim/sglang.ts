@@ -11,7 +11,25 @@ const SamplingParams = z.looseObject({
   skip_special_tokens: z.boolean().nullish(),
   no_stop_trim: z.boolean().nullish(),
   sampling_seed: z.number().int().nullish(),
+  // The other fields of SGLang's SamplingParams (python/sglang/srt/sampling/sampling_params.py@0bebedd:31-56),
+  // with verify()'s ranges (:92-118): accepted and recorded in the request log, not modelled.
+  top_p: z.number().gt(0).max(1).nullish(),
+  top_k: z.number().int().nullish(),
+  min_p: z.number().min(0).max(1).nullish(),
+  frequency_penalty: z.number().min(-2).max(2).nullish(),
+  presence_penalty: z.number().min(-2).max(2).nullish(),
+  repetition_penalty: z.number().min(0).max(2).nullish(),
+  min_new_tokens: z.number().int().min(0).nullish(),
+  ignore_eos: z.boolean().nullish(),
+  stop: z.union([z.string(), z.array(z.string())]).nullish(),
+  logit_bias: z.record(z.string(), z.number()).nullish(),
+  json_schema: z.string().nullish(),
+  regex: z.string().nullish(),
+  ebnf: z.string().nullish(),
+  custom_params: z.record(z.string(), z.unknown()).nullish(),
 });
+
+const LOGGED_SGLANG = ['min_p', 'frequency_penalty', 'presence_penalty', 'repetition_penalty', 'min_new_tokens', 'ignore_eos', 'stop', 'logit_bias', 'json_schema', 'regex', 'ebnf', 'custom_params'] as const;
 
 /** SGLang's `GenerateReqInput`, the fields the simulator honours (one request; batches are not simulated). */
 const GenerateRequest = z.looseObject({
@@ -70,6 +88,7 @@ export function registerSglangRoutes(app: FastifyInstance, engine: SimEngine): v
           seed: sp.sampling_seed ?? undefined,
           temperature: sp.temperature ?? undefined,
           stop_token_ids: sp.stop_token_ids ?? [],
+          sampling: Object.fromEntries(LOGGED_SGLANG.filter((k) => sp[k] != null).map((k) => [k, sp[k]])),
         },
         gone.signal,
       );

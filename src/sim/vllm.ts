@@ -22,7 +22,23 @@ const CompletionRequest = z.looseObject({
   stop_token_ids: z.array(z.number().int()).nullish(),
   stream: z.boolean().nullish(),
   request_id: z.string().nullish(),
+  // The other sampling fields of vLLM's CompletionRequest (vllm/entrypoints/openai/protocol.py@ec3b890,
+  // completion-sampling-params), with SamplingParams._verify_args' ranges (vllm/sampling_params.py@db57383):
+  // accepted and recorded in the request log; the simulated policy does not model them.
+  min_p: z.number().min(0).max(1).nullish(),
+  presence_penalty: z.number().min(-2).max(2).nullish(),
+  frequency_penalty: z.number().min(-2).max(2).nullish(),
+  repetition_penalty: z.number().gt(0).max(2).nullish(),
+  min_tokens: z.number().int().min(0).nullish(),
+  ignore_eos: z.boolean().nullish(),
+  stop: z.union([z.string(), z.array(z.string())]).nullish(),
+  logit_bias: z.record(z.string(), z.number()).nullish(),
+  allowed_token_ids: z.array(z.number().int()).nullish(),
+  structured_outputs: z.looseObject({ json: z.unknown(), regex: z.string().nullish(), grammar: z.string().nullish() }).nullish(),
 });
+
+/** The request's sampling fields beyond those the engine uses, for the request log. */
+const LOGGED_VLLM = ['min_p', 'presence_penalty', 'frequency_penalty', 'repetition_penalty', 'min_tokens', 'ignore_eos', 'stop', 'logit_bias', 'allowed_token_ids', 'structured_outputs'] as const;
 
 /** vLLM's error body: `{error: {message, type, param, code}}` with code = HTTP status. */
 export function vllmError(reply: FastifyReply, status: number, message: string, param: string | null = null): FastifyReply {
@@ -85,6 +101,7 @@ export function registerVllmRoutes(app: FastifyInstance, engine: SimEngine): voi
               top_p: body.top_p ?? undefined,
               top_k: body.top_k ?? undefined,
               stop_token_ids: body.stop_token_ids ?? [],
+              sampling: Object.fromEntries(LOGGED_VLLM.filter((k) => body[k] != null).map((k) => [k, body[k]])),
             },
             gone.signal,
           ),

@@ -105,7 +105,7 @@ describe('placement on loopback nodes with real rollout servers and simulated ba
   it('a broken config file fails with the key named', async () => {
     const cfg = path.join(dir, 'bad.yaml');
     await writeFile(cfg, 'rollout_servers: []\nllm_servers: [x]\n');
-    await expect(loadPlaceConfig(cfg)).rejects.toMatchObject({ code: 'config_invalid', message: expect.stringMatching(/bad\.yaml: rollout_servers/) });
+    await expect(loadPlaceConfig(cfg)).rejects.toMatchObject({ code: 'config_invalid', message: expect.stringMatching(/bad\.yaml: `rollout_servers`/) });
     await expect(loadPlaceConfig(path.join(dir, 'missing.yaml'))).rejects.toThrow(/cannot read it/);
   });
 });

@@ -90,7 +90,7 @@ describe('place config', () => {
     expect(cfg.rollout_servers).toEqual([{ url: 'http://a:8006', token: 'tok-12345678' }, { url: 'http://b:8006', token: 'own-12345678' }]);
     expect(cfg.llm_servers[1]).toEqual({ address: 'b:30000', api: 'sglang' });
     expect(cfg.mode).toBe('replace');
-    expect(() => parsePlaceConfig({ rollout_servers: ['http://a:1'], llm_servers: [{ address: 'x', api: 'tgi' }] }, 'p.yaml')).toThrow(/p\.yaml: llm_servers\[0\]/);
+    expect(() => parsePlaceConfig({ rollout_servers: ['http://a:1'], llm_servers: [{ address: 'x', api: 'tgi' }] }, 'p.yaml')).toThrow(/p\.yaml: `llm_servers\[0\]/);
     expect(() => parsePlaceConfig({ rollout_servers: [], llm_servers: ['x'] })).toThrow(/rollout_servers/);
   });
 

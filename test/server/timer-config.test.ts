@@ -65,7 +65,7 @@ describe('server config and handler modules', () => {
     await writeFile(file, 'workers:\n  run: many\n');
     await expect(loadServerConfig(file)).rejects.toMatchObject({ code: 'config_invalid', message: expect.stringContaining('workers.run') });
     await writeFile(file, 'wokers: 3\n');
-    await expect(loadServerConfig(file)).rejects.toMatchObject({ message: expect.stringContaining('unknown field "wokers"') });
+    await expect(loadServerConfig(file)).rejects.toMatchObject({ message: expect.stringContaining('`wokers`: unknown key; did you mean `workers`?') });
     await writeFile(file, '- a\n- b\n');
     await expect(loadServerConfig(file)).rejects.toMatchObject({ message: expect.stringContaining('mapping') });
     await expect(loadServerConfig(path.join(dir, 'missing.yaml'))).rejects.toMatchObject({ code: 'config_invalid' });

@@ -1,4 +1,5 @@
 import { RaasError } from '../../protocol/errors.js';
+import { wireSampling } from '../../protocol/llm.js';
 import type { BackendClient, BackendFinish, GenerateRequest } from './types.js';
 import { getJson, normalizeAddress, postJson, probe } from './http.js';
 import { BackendMetadata } from './metadata.js';
@@ -30,9 +31,15 @@ export class SglangClient implements BackendClient {
 
   async generate(req: ClientRequest): Promise<{ ids: number[]; logprobs: number[]; finish_reason: BackendFinish }> {
     const s = req.sampling;
+    // extra_body first (its sampling_params into ours), then the forwarded parameters, then what raas sets.
+    const { fields, extra } = wireSampling('sglang', s);
+    const extraSampling = typeof extra.sampling_params === 'object' && extra.sampling_params !== null ? extra.sampling_params : {};
     const body = {
+      ...extra,
       input_ids: req.prompt_ids,
       sampling_params: {
+        ...extraSampling,
+        ...fields,
         max_new_tokens: req.max_tokens,
         temperature: s.temperature ?? 1.0,
         top_p: s.top_p ?? 1.0,

@@ -1,4 +1,5 @@
 import { RaasError } from '../../protocol/errors.js';
+import { wireSampling } from '../../protocol/llm.js';
 import type { BackendClient, BackendFinish, GenerateRequest } from './types.js';
 import { getJson, normalizeAddress, postJson, probe } from './http.js';
 import { BackendMetadata, type MetadataOptions } from './metadata.js';
@@ -50,7 +51,11 @@ export class VllmClient implements BackendClient {
   async generate(req: ClientRequest): Promise<{ ids: number[]; logprobs: number[]; finish_reason: BackendFinish }> {
     const model = this.opts.model ?? (await this.models.get(req.signal))?.id;
     const s = req.sampling;
+    // extra_body first, then the forwarded parameters, then what raas sets (never overridden).
+    const { fields, extra } = wireSampling('vllm', s);
     const body: Record<string, unknown> = {
+      ...extra,
+      ...fields,
       ...(model === undefined ? {} : { model }),
       prompt: req.prompt_ids,
       max_tokens: req.max_tokens,
@@ -64,7 +69,7 @@ export class VllmClient implements BackendClient {
       return_token_ids: true,
       skip_special_tokens: false,
       include_stop_str_in_output: false,
-      stop: [],
+      stop: fields.stop ?? [],
       stop_token_ids: req.stop_token_ids ?? [],
       // Names the call for /abort_requests (a pause in abort mode).
       request_id: req.request_id,

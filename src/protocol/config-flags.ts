@@ -1,0 +1,46 @@
+import { InvalidArgumentError } from 'commander';
+
+/**
+ * Commander argument parsers whose errors name the flag and what it takes: `--n: must be a
+ * positive integer, got "-2"`. src/cli.ts prints them as `raas: <message>`.
+ */
+export function intArg(flag: string, range: { min?: number; max?: number } = {}): (v: string) => number {
+  const { min, max } = range;
+  const what =
+    min !== undefined && max !== undefined ? `expected an integer ${min}–${max}` : min === 1 ? 'must be a positive integer' : min === 0 ? 'must be an integer >= 0' : 'expected an integer';
+  return (v) => {
+    const n = /^[+-]?\d+$/.test(v.trim()) ? Number(v) : Number.NaN;
+    if (!Number.isSafeInteger(n) || (min !== undefined && n < min) || (max !== undefined && n > max)) throw new InvalidArgumentError(`${flag}: ${what}, got "${v}"`);
+    return n;
+  };
+}
+
+/** A TCP port, 0 (pick a free one) to 65535. */
+export const portArg = (flag: string): ((v: string) => number) => intArg(flag, { min: 0, max: 65_535 });
+
+/** A finite number, optionally > 0 or >= 0. */
+export function numberArg(flag: string, opts: { positive?: boolean; nonNegative?: boolean } = {}): (v: string) => number {
+  const what = opts.positive ? 'must be a number > 0' : opts.nonNegative ? 'must be a number >= 0' : 'expected a number';
+  return (v) => {
+    const n = v.trim() === '' ? Number.NaN : Number(v);
+    if (!Number.isFinite(n) || (opts.positive && n <= 0) || (opts.nonNegative && n < 0)) throw new InvalidArgumentError(`${flag}: ${what}, got "${v}"`);
+    return n;
+  };
+}
+
+/** Repeatable `--set key.path=value`: collects every occurrence. */
+export function collect(v: string, previous: string[] = []): string[] {
+  return [...previous, v];
+}
+
+/** The help text of `--set`. */
+export const SET_HELP = 'override one config key, typed through the schema: --set sampling_params.temperature=0.7 (repeatable; the value is read as YAML)';
+
+/** Rewrites commander's "error: option '--n <n>' argument '-2' is invalid. --n: ..." to the message alone. */
+export function flagErrorLine(text: string): string {
+  const m = /^error: option '(?:-\w, )?(--[\w-]+)[^']*' argument '([^']*)' is invalid\. (.*)$/s.exec(text.trim());
+  if (!m) return text.replace(/^error: /, 'raas: ');
+  const [, flag, value, why] = m;
+  // Our parsers' messages start with the flag; commander's own (choices) do not.
+  return why!.startsWith(`${flag}:`) ? `raas: ${why}\n` : `raas: ${flag}: ${why!.replace(/\.$/, '')}, got "${value}"\n`;
+}
