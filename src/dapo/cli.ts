@@ -8,6 +8,7 @@ import { runTraining } from './train.js';
 import { planResume } from './resume.js';
 import { plural } from './metrics.js';
 import { TrainerCommandError } from './trainer-command.js';
+import { SET_HELP, collect, intArg } from '../protocol/config-flags.js';
 
 /** Ctrl-C (and SIGTERM) abort the signal once; a second Ctrl-C exits at once. */
 function interruptSignal(): { signal: AbortSignal; dispose(): void } {
@@ -31,14 +32,16 @@ export function registerTrain(program: Command): void {
     .description('run DAPO training steps: embedded (local rollout server + simulated backends) or against configured servers')
     .argument('[config]', 'training config (YAML); optional with --resume (the run directory\'s config.json is used)')
     .option('--smoke', 'CI smoke run: the config\'s smoke overrides (fewer steps)')
-    .option('--steps <n>', 'override steps', (v) => Number.parseInt(v, 10))
+    .option('--steps <n>', 'override steps', intArg('--steps', { min: 1 }))
+    .option('--set <key=value>', SET_HELP, collect)
     .option('--name <name>', 'override the run name (runs/<name>/)')
     .option('--output-dir <dir>', 'override output_dir')
     .option('--resume <run-dir>', 'continue an interrupted run from <run-dir>/checkpoint.json: re-attach to its jobs in flight, append to its outputs')
-    .action(async (file: string | undefined, o: { smoke?: boolean; steps?: number; name?: string; outputDir?: string; resume?: string }) => {
+    .action(async (file: string | undefined, o: { smoke?: boolean; steps?: number; name?: string; outputDir?: string; resume?: string; set?: string[] }) => {
       if (file === undefined && !o.resume) throw new RaasError('config_invalid', 'raas train: give a training config (raas train <config>) or a run to continue (raas train --resume <run-dir>)');
       if (o.resume && o.outputDir) throw new RaasError('config_invalid', '--output-dir: not with --resume (a resumed run writes into its own directory)');
-      let cfg = file === undefined ? undefined : loadTrainConfig(file, { ...(o.name ? { name: o.name } : {}), ...(o.outputDir ? { output_dir: o.outputDir } : {}) });
+      if (file === undefined && o.set?.length) throw new RaasError('config_invalid', '--set: give the config file too (raas train <config> --resume <run-dir> --set ...)');
+      let cfg = file === undefined ? undefined : loadTrainConfig(file, { ...(o.name ? { name: o.name } : {}), ...(o.outputDir ? { output_dir: o.outputDir } : {}) }, o.set);
       const plan = o.resume ? await planResume(o.resume, cfg) : undefined;
       cfg = plan?.cfg ?? cfg!;
       if (o.smoke) cfg = applySmoke(cfg);
@@ -82,11 +85,12 @@ export function registerTrain(program: Command): void {
     .command('eval')
     .description('one pass over a dataset: n rollouts per prompt, no filtering, no weight updates; pass@1 and pass@n per data source')
     .argument('<config>', 'training config (YAML); its eval section picks the dataset and n')
-    .option('--n <n>', 'rollouts per prompt', (v) => Number.parseInt(v, 10))
+    .option('--n <n>', 'rollouts per prompt', intArg('--n', { min: 1 }))
+    .option('--set <key=value>', SET_HELP, collect)
     .option('--output <file>', 'write the report JSON here (default runs/<name>/eval.json)')
     .option('--tag <tag>', 'job id tag, to evaluate again against the same servers', '0')
-    .action(async (file: string, o: { n?: number; output?: string; tag: string }) => {
-      const cfg = loadTrainConfig(file);
+    .action(async (file: string, o: { n?: number; output?: string; tag: string; set?: string[] }) => {
+      const cfg = loadTrainConfig(file, {}, o.set);
       if (o.n !== undefined) cfg.eval = { ...cfg.eval, n: o.n };
       const { signal, dispose } = interruptSignal();
       try {
