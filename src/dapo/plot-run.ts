@@ -99,8 +99,8 @@ function panelSvg(p: Panel, xs: number[], x0: number, y0: number, W: number, H: 
   const pl = x0 + m.l, pr = x0 + W - m.r, pt = y0 + m.t, pb = y0 + H - m.b;
   const vals = p.series.flatMap((s) => s.values).filter(Number.isFinite);
   const scale = p.percent ? 100 : 1;
-  const axis = niceAxis(Math.max(0, ...vals) * scale);
-  const y = (v: number): number => pb - ((v * scale) / axis.top) * (pb - pt);
+  const axis = niceAxis(Math.max(0, ...vals) * scale, Math.min(0, ...vals) * scale);
+  const y = (v: number): number => pb - ((v * scale - axis.bottom) / (axis.top - axis.bottom)) * (pb - pt);
   const n = xs.length;
   const xMin = n ? xs[0]! : 0, xMax = n ? xs[n - 1]! : 1;
   const span = Math.max(1, xMax - xMin);
@@ -108,7 +108,7 @@ function panelSvg(p: Panel, xs: number[], x0: number, y0: number, W: number, H: 
   const x = (v: number): number => (n <= 1 ? (pl + pr) / 2 : pl + pad + ((v - xMin) / span) * (pr - pl - 2 * pad));
   // Grid and y ticks.
   for (const t of axis.ticks) {
-    const ty = pb - (t / axis.top) * (pb - pt);
+    const ty = y(t / scale);
     out.push(`<line x1="${pl}" y1="${ty.toFixed(1)}" x2="${pr}" y2="${ty.toFixed(1)}" stroke="${t === 0 ? '#333' : '#e5e5e5'}"/>`);
     out.push(`<text x="${pl - 6}" y="${(ty + 4).toFixed(1)}" text-anchor="end" fill="#333">${fmt(t)}${p.percent ? '%' : ''}</text>`);
   }
@@ -126,7 +126,7 @@ function panelSvg(p: Panel, xs: number[], x0: number, y0: number, W: number, H: 
   for (const s of p.series) {
     const pts = s.values.map((v, i) => `${x(xs[i]!).toFixed(1)},${y(Number.isFinite(v) ? v : 0).toFixed(1)}`);
     if (pts.length > 1) out.push(`<polyline fill="none" stroke="${s.color}" stroke-width="2"${s.dashed ? ' stroke-dasharray="5 3"' : ''} points="${pts.join(' ')}"/>`);
-    for (const pt of pts) {
+    if (pts.length <= 40) for (const pt of pts) {
       const [cx, cy] = pt.split(',');
       out.push(`<circle cx="${cx}" cy="${cy}" r="3" fill="${s.color}"/>`);
     }

@@ -14,25 +14,29 @@ export const fmt = (v: number): string => {
 };
 
 /**
- * A y axis from 0 for data whose maximum is `max`: a round step (1, 2, 2.5 or 5 × 10^k) giving 5 to
- * 8 intervals, and a top that is a multiple of it strictly above `max` (headroom: the highest point
- * never sits on the frame).
+ * A y axis for data in [min, max]: it spans 0 (and down to below `min` when there are negative
+ * values), a round step (1, 2, 2.5 or 5 × 10^k) gives 5 to 8 intervals, and the top is a multiple of
+ * the step strictly above `max` (headroom: the highest point never sits on the frame).
  */
-export function niceAxis(max: number): { top: number; step: number; ticks: number[] } {
-  const m = Number.isFinite(max) && max > 0 ? max : 1;
-  let best: { top: number; step: number } | undefined;
-  for (let k = Math.floor(Math.log10(m)) - 2; k <= Math.floor(Math.log10(m)) + 1 && !best; k++) {
+export function niceAxis(max: number, min = 0): { bottom: number; top: number; step: number; ticks: number[] } {
+  const hi = Number.isFinite(max) && max > 0 ? max : 0;
+  const lo = Number.isFinite(min) && min < 0 ? min : 0;
+  const range = hi - lo > 0 ? hi - lo : 1;
+  let best: { bottom: number; top: number; step: number } | undefined;
+  // From small steps to large ones: the first that fits gives the most ticks.
+  for (let k = Math.floor(Math.log10(range)) - 2; k <= Math.floor(Math.log10(range)) + 1 && !best; k++) {
     for (const f of [1, 2, 2.5, 5]) {
       const step = f * 10 ** k;
-      const intervals = Math.floor(m * 1.02 / step) + 1;
-      if (!best && intervals >= 5 && intervals <= 8) best = { top: intervals * step, step };
+      const bottom = lo < 0 ? -(Math.floor((-lo * 1.05) / step) + 1) * step : 0;
+      const top = (Math.floor(((hi === 0 && lo === 0 ? 1 : hi) * 1.05) / step) + 1) * step;
+      const intervals = Math.round((top - bottom) / step);
+      if (!best && intervals >= 5 && intervals <= 8) best = { bottom, top, step };
     }
   }
-  // The candidates walk from small steps to large ones; the first that fits gives the most ticks.
-  best ??= { top: m * 1.25, step: (m * 1.25) / 5 };
+  best ??= { bottom: lo * 1.25, top: hi * 1.25 || 1, step: ((hi - lo) * 1.25 || 1) / 5 };
   const ticks: number[] = [];
-  for (let i = 0; i * best.step <= best.top * (1 + 1e-9); i++) ticks.push(Number((i * best.step).toPrecision(12)));
-  return { top: best.top, step: best.step, ticks };
+  for (let i = 0; best.bottom + i * best.step <= best.top * (1 + 1e-9) + 1e-12; i++) ticks.push(Number((best.bottom + i * best.step).toPrecision(12)));
+  return { ...best, ticks };
 }
 
 /**
