@@ -54,7 +54,7 @@ export class DapoCore {
     readonly cfg: TrainConfig,
     readonly dataset: PromptDataset,
     private readonly clock: Clock,
-    /** max_inflight_jobs: admission cap and the utilization denominator. */
+    /** max_inflight_jobs: admission cap and the utilization denominator (see setCapacity). */
     public capacity: number,
   ) {
     this.window = new StepWindow(clock.now());
@@ -78,6 +78,17 @@ export class DapoCore {
     this.window.integrate(this.clock.now(), this.runningJobs, this.capacity);
   }
 
+  /**
+   * The admission cap follows the live fleet (the driver sets it before each admission): a server
+   * that went down takes its workers out, one that came back brings them in. Jobs already running
+   * above a lowered cap finish; nothing new is admitted until they fall below it.
+   */
+  setCapacity(c: number): void {
+    if (c === this.capacity) return;
+    this.tick(); // the window's occupancy integral up to now uses the old cap
+    this.capacity = Math.max(0, c);
+  }
+
   /** Groups to submit now (already counted as running); none while paused. */
   admit(): GroupRecord[] {
     const out: GroupRecord[] = [];
@@ -93,9 +104,11 @@ export class DapoCore {
       }
       return out;
     }
-    const buffered = this.bufferedGroups.length;
+    // Groups being cancelled still hold their place until every cancel is confirmed: counting them
+    // keeps the number of groups in the system (and so the staleness they can reach) within the bound.
+    const held = this.bufferedGroups.length + this.cancellingGroups;
     let running = this.runningGroups;
-    while (buffered + running < (max_staleness + 1) * B && (this.runningJobs + n <= this.capacity || this.runningJobs === 0)) {
+    while (held + running < (max_staleness + 1) * B && (this.runningJobs + n <= this.capacity || this.runningJobs === 0)) {
       const g = this.newGroup();
       if (!g) break;
       out.push(g);

@@ -23,6 +23,8 @@ export class StepWindow {
   rewardCount = 0;
   /** ∫ min(running jobs, capacity) dt, in job·ms. */
   busyIntegral = 0;
+  /** ∫ capacity dt, in job·ms (the cap follows the live fleet, so it may change inside a window). */
+  capacityIntegral = 0;
   private lastAt: number;
 
   constructor(now: number) {
@@ -33,7 +35,10 @@ export class StepWindow {
   /** Accumulates worker occupancy up to `now` with `running` jobs in flight since the last call. */
   integrate(now: number, running: number, capacity: number): void {
     const dt = now - this.lastAt;
-    if (dt > 0) this.busyIntegral += Math.min(running, capacity) * dt;
+    if (dt > 0) {
+      this.busyIntegral += Math.min(running, capacity) * dt;
+      this.capacityIntegral += capacity * dt;
+    }
     this.lastAt = now;
   }
 
@@ -58,7 +63,7 @@ export class StepWindow {
       dropped_stale: this.droppedStale,
       staleness_histogram: hist,
       wall_s: wallMs / 1000,
-      worker_utilization: capacity > 0 ? this.busyIntegral / (capacity * wallMs) : 0,
+      worker_utilization: this.capacityIntegral > 0 ? this.busyIntegral / this.capacityIntegral : 0,
       tokens_generated: this.tokensGenerated,
       tokens_used: extra.tokens_used,
       // additive fields (docs/batch-format.md)

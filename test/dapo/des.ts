@@ -21,12 +21,18 @@ export interface DesOptions {
   updatesPerStep?: (step: number) => number;
   /** Lognormal sigma of job durations. */
   sigma?: number;
+  /** The live fleet's capacity at virtual time t (a server dying or coming back); default `capacity` throughout. */
+  capacityAt?: (t: number) => number;
+  /** Called right after each handover, before its cancels are sent. */
+  afterHandover?: (core: DapoCore, batch: Batch, cancels: string[]) => void;
 }
 
 export interface DesRun {
   batches: Batch[];
   core: DapoCore;
   maxAdmitted: number;
+  /** Most groups held at once: buffered, running and cancelling (the admission bound counts all three). */
+  maxHeld: number;
   maxRunningJobs: number;
   violations: string[];
   cancelledIds: Set<string>;
@@ -58,7 +64,7 @@ export function runDes(o: DesOptions): DesRun {
     queue.push({ t, seq: seq++, run });
   };
   const jobs = new Map<string, { end: number; reward: number; tokens: number; started: number; done: boolean }>();
-  const run: DesRun = { batches: [], core, maxAdmitted: 0, maxRunningJobs: 0, violations: [], cancelledIds: new Set() };
+  const run: DesRun = { batches: [], core, maxAdmitted: 0, maxHeld: 0, maxRunningJobs: 0, violations: [], cancelledIds: new Set() };
   const sigma = o.sigma ?? 1;
   const normal = (): number => Math.sqrt(-2 * Math.log(1 - rand())) * Math.cos(2 * Math.PI * rand());
 
@@ -66,6 +72,7 @@ export function runDes(o: DesOptions): DesRun {
     core.onResult(id, r);
   };
   const submit = (): void => {
+    if (o.capacityAt) core.setCapacity(o.capacityAt(now));
     for (const g of core.admit()) {
       const rate = Number(g.prompt.pass_rate);
       for (const req of g.requests) {
@@ -84,6 +91,7 @@ export function runDes(o: DesOptions): DesRun {
     }
     const admitted = core.bufferedGroups.length + core.runningGroups;
     run.maxAdmitted = Math.max(run.maxAdmitted, admitted);
+    run.maxHeld = Math.max(run.maxHeld, admitted + core.cancellingGroups);
     run.maxRunningJobs = Math.max(run.maxRunningJobs, core.runningJobs);
   };
   const cancel = (ids: string[]): void => {
@@ -108,6 +116,7 @@ export function runDes(o: DesOptions): DesRun {
     if (waiting && core.ready()) {
       const { batch, cancels } = core.handover();
       run.batches.push(batch);
+      o.afterHandover?.(core, batch, cancels);
       cancel(cancels);
       waiting = false;
       step++;
@@ -130,7 +139,8 @@ export function runDes(o: DesOptions): DesRun {
     now = Math.max(now, ev.t);
     ev.run();
     tryHandover();
-    if (core.runningJobs > o.capacity && cfg.mode === 'async') run.violations.push(`running jobs ${core.runningJobs} > capacity ${o.capacity}`);
+    // One group may run alone when n exceeds the capacity; otherwise the cap holds.
+    if (core.runningJobs > Math.max(o.capacity, cfg.n) && cfg.mode === 'async' && !o.capacityAt) run.violations.push(`running jobs ${core.runningJobs} > capacity ${o.capacity}`);
   }
   return run;
 }
