@@ -6,7 +6,8 @@ import { applySmoke, loadTrainConfig } from './config.js';
 import { runEval } from './eval.js';
 import { runTraining } from './train.js';
 import { planResume } from './resume.js';
-import { plural } from './metrics.js';
+import { CoordinatorMetrics, plural } from './metrics.js';
+import { serveMetrics, type MetricsServer } from './metrics-server.js';
 import { TrainerCommandError } from './trainer-command.js';
 import { SET_HELP, collect, intArg } from '../protocol/config-flags.js';
 
@@ -37,7 +38,8 @@ export function registerTrain(program: Command): void {
     .option('--name <name>', 'override the run name (runs/<name>/)')
     .option('--output-dir <dir>', 'override output_dir')
     .option('--resume <run-dir>', 'continue an interrupted run from <run-dir>/checkpoint.json: re-attach to its jobs in flight, append to its outputs')
-    .action(async (file: string | undefined, o: { smoke?: boolean; steps?: number; name?: string; outputDir?: string; resume?: string; set?: string[] }) => {
+    .option('--metrics-port <port>', 'serve the coordinator\'s Prometheus metrics on 127.0.0.1:<port>/metrics (0: a free port, printed)', (v) => metricsPort(v))
+    .action(async (file: string | undefined, o: { smoke?: boolean; steps?: number; name?: string; outputDir?: string; metricsPort?: number; resume?: string; set?: string[] }) => {
       if (file === undefined && !o.resume) throw new RaasError('config_invalid', 'raas train: give a training config (raas train <config>) or a run to continue (raas train --resume <run-dir>)');
       if (o.resume && o.outputDir) throw new RaasError('config_invalid', '--output-dir: not with --resume (a resumed run writes into its own directory)');
       if (file === undefined && o.set?.length) throw new RaasError('config_invalid', '--set: give the config file too (raas train <config> --resume <run-dir> --set ...)');
@@ -55,11 +57,17 @@ export function registerTrain(program: Command): void {
       }
       const runDir = plan?.resume.dir ?? path.resolve(cfg.output_dir, cfg.name);
       const { signal, dispose } = interruptSignal();
+      let prom: MetricsServer | undefined;
       try {
-        const s = await runTraining(cfg, { signal, stderr: process.stderr, ...(plan ? { resume: plan.resume } : {}) });
+        const metrics = o.metricsPort === undefined ? undefined : new CoordinatorMetrics();
+        if (metrics) {
+          prom = await serveMetrics(metrics.registry, o.metricsPort!);
+          process.stderr.write(`raas train: Prometheus metrics on ${prom.url}\n`);
+        }
+        const s = await runTraining(cfg, { signal, stderr: process.stderr, metrics, ...(plan ? { resume: plan.resume } : {}) });
         const first = s.first_mean_reward as number | undefined;
         const last = s.last_mean_reward as number | undefined;
-        process.stderr.write(`raas train: ${s.steps.length} steps in ${(s.wall_s as number).toFixed(1)}s; mean reward ${first?.toFixed(3)} → ${last?.toFixed(3)}; outputs in ${s.run_dir}\n`);
+        process.stderr.write(`raas train: ${plural(s.steps.length, 'step')} in ${(s.wall_s as number).toFixed(1)}s; mean reward ${first?.toFixed(3)} → ${last?.toFixed(3)}; outputs in ${s.run_dir}\n`);
         process.stdout.write(JSON.stringify({ run_dir: s.run_dir, steps: s.steps.length, first_mean_reward: first, last_mean_reward: last, waste_fraction: s.waste_fraction }) + '\n');
       } catch (err) {
         if (err instanceof TrainerCommandError) {
@@ -76,6 +84,7 @@ export function registerTrain(program: Command): void {
         throw err;
       } finally {
         dispose();
+        await prom?.close();
       }
       // Everything is closed; exit now rather than wait on a stray keep-alive handle.
       process.exit(process.exitCode ?? 0);
@@ -116,4 +125,11 @@ export function registerTrain(program: Command): void {
         dispose();
       }
     });
+}
+
+/** --metrics-port: an integer 0..65535 (0 picks a free port). */
+function metricsPort(v: string): number {
+  const n = Number(v);
+  if (!/^\d+$/.test(v.trim()) || !Number.isInteger(n) || n > 65535) throw new RaasError('config_invalid', `--metrics-port: expected a port number 0..65535, got "${v}"`);
+  return n;
 }

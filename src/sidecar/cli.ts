@@ -17,14 +17,23 @@ export function registerSidecar(program: Command): void {
     .option('--close-timeout-s <s>', 'longest wait for a clean close before exiting', (v) => nonNegative(v, '--close-timeout-s'), 30)
     .addOption(new Option('--log-level <level>', 'stderr log level').choices(['debug', 'info', 'warn', 'error', 'silent']).default('info'))
     .option('--set <key=value>', SET_HELP, collect)
-    .action(async (o: { config: string; set?: string[]; returnMessages?: boolean; maxLineBytes: number; progressIntervalS: number; closeTimeoutS: number; logLevel: LogLevel }) => {
+    .option('--metrics-port <port>', 'serve the coordinator\'s Prometheus metrics on 127.0.0.1:<port>/metrics (0: a free port, logged)', (v) => port(v, '--metrics-port'))
+    .action(async (o: { config: string; set?: string[]; metricsPort?: number; returnMessages?: boolean; maxLineBytes: number; progressIntervalS: number; closeTimeoutS: number; logLevel: LogLevel }) => {
       await serveStdio(
         async (log) => {
           // Imported here so that nothing the coordinator loads runs before stdout is guarded.
           const { loadTrainConfig } = await import('../dapo/index.js');
           const { dapoBackend } = await import('./dapo-backend.js');
           const config = loadTrainConfig(o.config, o.returnMessages ? { return_messages: true } : {}, o.set);
-          return dapoBackend(config, { configDir: path.dirname(path.resolve(o.config)), log });
+          const backend = dapoBackend(config, { configDir: path.dirname(path.resolve(o.config)), log });
+          if (o.metricsPort === undefined) return backend;
+          const { CoordinatorMetrics } = await import('../dapo/metrics.js');
+          const { serveMetrics } = await import('../dapo/metrics-server.js');
+          const { withMetrics } = await import('../dapo/metrics-sidecar.js');
+          const metrics = new CoordinatorMetrics();
+          const prom = await serveMetrics(metrics.registry, o.metricsPort); // ends with the process
+          log.info(`Prometheus metrics on ${prom.url}`);
+          return withMetrics(backend, metrics);
         },
         {
           maxLineBytes: o.maxLineBytes,
@@ -39,6 +48,12 @@ export function registerSidecar(program: Command): void {
 function positiveInt(v: string, flag: string): number {
   const n = Number(v);
   if (!Number.isInteger(n) || n <= 0) throw new Error(`${flag} must be a positive integer, got "${v}"`);
+  return n;
+}
+
+function port(v: string, flag: string): number {
+  const n = Number(v);
+  if (!/^\d+$/.test(v.trim()) || n > 65535) throw new Error(`${flag} must be a port number 0..65535, got "${v}"`);
   return n;
 }
 

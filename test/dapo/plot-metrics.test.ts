@@ -121,3 +121,37 @@ describe('metrics.jsonl, the step line and Prometheus metrics of an embedded run
     expect(plural(2, 'step')).toBe('2 steps');
   });
 });
+
+describe('raas sidecar --metrics-port (the built CLI)', () => {
+  it('serves the coordinator metrics of the batches it hands over, and exits with the sidecar', async () => {
+    const { spawn } = await import('node:child_process');
+    const { writeFileSync } = await import('node:fs');
+    const { ROOT } = await import('./helpers.js');
+    const cfgFile = path.join(dir, 'side.yaml');
+    writeFileSync(cfgFile, `name: side\nseed: 2\nembedded: {backends: 1}\ndataset: {path: ${chatDataset(40, dir)}}\nn: 4\nbatch_size: 2\nsteps: 2\noutput_dir: ${dir}/runs\n`);
+    const child = spawn(process.execPath, [path.join(ROOT, 'dist/src/cli.js'), 'sidecar', '--config', cfgFile, '--metrics-port', '0'], { stdio: ['pipe', 'pipe', 'pipe'] });
+    let out = '', err = '';
+    child.stdout!.on('data', (c: Buffer) => (out += c));
+    child.stderr!.on('data', (c: Buffer) => (err += c));
+    const until = async (f: () => boolean, what: string): Promise<void> => {
+      for (let i = 0; i < 600 && !f(); i++) await new Promise((r) => setTimeout(r, 100));
+      if (!f()) throw new Error(`timed out waiting for ${what}; stderr: ${err}`);
+    };
+    try {
+      await until(() => /Prometheus metrics on (\S+)/.test(err), 'the metrics url');
+      const url = /Prometheus metrics on (\S+)/.exec(err)![1]!;
+      child.stdin!.write('{"id": 1, "op": "next_batch"}\n');
+      await until(() => /"id":1,"ok":true/.test(out), 'the batch');
+      const text = await (await fetch(url)).text();
+      expect(text).toMatch(/^raas_coordinator_steps_total 1$/m);
+      expect(text).toMatch(/^raas_coordinator_step 1$/m);
+      expect(text).toMatch(/^raas_coordinator_groups_total\{outcome="accepted"\} [1-9]\d*$/m);
+      child.stdin!.end();
+      const code = await new Promise<number | null>((r) => child.once('close', r));
+      expect(code).toBe(0);
+      await expect(fetch(url)).rejects.toThrow(); // nothing outlives the sidecar
+    } finally {
+      if (child.exitCode === null) child.kill('SIGKILL');
+    }
+  }, 120_000);
+});
