@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { LlmApi } from './llm.js';
+import { BackendAddress, LlmApi } from './llm.js';
 import { SweHandlerConfig } from './tasks.js';
 
 /** Worker pool sizes of the three stages. */
@@ -11,7 +11,7 @@ export const WorkersConfig = z.strictObject({
 
 /** A backend registered at boot, as POST /add_llm_server would. */
 export const BackendConfig = z.strictObject({
-  address: z.string().min(1).max(2048),
+  address: BackendAddress,
   api: LlmApi.optional(),
   weight_version: z.string().max(256).optional(),
 });

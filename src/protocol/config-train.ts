@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { SamplingParams } from './process.js';
-import { LlmApi } from './llm.js';
+import { BackendAddress, LlmApi } from './llm.js';
 
 /** A rollout server the coordinator talks to (when not embedded). */
 export const ServerRef = z.strictObject({
@@ -11,8 +11,8 @@ export type ServerRef = z.infer<typeof ServerRef>;
 
 /** An LLM inference server (vLLM or SGLang) placed onto the rollout servers. */
 export const BackendRef = z.union([
-  z.string().min(1),
-  z.strictObject({ address: z.string().min(1), api: LlmApi.optional() }),
+  BackendAddress,
+  z.strictObject({ address: BackendAddress, api: LlmApi.optional() }),
 ]);
 export type BackendRef = z.infer<typeof BackendRef>;
 

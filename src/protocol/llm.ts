@@ -4,12 +4,57 @@ import { RaasError } from './errors.js';
 export const LlmApi = z.enum(['vllm', 'sglang']);
 export type LlmApi = z.infer<typeof LlmApi>;
 
-/** POST /add_llm_server body. ProRL's `http://host:port/v1` addresses are vLLM. */
+/**
+ * Why `address` cannot be a backend address (undefined when it can): it must be an http(s) URL with
+ * a host, or `host:port` (`http://` is added); ProRL's `/v1` suffix is fine.
+ */
+export function addressProblem(address: string): string | undefined {
+  const a = address.trim();
+  const fix = 'give http://host:port (e.g. http://127.0.0.1:8000/v1)';
+  if (/\s/.test(a)) return `${JSON.stringify(address)} is not a URL (it contains spaces): ${fix}`;
+  const withScheme = /^[a-z][a-z0-9+.-]*:\/\//i.test(a) ? a : `http://${a}`;
+  let u: URL;
+  try {
+    u = new URL(withScheme);
+  } catch {
+    return `${JSON.stringify(address)} is not a URL: ${fix}`;
+  }
+  if (u.protocol !== 'http:' && u.protocol !== 'https:') return `${JSON.stringify(address)}: scheme ${u.protocol.slice(0, -1)} is not served; ${fix}`;
+  if (!u.hostname) return `${JSON.stringify(address)} has no host: ${fix}`;
+  if (u.search || u.hash || u.username) return `${JSON.stringify(address)}: no query, fragment or credentials in a backend address; ${fix}`;
+  return undefined;
+}
+
+/** A backend address in a config file: checked as /add_llm_server checks it. */
+export const BackendAddress = z
+  .string()
+  .min(1)
+  .max(2048)
+  .superRefine((v, ctx) => {
+    const why = addressProblem(v);
+    if (why) ctx.addIssue({ code: 'custom', message: why });
+  });
+
+/** POST /add_llm_server body. ProRL's `http://host:port/v1` addresses are vLLM. The address is checked by the route (code invalid_address). */
 export const AddLlmServerRequest = z.strictObject({
   address: z.string().min(1).max(2048),
   api: LlmApi.optional(),
   weight_version: z.string().max(256).optional(),
+  /** Ask the backend once for its model (default true); the answer says what it found. */
+  probe: z.boolean().optional(),
 });
+
+/** What the one probe of POST /add_llm_server found. */
+export const BackendProbe = z.object({
+  answered: z.boolean(),
+  /** vLLM: /v1/models' first id; SGLang: /get_model_info's model_path. */
+  model: z.string().optional(),
+  /** vLLM: /v1/models' max_model_len; SGLang: /get_server_info's context_length. */
+  max_model_len: z.number().int().optional(),
+  /** Set when the backend did not answer (it stays registered: health probes take over) or answered oddly. */
+  warning: z.string().optional(),
+});
+export type BackendProbe = z.infer<typeof BackendProbe>;
 export type AddLlmServerRequest = z.infer<typeof AddLlmServerRequest>;
 
 export const RemoveLlmServerRequest = z.strictObject({ address: z.string().min(1).max(2048) });

@@ -1,6 +1,6 @@
 import Fastify, { type FastifyError, type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
 import { RaasError } from '../protocol/errors.js';
-import { AddLlmServerRequest, RemoveLlmServerRequest } from '../protocol/llm.js';
+import { AddLlmServerRequest, RemoveLlmServerRequest, addressProblem } from '../protocol/llm.js';
 import { PauseRequest } from '../protocol/pause.js';
 import { CancelRequest, JobId } from '../protocol/process.js';
 import { parseOrThrow } from '../protocol/validation.js';
@@ -8,6 +8,7 @@ import type { ServerConfig } from '../protocol/config-server.js';
 import { makeTokenCheck } from './auth.js';
 import { gateOf } from './llm/gate.js';
 import type { BackendPool } from './llm/pool.js';
+import { probeBackend } from './llm/probe.js';
 import type { ServerMetrics } from './metrics.js';
 import { stoppedError, type Pipeline } from './pipeline/pipeline.js';
 
@@ -117,10 +118,15 @@ export function buildApp(deps: AppDeps): FastifyInstance {
     reply.type('application/json; charset=utf-8').send(await pipeline.get(parseOrThrow(JobId, (req.params as { id: string }).id, 'bad_request', 'job_id'))),
   );
 
+  // A non-URL is refused (invalid_address); a backend is registered, then asked once what it serves.
   app.post('/add_llm_server', async (req) => {
     const body = parseOrThrow(AddLlmServerRequest, req.body ?? {});
-    pool.add(body.address, body.api ?? 'vllm', body.weight_version);
-    return { status: 'ok', backends: pool.list() };
+    const why = addressProblem(body.address);
+    if (why) throw new RaasError('invalid_address', `address: ${why}`);
+    const api = body.api ?? 'vllm';
+    const b = pool.add(body.address, api, body.weight_version);
+    const probe = body.probe === false ? undefined : await probeBackend(b.address, api, Math.min(2_000, config.llm.probe_timeout_s * 1000));
+    return { status: 'ok', backends: pool.list(), ...(probe ? { probe: { address: b.address, api, ...probe } } : {}) };
   });
   app.post('/remove_llm_server', async (req) => {
     const body = parseOrThrow(RemoveLlmServerRequest, req.body ?? {});
