@@ -21,6 +21,11 @@ export interface RolloutFleetOptions {
    * (2 retries, 100 ms → 1 s) because a dead server is better handled by failing over.
    */
   client?: Omit<RolloutClientOptions, 'url' | 'token'>;
+  /**
+   * Called (on a later microtask) when the live capacity may have changed: a server went down, came
+   * back, or reported its workers. The coordinator re-reads {@link RolloutFleet.liveCapacity} then.
+   */
+  on_change?: () => void;
 }
 
 /** A server as {@link RolloutFleet.servers} reports it. */
@@ -28,6 +33,8 @@ export interface FleetServerInfo {
   url: string;
   healthy: boolean;
   in_flight: number;
+  /** Its workers.run.size from GET /status, null until it answered one. */
+  run_workers: number | null;
 }
 
 /** Counters for logs and tests. */
@@ -48,6 +55,8 @@ export interface ServerState {
   inFlight: number;
   checking: boolean;
   failedChecks: number;
+  /** workers.run.size from its last GET /status; undefined until it answered one. */
+  runSize?: number;
 }
 
 /** One /process call of a job on one server; it occupies an in-flight slot there until it ends or is abandoned. */

@@ -33,6 +33,7 @@ export class RolloutFleet {
   private rotate = 0;
   private closing: Promise<void> | undefined;
   private readonly counters: FleetStats = { submitted: 0, failed_over: 0, recovered: 0, duplicates: 0 };
+  private readonly onChange: (() => void) | undefined;
 
   constructor(opts: RolloutFleetOptions) {
     if (opts.servers.length === 0) throw new RaasError('config_invalid', 'servers: give at least one rollout server {url}');
@@ -40,6 +41,7 @@ export class RolloutFleet {
     this.intervalMs = opts.health_interval_ms ?? 2000;
     this.unhealthyAfter = Math.max(1, opts.unhealthy_after ?? 2);
     this.healthTimeoutMs = opts.health_timeout_ms ?? 2000;
+    this.onChange = opts.on_change;
     const clientOpts = { retries: 2, backoff: { base_ms: 100, max_ms: 1000 }, ...opts.client, clock: this.clock };
     const seen = new Set<string>();
     this.list = opts.servers.map((s, i) => {
@@ -121,7 +123,42 @@ export class RolloutFleet {
 
   /** Each server's health and in-flight jobs. */
   servers(): FleetServerInfo[] {
-    return this.list.map((s) => ({ url: s.url, healthy: s.healthy, in_flight: s.inFlight }));
+    return this.list.map((s) => ({ url: s.url, healthy: s.healthy, in_flight: s.inFlight, run_workers: s.runSize ?? null }));
+  }
+
+  /**
+   * Reads every server's workers.run.size (GET /status). A server that cannot be reached is marked
+   * down (its size is read when it answers again); other errors (a refused token) reject, and so does
+   * a fleet where no server answers.
+   */
+  async readCapacity(opts: { signal?: AbortSignal } = {}): Promise<void> {
+    const errors = await Promise.all(this.list.map((s) => this.readSize(s, opts.signal)));
+    const other = errors.find((e) => e !== undefined && !(e instanceof RaasError && e.code === 'server_unreachable'));
+    if (other) throw other;
+    if (this.list.every((s) => s.runSize === undefined)) {
+      throw new RaasError('server_unreachable', `no rollout server answers GET /status (${this.list.map((s) => s.url).join(', ')}); start \`raas serve\` or check the servers' URLs`);
+    }
+  }
+
+  /**
+   * The admission cap over the servers that are up now. Without `configured`: the sum of their
+   * workers.run.size. With it (max_inflight_jobs, meant for the whole fleet): its share for the live
+   * servers, in proportion to their workers. So when a server goes down its share leaves with it
+   * instead of piling onto the others, and comes back with it. A server whose size is not known yet
+   * counts as the mean of the known ones.
+   */
+  liveCapacity(configured?: number): number {
+    const known = this.list.filter((s) => s.runSize !== undefined);
+    const mean = known.length ? known.reduce((a, s) => a + s.runSize!, 0) / known.length : 0;
+    let live = 0;
+    let total = 0;
+    for (const s of this.list) {
+      const size = s.runSize ?? mean;
+      total += size;
+      if (s.healthy) live += size;
+    }
+    if (configured === undefined) return Math.round(live);
+    return total > 0 ? Math.round((configured * live) / total) : configured;
   }
 
   /** Counters of submissions, failovers, recoveries and ignored duplicates. */
@@ -237,6 +274,7 @@ export class RolloutFleet {
   private markDown(server: ServerState, _why: unknown): void {
     if (!server.healthy) return;
     server.healthy = false;
+    this.changed();
     const groups = new Set<GroupRec>();
     for (const job of this.jobs.values()) if (job.attempt?.server === server) groups.add(job.group);
     for (const group of groups) {
@@ -289,6 +327,9 @@ export class RolloutFleet {
   /** A server answers again: recover what it finished meanwhile, then place waiting groups. */
   private markUp(server: ServerState): void {
     server.healthy = true;
+    this.changed();
+    // It may have restarted with another number of workers.
+    this.track(this.readSize(server));
     // A server back after a long outage may owe thousands of results: ask for them a few at a time.
     const limit = pLimit(16);
     for (const job of this.jobs.values()) if (job.former.has(server)) this.track(limit(() => this.recover(job, server)));
@@ -319,6 +360,30 @@ export class RolloutFleet {
     }
   }
 
+  /** Reads one server's workers.run.size; answers the error instead of throwing (marking it down when unreachable). */
+  private async readSize(server: ServerState, signal?: AbortSignal): Promise<unknown> {
+    try {
+      const st = await server.client.status({ signal });
+      if (this.closing) return undefined;
+      if (server.runSize !== st.workers.run.size) {
+        server.runSize = st.workers.run.size;
+        this.changed();
+      }
+      return undefined;
+    } catch (err) {
+      if (err instanceof RaasError && err.code === 'server_unreachable' && !signal?.aborted) this.markDown(server, err);
+      return err;
+    }
+  }
+
+  /** Tells the owner (on a later microtask, outside whatever handler changed it) that the live capacity may differ. */
+  private changed(): void {
+    const fn = this.onChange;
+    if (fn && !this.closing) queueMicrotask(() => {
+      if (!this.closing) fn();
+    });
+  }
+
   private async check(server: ServerState): Promise<void> {
     if (server.checking || this.closing) return;
     server.checking = true;
@@ -327,6 +392,7 @@ export class RolloutFleet {
       if (this.closing) return;
       server.failedChecks = ok ? 0 : server.failedChecks + 1;
       if (ok && !server.healthy) this.markUp(server);
+      else if (ok && server.runSize === undefined) this.track(this.readSize(server));
       else if (server.healthy && server.failedChecks >= this.unhealthyAfter) {
         this.markDown(server, new RaasError('server_unreachable', `${server.url}: ${server.failedChecks} health checks failed`));
       }

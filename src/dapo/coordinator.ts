@@ -111,9 +111,10 @@ export class Coordinator {
     this.env = await startEnvironment(cfg);
     if (this.closing) return;
     this.backends = this.env.backends;
-    this.fleet = new RolloutFleet({ servers: this.env.servers, clock: this.clock, ...(cfg.health_interval_ms ? { health_interval_ms: cfg.health_interval_ms } : {}) });
-    const capacity = cfg.max_inflight_jobs ?? (await this.fleetCapacity());
-    const core = new DapoCore(cfg, dataset, this.clock, capacity);
+    // A server going down or coming back changes the admission cap (pump() reads it again).
+    this.fleet = new RolloutFleet({ servers: this.env.servers, clock: this.clock, on_change: () => this.pump(), ...(cfg.health_interval_ms ? { health_interval_ms: cfg.health_interval_ms } : {}) });
+    await this.fleet.readCapacity();
+    const core = new DapoCore(cfg, dataset, this.clock, this.fleet.liveCapacity(cfg.max_inflight_jobs));
     if (st) {
       this.restoreInto(core, st);
       this.lookup = { from: st.next_group_index, misses: 0 };
@@ -122,12 +123,6 @@ export class Coordinator {
     await registerBackends(this.fleet.clients(), this.backends, String(core.version), cfg.placement_mode);
     if (st) for (const g of core.groups.values()) if (g.state === 'running') this.submit(g);
     this.pump();
-  }
-
-  /** Sum of workers.run.size over the fleet (the default max_inflight_jobs). */
-  private async fleetCapacity(): Promise<number> {
-    const sizes = await Promise.all(this.fleet!.clients().map((c) => c.status().then((s) => s.workers.run.size)));
-    return Math.max(1, sizes.reduce((a, b) => a + b, 0));
   }
 
   private restoreInto(core: DapoCore, st: CoordinatorState): void {
@@ -215,6 +210,8 @@ export class Coordinator {
   private pump(): void {
     const core = this.core;
     if (!core || this.closing) return;
+    // The cap follows the live servers: max_inflight_jobs (default Σ workers.run.size) times their share.
+    core.setCapacity(this.fleet!.liveCapacity(this.config.max_inflight_jobs));
     core.demand = this.waiters.length > 0;
     // During a weight update nothing is admitted: a group tagged with the new version must not start
     // on backends still serving the old one (admission resumes once every server has them).
