@@ -5,7 +5,7 @@ import { readFileSync } from 'node:fs';
 const targets = JSON.parse(readFileSync(new URL('./test/mutation/targets.json', import.meta.url), 'utf8'));
 const target = process.env.RAAS_MUTATION_TARGET;
 if (!targets[target]) throw new Error(`RAAS_MUTATION_TARGET=${target}: not one of ${Object.keys(targets).join(', ')}`);
-const out = `reports/mutation/${target}`;
+const out = `reports/mutation/${target}${process.env.RAAS_MUTATION_BASELINE === '1' ? '-baseline' : ''}`;
 
 /** @type {import('@stryker-mutator/api/core').PartialStrykerOptions} */
 export default {
@@ -27,8 +27,9 @@ export default {
   tempDirName: '.stryker-tmp',
   // The sandbox copy needs the sources, the tests and their fixtures only.
   ignorePatterns: ['dist', 'runs', 'reports', 'bench', 'docs', 'examples', 'bridges', 'scripts', '.raas', 'scratch', '*.log'],
-  timeoutMS: 10_000,
-  timeoutFactor: 2,
+  // A mutant that hangs a test is detected (Timeout) after its tests' own time × 1.5 + 3 s.
+  timeoutMS: 3_000,
+  timeoutFactor: 1.5,
   thresholds: { high: 80, low: 60, break: null },
   cleanTempDir: true,
 };

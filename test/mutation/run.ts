@@ -1,6 +1,8 @@
-// `npm run test:mutation [-- <target>...] [--no-doc]`: runs Stryker (stryker.config.mjs) on each
-// target of test/mutation/targets.json in turn (all four by default), counts its JSON report into
-// test/mutation/summary.json and rewrites the mutation section of docs/reliability.md.
+// `npm run test:mutation [-- <target>...] [--no-doc] [--baseline]`: runs Stryker (stryker.config.mjs)
+// on each target of test/mutation/targets.json in turn (all four by default), counts its JSON report
+// into test/mutation/summary.json and rewrites the mutation section of docs/reliability.md.
+// --baseline runs only the tests that existed before mutation testing and records the figure as the
+// target's first-run score (reports/mutation/<target>-baseline/).
 // Not part of `npm test`. Exits 1 when a run fails or a score is below 80%.
 import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
@@ -17,6 +19,7 @@ if (unknown.length) {
   process.exit(2);
 }
 const run = asked.length ? asked : Object.keys(targets);
+const baseline = args.includes('--baseline');
 
 interface Report {
   files: Record<string, { mutants: Array<{ status: string }> }>;
@@ -50,10 +53,10 @@ for (const t of run) {
   const r = spawnSync(path.join(ROOT, 'node_modules/.bin/stryker'), ['run', 'stryker.config.mjs'], {
     cwd: ROOT,
     stdio: 'inherit',
-    env: { ...process.env, RAAS_MUTATION_TARGET: t },
+    env: { ...process.env, RAAS_MUTATION_TARGET: t, ...(baseline ? { RAAS_MUTATION_BASELINE: '1' } : {}) },
   });
   const seconds = (Date.now() - t0) / 1000;
-  const file = path.join(ROOT, `reports/mutation/${t}/mutation.json`);
+  const file = path.join(ROOT, `reports/mutation/${t}${baseline ? '-baseline' : ''}/mutation.json`);
   if (r.status !== 0 || !fs.existsSync(file)) {
     process.stderr.write(`test:mutation: stryker failed on ${t} (exit ${r.status ?? r.signal})\n`);
     failed = true;
@@ -61,7 +64,13 @@ for (const t of run) {
   }
   const summary = readSummary();
   const score = count(JSON.parse(fs.readFileSync(file, 'utf8')) as Report);
-  summary[t] = { ...score, baseline: summary[t]?.baseline ?? score.score, at: new Date().toISOString(), commit, seconds, tests: targets[t].tests };
+  if (baseline) {
+    process.stdout.write(`${t} (tests before mutation testing): ${score.score.toFixed(1)}%\n`);
+    summary[t] = { ...(summary[t] ?? { ...score, at: new Date().toISOString(), commit, seconds, tests: targets[t].tests }), baseline: score.score };
+    fs.writeFileSync(SUMMARY, JSON.stringify(summary, null, 2) + '\n');
+    continue;
+  }
+  summary[t] = { ...score, baseline: summary[t]?.baseline, at: new Date().toISOString(), commit, seconds, tests: targets[t].tests };
   fs.writeFileSync(SUMMARY, JSON.stringify(summary, null, 2) + '\n');
   process.stdout.write(`${t}: ${score.score.toFixed(1)}% (${score.killed} killed, ${score.timeout} timed out, ${score.survived} survived, ${score.no_coverage} not covered) in ${seconds.toFixed(0)} s\n`);
   if (score.score < THRESHOLD) failed = true;
