@@ -10,6 +10,7 @@ import { isInformative } from '../src/dapo/rewards.js';
 import { resultTokens } from '../src/dapo/group.js';
 import type { Result } from '../src/protocol/process.js';
 import type { OracleGroup } from './dapo-oracle.js';
+import type { ReplayGroup } from './dapo-replay.js';
 
 export interface RolloutRecord {
   group: number;
@@ -80,6 +81,15 @@ export class Recorder {
 
   /** The groups whose n rollouts all ended normally, in submission order: the oracle's input. */
   oracleGroups(n: number): OracleGroup[] {
+    return this.finished(n).map((l) => ({ durations: l.map((r) => r.duration_s), informative: isInformative(l.map((r) => r.reward)) }));
+  }
+
+  /** The same groups with their rewards: the policy replay's input. */
+  replayGroups(n: number): ReplayGroup[] {
+    return this.finished(n).map((l) => ({ durations: l.map((r) => r.duration_s), rewards: l.map((r) => r.reward) }));
+  }
+
+  private finished(n: number): RolloutRecord[][] {
     const byGroup = new Map<number, RolloutRecord[]>();
     for (const r of this.rollouts.values()) {
       const l = byGroup.get(r.group) ?? [];
@@ -89,7 +99,7 @@ export class Recorder {
     return [...byGroup.entries()]
       .filter(([, l]) => l.length === n && l.every((r) => r.ok))
       .sort((a, b) => a[0] - b[0])
-      .map(([, l]) => ({ durations: l.map((r) => r.duration_s), informative: isInformative(l.map((r) => r.reward)) }));
+      .map(([, l]) => l.sort((a, b) => a.k - b.k));
   }
 
   /** Tokens of the rollouts that ended normally. */

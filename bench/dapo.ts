@@ -21,7 +21,8 @@
  * tokens, staleness; and rollout tokens p50/p90/p99/max. Writes bench/results/dapo.json and dapo.svg.
  * Flags: --quick (2 steps, 1 rep: does it work), --reps N (default 3), --steps N (default 5), --slow K (every simulated
  * latency and the trainer step × K, for a machine whose CPU saturates), --table3 (adds the
- * round-robin routing variant, ProRL Agent's Table 3 shape), --tools (code tasks, PTY vs tmux bash).
+ * round-robin routing variant, ProRL Agent's Table 3 shape), --only TEXT (diagnostic: only the
+ * variants whose name contains TEXT, no ratios), --tools (code tasks, PTY vs tmux bash).
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
@@ -37,6 +38,7 @@ import type { SimOptions } from '../src/sim/index.js';
 import { rng } from '../src/util/hash.js';
 import { oracleSchedule } from './dapo-oracle.js';
 import { runOversampled } from './dapo-oversample.js';
+import { replayCoordinator } from './dapo-replay.js';
 import { Recorder, RunUtilSampler, percentile, processCpuSeconds, recordCoordinator } from './dapo-record.js';
 
 const args = process.argv.slice(2);
@@ -53,6 +55,12 @@ const N = 4;
 const B = args.includes('--tools') ? 4 : 8;
 const GEN_BATCH = 3 * B;
 const RUN_WORKERS = 32;
+/**
+ * Jobs the coordinator keeps submitted: the RUN workers plus two groups waiting in the server's
+ * queue, so a worker that frees starts the next job at once instead of idling while a result
+ * travels back and the next group travels out (--inflight N overrides).
+ */
+const INFLIGHT = flag('--inflight', RUN_WORKERS + 2 * N);
 const TRAIN_MS = 300 * SLOW;
 const SEED = 11;
 const TURN_CAP = 1024;
@@ -106,6 +114,8 @@ interface Measured {
   oracle_groups_per_s: number;
   /** Measured ÷ oracle. */
   vs_oracle: number;
+  /** The coordinator's policy on the same groups with zero overhead (bench/dapo-replay.ts) ÷ oracle; NaN for the oversampling driver. */
+  replay_vs_oracle: number;
   step_time_s: number;
   /** Time-averaged busy RUN workers ÷ RUN workers, sampled from the server's /status. */
   server_run_utilization: number;
@@ -134,15 +144,29 @@ interface Measured {
   wall_s: number;
 }
 
-/** The simulated backends in their own process; resolves with their URLs. */
-async function startSims(dataset: string): Promise<{ child: ChildProcess; urls: string[] }> {
-  const spec = { count: 2, options: { seed: SEED, latency: LATENCY, filler: FILLER, abort_on_weight_update: false, weight_version: '0', datasets: [dataset] } };
-  const child = spawn(process.execPath, [...process.execArgv, path.join(here, 'sim-fleet.ts'), JSON.stringify(spec)], { stdio: ['pipe', 'pipe', 'inherit'] });
-  const line = await new Promise<string>((resolve, reject) => {
-    createInterface({ input: child.stdout! }).once('line', resolve);
-    child.once('exit', (c) => reject(new Error(`sim-fleet exited with ${c}`)));
-  });
-  return { child, urls: (JSON.parse(line) as { urls: string[] }).urls };
+/**
+ * The simulated backends in their own process, started once per bench run (they keep no state that
+ * matters between runs: request seeds come from job ids, weight versions from the registration).
+ */
+let sims: Promise<{ child: ChildProcess; urls: string[] }> | undefined;
+function startSims(dataset: string): Promise<{ child: ChildProcess; urls: string[] }> {
+  sims ??= (async () => {
+    const spec = { count: 2, options: { seed: SEED, latency: LATENCY, filler: FILLER, abort_on_weight_update: false, weight_version: '0', datasets: [dataset] } };
+    const child = spawn(process.execPath, [...process.execArgv, path.join(here, 'sim-fleet.ts'), JSON.stringify(spec)], { stdio: ['pipe', 'pipe', 'inherit'] });
+    const line = await new Promise<string>((resolve, reject) => {
+      createInterface({ input: child.stdout! }).once('line', resolve);
+      child.once('exit', (c) => reject(new Error(`sim-fleet exited with ${c}`)));
+    });
+    return { child, urls: (JSON.parse(line) as { urls: string[] }).urls };
+  })();
+  return sims;
+}
+
+async function stopSims(): Promise<void> {
+  const s = await sims?.catch(() => undefined);
+  if (!s) return;
+  s.child.stdin!.end();
+  await new Promise((r) => (s.child.exitCode !== null ? r(null) : s.child.once('exit', r)));
 }
 
 async function runOnce(v: Variant, dataset: string, tag: string): Promise<Measured> {
@@ -171,7 +195,7 @@ async function runOnce(v: Variant, dataset: string, tag: string): Promise<Measur
     } else {
       c = new Coordinator({
         name, seed: SEED, servers: [{ url: server.url }], backends, dataset: { path: dataset }, n: N, batch_size: B, steps: STEPS,
-        max_inflight_jobs: RUN_WORKERS, sampling_params: SAMPLING, ...v.cfg,
+        max_inflight_jobs: INFLIGHT, sampling_params: SAMPLING, ...v.cfg,
       });
       const batches: Batch[] = [];
       await c.start();
@@ -200,12 +224,16 @@ async function runOnce(v: Variant, dataset: string, tag: string): Promise<Measur
     const serverUtil = sampler.stop();
     const oracle = oracleSchedule(rec.oracleGroups(N), { workers: RUN_WORKERS, batch_size: B, max_staleness: boundOf(v), train_s: TRAIN_MS / 1000, steps: STEPS });
     const groupsPerS = (B * STEPS) / wall;
+    const replay = v.cfg
+      ? replayCoordinator(rec.replayGroups(N), { config: { n: N, batch_size: B, ...v.cfg }, workers: RUN_WORKERS, capacity: INFLIGHT, train_s: TRAIN_MS / 1000, steps: STEPS })
+      : undefined;
     const toks = rec.tokens();
     const durs = [...rec.rollouts.values()].filter((r) => r.ok).map((r) => r.duration_s);
     const life = rec.life();
     const perJob = (x: number): number => (life.jobs > 0 ? (x / life.jobs) * 1000 : 0);
     return {
       variant: v.name, informative_groups_per_s: groupsPerS, oracle_groups_per_s: oracle.informative_groups_per_s, vs_oracle: groupsPerS / oracle.informative_groups_per_s,
+      replay_vs_oracle: replay ? replay.informative_groups_per_s / oracle.informative_groups_per_s : Number.NaN,
       step_time_s: wall / STEPS, server_run_utilization: serverUtil, oracle_utilization: oracle.utilization, ...rest,
       rollouts_per_s: toks.length / wall, cpu_bench: (cpu.user + cpu.system) / 1e6 / wall, cpu_sims: simCpu / wall, load_avg_1m: Math.max(load0, loadavg()[0]!),
       tokens_p50: percentile(toks, 50), tokens_p90: percentile(toks, 90), tokens_p99: percentile(toks, 99), tokens_max: percentile(toks, 100),
@@ -216,8 +244,6 @@ async function runOnce(v: Variant, dataset: string, tag: string): Promise<Measur
     sampler.stop();
     await c?.close();
     await server.close();
-    child.stdin!.end();
-    await new Promise((r) => (child.exitCode !== null ? r(null) : child.once('exit', r)));
   }
 }
 
@@ -239,7 +265,7 @@ async function runSet(title: string, variants: Variant[], dataset: string): Prom
     const order = variants.map((_, i) => variants[(i + rep) % variants.length]!);
     for (const v of order) {
       const m = await runOnce(v, dataset, `${title}-${variants.indexOf(v)}-${rep}`);
-      process.stderr.write(`  ${v.name} | rep ${rep}: ${m.informative_groups_per_s.toFixed(2)} groups/s = ${(m.vs_oracle * 100).toFixed(0)}% of oracle ${m.oracle_groups_per_s.toFixed(2)}; server RUN util ${(m.server_run_utilization * 100).toFixed(0)}% (coordinator ${(m.coordinator_utilization * 100).toFixed(0)}%, oracle ${(m.oracle_utilization * 100).toFixed(0)}%); waste ${(m.waste_fraction * 100).toFixed(1)}%; per job ${m.job_life_ms.toFixed(0)} ms of which queued ${m.job_queued_ms.toFixed(0)}, init+eval ${m.job_init_eval_ms.toFixed(0)}, transit ${m.job_transit_ms.toFixed(0)}; CPU bench ${(m.cpu_bench * 100).toFixed(0)}% sims ${(m.cpu_sims * 100).toFixed(0)}% of a core; load ${m.load_avg_1m.toFixed(1)}; ${m.wall_s.toFixed(1)} s\n`);
+      process.stderr.write(`  ${v.name} | rep ${rep}: ${m.informative_groups_per_s.toFixed(2)} groups/s = ${(m.vs_oracle * 100).toFixed(0)}% of oracle ${m.oracle_groups_per_s.toFixed(2)} (policy replay ${(m.replay_vs_oracle * 100).toFixed(0)}%); server RUN util ${(m.server_run_utilization * 100).toFixed(0)}% (coordinator ${(m.coordinator_utilization * 100).toFixed(0)}%, oracle ${(m.oracle_utilization * 100).toFixed(0)}%); waste ${(m.waste_fraction * 100).toFixed(1)}%; per job ${m.job_life_ms.toFixed(0)} ms of which queued ${m.job_queued_ms.toFixed(0)}, init+eval ${m.job_init_eval_ms.toFixed(0)}, transit ${m.job_transit_ms.toFixed(0)}; CPU bench ${(m.cpu_bench * 100).toFixed(0)}% sims ${(m.cpu_sims * 100).toFixed(0)}% of a core; load ${m.load_avg_1m.toFixed(1)}; ${m.wall_s.toFixed(1)} s\n`);
       runs.get(v.name)!.push(m);
     }
   }
@@ -258,10 +284,10 @@ const pct = (x: number): string => `${(x * 100).toFixed(0)}%`;
 const range = (s: Summary, k: keyof Measured, f: (x: number) => string): string => (s.runs.length > 1 ? `${f(s.median[k] as number)} (${f(s.min[k] as number)}–${f(s.max[k] as number)})` : f(s.median[k] as number));
 
 function table(rows: Summary[], sync: Summary | undefined, over: Summary | undefined): string {
-  const head = '| variant | informative groups/s | × plain sync | × oversampling sync | oracle groups/s | ÷ oracle | server RUN util | coordinator util | waste | staleness mean/max | rollouts/s |\n|---|---|---|---|---|---|---|---|---|---|---|';
+  const head = '| variant | informative groups/s | × plain sync | × oversampling sync | oracle groups/s | ÷ oracle | policy replay ÷ oracle | server RUN util | coordinator util | waste | staleness mean/max | rollouts/s |\n|---|---|---|---|---|---|---|---|---|---|---|---|';
   const x = (r: Summary, base: Summary | undefined): string => (base ? (r.median.informative_groups_per_s / base.median.informative_groups_per_s).toFixed(2) : '–');
   const body = rows.map((r) =>
-    `| ${r.median.variant} | ${range(r, 'informative_groups_per_s', (v) => v.toFixed(2))} | ${x(r, sync)} | ${x(r, over)} | ${r.median.oracle_groups_per_s.toFixed(2)} | ${range(r, 'vs_oracle', (v) => v.toFixed(2))} | ${range(r, 'server_run_utilization', pct)} | ${pct(r.median.coordinator_utilization)} | ${range(r, 'waste_fraction', (v) => `${(v * 100).toFixed(1)}%`)} | ${r.median.staleness_mean.toFixed(2)}/${r.median.staleness_max} | ${r.median.rollouts_per_s.toFixed(1)} |`);
+    `| ${r.median.variant} | ${range(r, 'informative_groups_per_s', (v) => v.toFixed(2))} | ${x(r, sync)} | ${x(r, over)} | ${r.median.oracle_groups_per_s.toFixed(2)} | ${range(r, 'vs_oracle', (v) => v.toFixed(2))} | ${Number.isNaN(r.median.replay_vs_oracle) ? '–' : r.median.replay_vs_oracle.toFixed(2)} | ${range(r, 'server_run_utilization', pct)} | ${pct(r.median.coordinator_utilization)} | ${range(r, 'waste_fraction', (v) => `${(v * 100).toFixed(1)}%`)} | ${r.median.staleness_mean.toFixed(2)}/${r.median.staleness_max} | ${r.median.rollouts_per_s.toFixed(1)} |`);
   return [head, ...body].join('\n');
 }
 
@@ -280,6 +306,13 @@ async function main(): Promise<void> {
   const started = performance.now();
   const load0 = loadavg();
   process.stderr.write(`bench:dapo: ${STEPS} steps, n=${N}, batch_size=${B}, ${RUN_WORKERS} RUN workers, 2 simulated backends (decode ${LATENCY.decode_ms_per_token} ms/token), train ${TRAIN_MS} ms/step, turns lognormal median ${FILLER.median_tokens} σ=${FILLER.sigma} cap ${TURN_CAP}, ${REPS} rep(s), ${cpus().length} cores, load average ${load0.map((l) => l.toFixed(2)).join(' ')}\n`);
+  const only = args.indexOf('--only');
+  if (only >= 0) {
+    // A diagnostic: the variants whose name contains the given text, no ratios.
+    const rows = await runSet('only', MODES.filter((v) => v.name.includes(args[only + 1] ?? '')), dataset);
+    process.stdout.write(`\n${table(rows, undefined, undefined)}\n`);
+    return;
+  }
   const modes = await runSet('modes', MODES, dataset);
   const [sync, over, , carry] = modes as [Summary, Summary, Summary, Summary];
   const all = modes.flatMap((m) => m.runs);
@@ -321,7 +354,8 @@ async function main(): Promise<void> {
   process.stdout.write(`bench:dapo took ${result.duration_s.toFixed(0)} s\n`);
 }
 
-main().catch((err) => {
+main().then(stopSims).catch(async (err) => {
   process.stderr.write(`bench:dapo failed: ${err instanceof Error ? err.stack : String(err)}\n`);
+  await stopSims();
   process.exit(1);
 });

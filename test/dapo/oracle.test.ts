@@ -1,6 +1,7 @@
 // The bench:dapo oracle (bench/dapo-oracle.ts) on cases whose ideal schedule is worked out by hand.
 import { describe, expect, it } from 'vitest';
 import { oracleSchedule, type OracleGroup } from '../../bench/dapo-oracle.js';
+import { replayCoordinator } from '../../bench/dapo-replay.js';
 
 const same = (count: number, n: number, d: number, informative = true): OracleGroup[] =>
   Array.from({ length: count }, () => ({ durations: new Array(n).fill(d), informative }));
@@ -74,5 +75,34 @@ describe('oracleSchedule', () => {
 
   it('refuses a list without an informative group', () => {
     expect(() => oracleSchedule(same(5, 2, 1, false), { workers: 2, batch_size: 1, max_staleness: 1, train_s: 0, steps: 1 })).toThrow(/no informative group/);
+  });
+});
+
+describe('replayCoordinator (the real DapoCore on the measured groups, zero overhead)', () => {
+  const eq = (count: number, n: number, d: number) => Array.from({ length: count }, () => ({ durations: new Array(n).fill(d), rewards: [1, 0, 0, 0].slice(0, n) }));
+
+  it('sync: each step takes d + T, as the oracle says when one round fills the workers', () => {
+    const d = 2, T = 0.5, S = 3, B = 2, n = 4;
+    const r = replayCoordinator(eq(50, n, d), { config: { mode: 'sync', n, batch_size: B }, workers: n * B, capacity: n * B, train_s: T, steps: S });
+    expect(r.wall_s).toBeCloseTo(S * (d + T), 9);
+  });
+
+  it('async + carry-over: a handover every d, the trainer hidden, as the oracle', () => {
+    const d = 2, T = 0.5, S = 4, B = 2, n = 4;
+    const r = replayCoordinator(eq(50, n, d), { config: { mode: 'async', carry_over: true, max_staleness: 1, n, batch_size: B }, workers: n * B, capacity: n * B, train_s: T, steps: S });
+    const o = oracleSchedule(eq(50, n, d).map((g) => ({ durations: g.durations, informative: true })), { workers: n * B, batch_size: B, max_staleness: 1, train_s: T, steps: S });
+    expect(r.wall_s).toBeCloseTo(S * d + T, 9);
+    expect(o.wall_s).toBeCloseTo(r.wall_s, 9);
+  });
+
+  it('admits whole groups only: with n + 1 workers one worker always idles, where the oracle uses it', () => {
+    const d = 1, S = 2, B = 3, n = 2;
+    const groups = eq(60, n, d);
+    const r = replayCoordinator(groups, { config: { mode: 'async', carry_over: true, max_staleness: 5, n, batch_size: B }, workers: n + 1, capacity: n + 1, train_s: 0, steps: S });
+    // One group at a time: B·S groups of d each.
+    expect(r.wall_s).toBeCloseTo(B * S * d, 9);
+    expect(r.utilization).toBeCloseTo(n / (n + 1), 9);
+    const o = oracleSchedule(groups.map((g) => ({ durations: g.durations, informative: true })), { workers: n + 1, batch_size: B, max_staleness: 5, train_s: 0, steps: S });
+    expect(o.wall_s).toBeLessThan(r.wall_s);
   });
 });
