@@ -25,6 +25,7 @@ export class ServerMetrics {
   private readonly ignored: Counter<'key'>;
   private readonly ignoredLabels = new Set<string>();
   private readonly stageChildren: Partial<Record<Stage, { observe(v: number): void }>> = {};
+  private readonly jobChildren = new Map<string, { inc(): void }>();
 
   constructor(source: MetricsSource) {
     const registers = [this.registry];
@@ -68,7 +69,9 @@ export class ServerMetrics {
   }
 
   jobEnded(state: string): void {
-    this.jobs.inc({ state });
+    let child = this.jobChildren.get(state);
+    if (!child) this.jobChildren.set(state, (child = this.jobs.labels({ state })));
+    child.inc();
   }
   stage(stage: Stage, seconds: number): void {
     // Label lookups cost more than the observation: keep one child per stage.

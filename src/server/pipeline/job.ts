@@ -1,5 +1,5 @@
 import type { JobState, ProcessRequest, Result } from '../../protocol/process.js';
-import type { AgentHandler, InitResult, RunResult } from '../handlers/types.js';
+import type { AgentHandler, InitResult, JobInfo, RunResult } from '../handlers/types.js';
 import type { Sandbox } from '../sandbox/types.js';
 import type { PausableTimer } from './timer.js';
 import type { JobLlmSession } from '../llm/session.js';
@@ -42,8 +42,11 @@ export class Job {
   private controller: AbortController | undefined;
   private abortReason: unknown;
   private aborted = false;
-  private readonly abortListeners = new Set<() => void>();
+  private abortListeners: Set<() => void> | undefined;
   private seedValue: number | undefined;
+  private infoValue: JobInfo<unknown> | undefined;
+  /** The running stage's abort hook (one slot: a stage at a time), called before the listeners. */
+  stageAbort: (() => void) | undefined;
   /** Set when the job is cancelled: a queued job is skipped, a running stage aborted. */
   discarded = false;
   /** Cancelled by /stop or a shutdown: answered, then forgotten, so a resubmission of its id runs anew. */
@@ -114,14 +117,30 @@ export class Job {
     this.aborted = true;
     this.abortReason = reason;
     this.controller?.abort(reason);
-    for (const fn of [...this.abortListeners]) fn();
-    this.abortListeners.clear();
+    const hook = this.stageAbort;
+    this.stageAbort = undefined;
+    hook?.();
+    const fns = this.abortListeners;
+    this.abortListeners = undefined;
+    if (fns) for (const fn of fns) fn();
   }
 
   /** Runs `fn` when the job is aborted; returns the unsubscribe. Cheaper than a listener on `signal`. */
   onAbort(fn: () => void): () => void {
-    this.abortListeners.add(fn);
-    return () => this.abortListeners.delete(fn);
+    (this.abortListeners ??= new Set()).add(fn);
+    return () => this.abortListeners?.delete(fn);
+  }
+
+  /** What handlers see as `ctx.job`: built once, at the job's first stage, and shared by its stages. */
+  get info(): JobInfo<unknown> {
+    return (this.infoValue ??= {
+      id: this.id,
+      instance: this.instance,
+      samplingParams: this.request.sampling_params,
+      groupId: this.request.group_id,
+      policyVersion: this.request.policy_version,
+      seed: this.seed,
+    });
   }
 
   get terminal(): boolean {

@@ -55,7 +55,7 @@ export function buildResult(job: Job, parts: { eval?: { reward: number; resolved
     r.messages = run.messages;
     r.tokens = run.tokens;
     r.finish_reason = run.finish_reason;
-    r.num_turns = run.num_turns ?? run.messages.filter((m) => m.role === 'assistant').length;
+    r.num_turns = run.num_turns ?? countAssistant(run.messages);
     if (run.tools) r.tools = run.tools;
   }
   if (parts.eval) {
@@ -67,6 +67,7 @@ export function buildResult(job: Job, parts: { eval?: { reward: number; resolved
   r.error = job.errorMessage;
   if (job.traceback !== undefined) r.traceback = job.traceback;
   for (const p of job.patches) r = { ...r, ...p };
+  const patched = job.patches.length > 0;
   if (job.state === 'cancelled') {
     r.critical_error = 'cancelled';
     r.finish_reason = 'cancelled';
@@ -80,7 +81,7 @@ export function buildResult(job: Job, parts: { eval?: { reward: number; resolved
     r.weight_versions = session.turns.map((t) => t.weight_version);
   }
   // ProRL's success: the agent run ended without error (its own finish), unless the handler said otherwise.
-  if (!job.patches.some((p) => typeof p.success === 'boolean')) {
+  if (!patched || !job.patches.some((p) => typeof p.success === 'boolean')) {
     r.success = run?.finish_reason === 'finish' && r.critical_error !== 'init' && r.critical_error !== 'run';
   }
   r.finish = r.finish_reason === 'finish';
@@ -93,10 +94,20 @@ export function buildResult(job: Job, parts: { eval?: { reward: number; resolved
   r.timing = timing;
   const sp = job.request.sampling_params;
   const ids = sp.token_level_generation === true || sp.return_message_ids === true;
+  if (r.messages.length === 0) {
+    r.trailing_messages = [];
+    return r;
+  }
   const { kept, trailing } = trimTrailing(r.messages);
   r.messages = ids ? kept : kept.map(stripIds);
   r.trailing_messages = ids ? trailing : trailing.map(stripIds);
   return r;
+}
+
+function countAssistant(messages: Message[]): number {
+  let n = 0;
+  for (const m of messages) if (m.role === 'assistant') n++;
+  return n;
 }
 
 /**

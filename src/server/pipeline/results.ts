@@ -36,6 +36,13 @@ export class ResultStore {
   private readonly kept = new Map<string, FinishedRecord>();
   /** Results answered from the journal, oldest first. */
   private readonly spilled = new Map<string, FinishedRecord>();
+  /**
+   * The order results entered memory, oldest first (an entry whose id was stored again since is
+   * stale and skipped). trim() takes the oldest from here, not from the Map: finding a Map's first
+   * entry walks the holes its deletions left, thousands of them at `max_kept_results` 4096.
+   */
+  private order: Array<[string, FinishedRecord]> = [];
+  private head = 0;
 
   constructor(private readonly o: ResultStoreOptions) {}
 
@@ -55,7 +62,7 @@ export class ResultStore {
     for (const e of await this.o.journal.open(this.o.ttlMs, this.o.wallNow(), this.o.max)) {
       const r: FinishedRecord = { state: e.state, endedAt: e.ended_at, hash: e.instance_hash, at: e.at };
       if (e.json === undefined) this.spilled.set(e.job_id, r);
-      else this.kept.set(e.job_id, { ...r, json: e.json });
+      else this.keep(e.job_id, { ...r, json: e.json });
     }
   }
 
@@ -72,8 +79,13 @@ export class ResultStore {
     this.spilled.delete(id);
     // Deleted first, so the id moves to the newest end.
     this.kept.delete(id);
-    this.kept.set(id, r);
+    this.keep(id, r);
     this.trim();
+  }
+
+  private keep(id: string, r: FinishedRecord): void {
+    this.kept.set(id, r);
+    this.order.push([id, r]);
   }
 
   /** The record of `id` while within the ttl (state and fingerprint; the JSON via `json()`). */
@@ -105,10 +117,21 @@ export class ResultStore {
 
   /** Moves the oldest results out of memory past `max` (to a journal pointer, or out entirely). */
   private trim(): void {
-    while (this.kept.size > this.o.max) {
-      const [id, r] = this.kept.entries().next().value as [string, FinishedRecord];
+    while (this.kept.size > this.o.max && this.head < this.order.length) {
+      const [id, r] = this.order[this.head++]!;
+      // Stale: the id was stored again (a newer entry follows), or it expired.
+      if (this.kept.get(id) !== r) continue;
       this.kept.delete(id);
       if (r.at) this.spilled.set(id, { state: r.state, endedAt: r.endedAt, hash: r.hash, at: r.at });
+    }
+    // Now and then drop what was taken and what is stale (ids stored again, expired results), so
+    // the order list stays about as long as the Map.
+    if (this.order.length - this.head > 2 * this.kept.size + 1024) {
+      this.order = this.order.slice(this.head).filter(([id, r]) => this.kept.get(id) === r);
+      this.head = 0;
+    } else if (this.head > 1024 && this.head * 2 > this.order.length) {
+      this.order = this.order.slice(this.head);
+      this.head = 0;
     }
   }
 }

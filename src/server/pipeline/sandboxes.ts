@@ -102,6 +102,16 @@ export class StageSandboxes implements SandboxOpener {
     return s;
   }
 
+  /** Sandboxes this stage opened. */
+  get count(): number {
+    return this.opened.length;
+  }
+
+  /** Marks the stage ended: a sandbox that opens later is closed at once. */
+  end(): void {
+    this.ended = true;
+  }
+
   /** Closes every sandbox this stage opened except `keep` (INIT's runtime). Never throws. */
   async closeAll(keep?: Sandbox): Promise<void> {
     this.ended = true;

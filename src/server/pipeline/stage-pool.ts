@@ -39,6 +39,12 @@ export class StagePool {
     return this.queue.slice(this.head);
   }
 
+  /** A worker's stage ended: take the next waiting job. */
+  private readonly release = (): void => {
+    this.busy--;
+    this.pump();
+  };
+
   private pump(): void {
     while (!this.paused && this.busy < this.size && this.head < this.queue.length) {
       const job = this.queue[this.head++];
@@ -49,12 +55,7 @@ export class StagePool {
       }
       this.busy++;
       // work() never rejects (stage failures are data), but a bug must not leak a worker.
-      this.work(job)
-        .catch(() => undefined)
-        .finally(() => {
-          this.busy--;
-          this.pump();
-        });
+      this.work(job).then(this.release, this.release);
     }
   }
 }

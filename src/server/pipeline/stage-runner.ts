@@ -1,6 +1,7 @@
 import { cancellationKind } from '../../protocol/errors.js';
 import type { JobState, Result } from '../../protocol/process.js';
-import type { EvalResult, InitResult, RunResult, StageContext } from '../handlers/types.js';
+import type { Tokenizer } from '../../tokens/tokenizer.js';
+import type { EvalResult, InitResult, Logger, RunResult, StageContext } from '../handlers/types.js';
 import { JobLlmSession } from '../llm/session.js';
 import { transition, type Job, type Stage } from './job.js';
 import type { PipelineOptions } from './pipeline.js';
@@ -38,8 +39,7 @@ export class StageRunner {
     transition(job, stage);
     const t0 = this.o.clock.now();
     job.timer.resume();
-    const sandboxes = new StageSandboxes(this.o.sandboxes, job);
-    const ctx = this.context(job, stage, sandboxes);
+    const ctx = this.context(job, stage);
     let out: unknown;
     let error: unknown;
     let failed = false;
@@ -57,14 +57,20 @@ export class StageRunner {
     const aborted = job.isAborted;
     const runtime = stage === 'init' && !failed && !aborted && out !== ABANDONED ? (out as InitResult | undefined)?.runtime : undefined;
     if (runtime) job.runtime = runtime;
-    const cleanup = sandboxes.closeAll(runtime);
-    if (out === ABANDONED) this.o.track(cleanup);
-    else await cleanup;
+    // Most stages open nothing: then no promise and no await (the hot path of a no-op job).
+    const sandboxes = ctx.endSandboxes();
+    if (sandboxes && sandboxes.count > 0) {
+      const cleanup = sandboxes.closeAll(runtime);
+      if (out === ABANDONED) this.o.track(cleanup);
+      else await cleanup;
+    } else sandboxes?.end();
     if (stage === 'run') {
       job.session?.release();
-      const closing = this.closeRuntime(job);
-      if (out === ABANDONED) this.o.track(closing);
-      else await closing;
+      if (job.runtime) {
+        const closing = this.closeRuntime(job);
+        if (out === ABANDONED) this.o.track(closing);
+        else await closing;
+      }
     }
 
     if (job.terminal) return;
@@ -109,24 +115,8 @@ export class StageRunner {
     await rt?.close().catch((err: unknown) => this.o.log.warn({ err, job: job.id }, 'closing the runtime sandbox failed'));
   }
 
-  private context(job: Job, stage: Stage, sandboxes: StageSandboxes): StageContext<unknown> & Record<string, unknown> {
-    const ctx: Record<string, unknown> = {
-      job: {
-        id: job.id,
-        instance: job.instance,
-        samplingParams: job.request.sampling_params,
-        groupId: job.request.group_id,
-        policyVersion: job.request.policy_version,
-      },
-      config: this.o.config.handlers[job.handler.name] ?? {},
-      log: this.o.log,
-      sandboxes,
-    };
-    Object.defineProperty(ctx.job, 'seed', { get: () => job.seed, enumerable: true });
-    Object.defineProperty(ctx, 'signal', { get: () => job.signal, enumerable: true });
-    // Resolved on first read only (never spread this object: a spread would read it).
-    const tokenizer = this.o.tokenizer;
-    Object.defineProperty(ctx, 'tokenizer', { get: tokenizer, enumerable: true });
+  private context(job: Job, stage: Stage): StageCtx & Record<string, unknown> {
+    const ctx = new StageCtx(job, this.o.config.handlers[job.handler.name] ?? {}, this.o.log, this.o.sandboxes, this.o.tokenizer) as StageCtx & Record<string, unknown>;
     if (stage === 'run') {
       job.session = new JobLlmSession({
         pool: this.o.pool, jobId: job.key, groupId: job.request.group_id, sampling: job.request.sampling_params, seed: job.seed, clock: this.o.clock, observer: this.o.observer,
@@ -140,7 +130,7 @@ export class StageRunner {
     } else if (stage === 'eval') {
       ctx.run = job.run ?? fallbackRun();
     }
-    return ctx as unknown as StageContext<unknown> & Record<string, unknown>;
+    return ctx;
   }
 
   private call(job: Job, stage: Stage, ctx: any): Promise<unknown> {
@@ -156,14 +146,18 @@ export class StageRunner {
     if (job.isAborted) return work;
     return new Promise((resolve, reject) => {
       let timer: unknown;
-      const off = job.onAbort(() => (timer = this.o.clock.setTimeout(() => resolve(ABANDONED), this.o.config.cancel_grace_ms)));
-      const done = (): void => {
-        off();
-        if (timer !== undefined) this.o.clock.clearTimeout(timer);
-      };
+      job.stageAbort = () => (timer = this.o.clock.setTimeout(() => resolve(ABANDONED), this.o.config.cancel_grace_ms));
       work.then(
-        (v) => (done(), resolve(v)),
-        (e) => (done(), reject(e)),
+        (v) => {
+          job.stageAbort = undefined;
+          if (timer !== undefined) this.o.clock.clearTimeout(timer);
+          resolve(v);
+        },
+        (e) => {
+          job.stageAbort = undefined;
+          if (timer !== undefined) this.o.clock.clearTimeout(timer);
+          reject(e);
+        },
       );
     });
   }
@@ -185,5 +179,50 @@ export class StageRunner {
       this.o.log.warn({ err, job: job.id }, `${job.handler.name}.finalResult threw`);
       return {};
     }
+  }
+}
+
+/**
+ * What a handler's stage gets as `ctx`: one object per stage with `signal` and `tokenizer` read
+ * lazily (an AbortController and the ~1 s tokenizer load cost nothing when the stage never reads
+ * them), and `job`, the job's info, built once per job.
+ */
+class StageCtx {
+  readonly job: Job['info'];
+  readonly #job: Job;
+  readonly #tokenizer: () => Tokenizer;
+  readonly #runtime: LazySandboxRuntime;
+  #sandboxes: StageSandboxes | undefined;
+  #ended = false;
+  constructor(
+    job: Job,
+    readonly config: Record<string, unknown>,
+    readonly log: Logger,
+    runtime: LazySandboxRuntime,
+    tokenizer: () => Tokenizer,
+  ) {
+    this.#job = job;
+    this.#tokenizer = tokenizer;
+    this.#runtime = runtime;
+    this.job = job.info;
+  }
+  get signal(): AbortSignal {
+    return this.#job.signal;
+  }
+  get tokenizer(): Tokenizer {
+    return this.#tokenizer();
+  }
+  /** The stage's sandbox opener, made on first read (a stage that opens nothing makes none). */
+  get sandboxes(): StageSandboxes {
+    if (!this.#sandboxes) {
+      this.#sandboxes = new StageSandboxes(this.#runtime, this.#job);
+      if (this.#ended) this.#sandboxes.end();
+    }
+    return this.#sandboxes;
+  }
+  /** The stage ended: its opener (if one was made), for closing what it opened. */
+  endSandboxes(): StageSandboxes | undefined {
+    this.#ended = true;
+    return this.#sandboxes;
   }
 }

@@ -32,31 +32,48 @@ export class PausableTimer {
     return this.counted + (this.startedAt === undefined ? 0 : this.clock.now() - this.startedAt);
   }
 
+  /**
+   * Starts counting. The armed timeout is left in place across pauses (a pause only moves the
+   * deadline later, so a timeout armed earlier fires at or before it and re-arms for what is left):
+   * one setTimeout per job instead of a setTimeout and a clearTimeout per stage.
+   */
   resume(): void {
     if (this.startedAt !== undefined || this.fired || this.disposed) return;
     this.startedAt = this.clock.now();
-    const left = Math.max(0, this.limitMs - this.counted);
-    this.handle = this.clock.setTimeout(() => this.expire(), left);
+    if (this.handle === undefined) this.arm();
   }
 
   pause(): void {
     if (this.startedAt === undefined) return;
     this.counted += this.clock.now() - this.startedAt;
     this.startedAt = undefined;
-    this.clock.clearTimeout(this.handle);
-    this.handle = undefined;
   }
 
   /** Stops counting for good (the job ended). */
   dispose(): void {
     this.pause();
     this.disposed = true;
+    if (this.handle !== undefined) this.clock.clearTimeout(this.handle);
+    this.handle = undefined;
   }
 
-  private expire(): void {
+  private arm(): void {
+    this.handle = this.clock.setTimeout(this.check, Math.max(0, this.limitMs - this.counted));
+  }
+
+  /** The armed timeout: expires when the counted time reached the limit, else re-arms while counting. */
+  private readonly check = (): void => {
+    this.handle = undefined;
     if (this.fired || this.disposed) return;
+    // Within a millisecond counts as reached: timers have millisecond resolution.
+    const left = this.limitMs - this.elapsedMs();
+    if (left >= 1) {
+      // Paused: the next resume() arms again.
+      if (this.startedAt !== undefined) this.handle = this.clock.setTimeout(this.check, left);
+      return;
+    }
     this.pause();
     this.fired = true;
     this.onExpire();
-  }
+  };
 }
