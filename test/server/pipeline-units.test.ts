@@ -1,0 +1,404 @@
+// The pipeline's parts on their own: the job state machine, the stage pools, the result a job
+// answers with (ProRL's rules), the store of finished results (ttl, max_kept_results, journal), the
+// intake's checks, and the sandboxes of a stage.
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+import { z } from 'zod';
+import { RaasError } from '../../src/protocol/errors.js';
+import { ProcessRequest, type Result } from '../../src/protocol/process.js';
+import { HandlerRegistry } from '../../src/server/handlers/registry.js';
+import type { AgentHandler } from '../../src/server/handlers/types.js';
+import { Job, isTerminal, transition } from '../../src/server/pipeline/job.js';
+import { StagePool } from '../../src/server/pipeline/stage-pool.js';
+import { buildResult, fallbackRun, prorlFilter, trimTrailing } from '../../src/server/pipeline/result.js';
+import { ResultStore } from '../../src/server/pipeline/results.js';
+import { ResultsJournal } from '../../src/server/pipeline/journal.js';
+import { admissionEnv, admit, instanceHash } from '../../src/server/pipeline/intake.js';
+import { LazySandboxRuntime, StageSandboxes } from '../../src/server/pipeline/sandboxes.js';
+import { PausableTimer } from '../../src/server/pipeline/timer.js';
+import { seedOf } from '../../src/util/hash.js';
+import { ManualClock, TrackedSandbox } from './helpers.js';
+
+const dirs: string[] = [];
+afterAll(() => {
+  for (const d of dirs) rmSync(d, { recursive: true, force: true });
+});
+
+const Inst = z.looseObject({ data_source: z.string().optional(), instance_id: z.union([z.string(), z.number()]).optional(), trajectory_id: z.number().optional(), n: z.number().default(1), m: z.string().optional() });
+const handler: AgentHandler<z.infer<typeof Inst>> = {
+  name: 'unit',
+  instance: Inst,
+  async init() { return {}; },
+  async run() { return fallbackRun('finish'); },
+  async eval() { return { reward: 1, resolved: true }; },
+};
+
+function job(body: Record<string, unknown> = {}, instance: unknown = undefined): Job {
+  const request = ProcessRequest.parse({ instance: { data_source: 'unit', instance_id: 'i1' }, ...body });
+  return new Job(request.job_id || 'gen', 'key', request, handler, instance ?? request.instance, 0);
+}
+
+const timing = { init_time: 0, run_time: 0, eval_time: 0, others_time: 0, counted_elapsed: 0, timeout_triggered: false, queued_s: 0, init_s: 0, run_s: 0, eval_s: 0, counted_s: 0 };
+
+describe('job state machine', () => {
+  it('allows only the documented edges and names an illegal one', () => {
+    const j = job({ job_id: 'j1' });
+    expect(j.state).toBe('queued_init');
+    expect(() => transition(j, 'run')).toThrow('job j1: illegal transition queued_init -> run');
+    for (const s of ['init', 'queued_run', 'run', 'queued_eval', 'eval', 'done'] as const) transition(j, s);
+    expect(j.terminal).toBe(true);
+    expect(() => transition(j, 'cancelled')).toThrow('illegal transition done -> cancelled');
+    expect(['done', 'failed', 'cancelled', 'timed_out'].every((s) => isTerminal(s as never))).toBe(true);
+    expect(['queued_init', 'init', 'run', 'eval', 'queued_eval'].some((s) => isTerminal(s as never))).toBe(false);
+  });
+
+  it('seeds from sampling_params.seed and the job id, reproducibly; fresh per job without one', () => {
+    const a = job({ job_id: 'x', sampling_params: { seed: 5 } });
+    expect(a.seed).toBe(seedOf(5, 'x'));
+    expect(a.seed).toBe(a.seed);
+    expect(job({ job_id: 'y', sampling_params: { seed: 5 } }).seed).not.toBe(a.seed);
+    const fresh = new Set(Array.from({ length: 8 }, () => job().seed));
+    expect(fresh.size).toBeGreaterThan(1);
+    expect(a.info).toEqual({ id: 'x', instance: { data_source: 'unit', instance_id: 'i1' }, samplingParams: { seed: 5 }, groupId: undefined, policyVersion: undefined, seed: a.seed });
+    expect(a.info).toBe(a.info);
+  });
+
+  it('aborts once: the signal (even one read later), the stage hook and the listeners see the first reason', () => {
+    const j = job();
+    const early = j.signal;
+    const heard: string[] = [];
+    const off = j.onAbort(() => heard.push('gone'));
+    j.onAbort(() => heard.push('listener'));
+    off();
+    j.stageAbort = () => heard.push('stage');
+    j.abort(new Error('first'));
+    j.abort(new Error('second'));
+    expect(j.isAborted).toBe(true);
+    expect((j.reason as Error).message).toBe('first');
+    expect(early.aborted).toBe(true);
+    expect(heard).toEqual(['stage', 'listener']);
+    expect(j.stageAbort).toBeUndefined();
+    const late = job();
+    late.abort(new Error('before read'));
+    expect(late.signal.aborted).toBe(true);
+    expect((late.signal.reason as Error).message).toBe('before read');
+  });
+});
+
+describe('StagePool', () => {
+  it('runs at most `size` jobs at once, FIFO; a removed job never starts; a failing worker frees its slot', async () => {
+    const started: string[] = [];
+    const finish = new Map<string, () => void>();
+    const pool = new StagePool('run', 2, (j) => {
+      started.push(j.id);
+      return new Promise<void>((res, rej) => finish.set(j.id, j.id === 'c' ? () => rej(new Error('bug')) : res));
+    });
+    const jobs = ['a', 'b', 'c', 'd', 'e'].map((id) => job({ job_id: id }));
+    for (const j of jobs) pool.push(j);
+    expect(started).toEqual(['a', 'b']);
+    expect([pool.busy, pool.depth]).toEqual([2, 3]);
+    expect(pool.waiting().map((j) => j.id)).toEqual(['c', 'd', 'e']);
+    expect(pool.remove(jobs[3])).toBe(true);
+    expect(pool.remove(jobs[3])).toBe(false);
+    expect(pool.remove(jobs[0])).toBe(false); // running, not waiting
+    finish.get('a')!();
+    await new Promise((r) => setImmediate(r));
+    expect(started).toEqual(['a', 'b', 'c']);
+    finish.get('c')!();
+    await new Promise((r) => setImmediate(r));
+    expect(started).toEqual(['a', 'b', 'c', 'e']);
+    expect(pool.depth).toBe(0);
+    finish.get('b')!();
+    finish.get('e')!();
+    await new Promise((r) => setImmediate(r));
+    expect(pool.busy).toBe(0);
+  });
+
+  it('stays FIFO across thousands of jobs (its queue is compacted as it goes)', async () => {
+    const order: number[] = [];
+    const pool = new StagePool('init', 1, async (j) => { order.push(Number(j.id)); });
+    for (let i = 0; i < 3000; i++) pool.push(job({ job_id: String(i) }));
+    for (let i = 0; i < 20 && pool.depth > 0; i++) await new Promise((r) => setImmediate(r));
+    while (pool.depth > 0) await new Promise((r) => setImmediate(r));
+    await new Promise((r) => setImmediate(r));
+    expect(order).toEqual(Array.from({ length: 3000 }, (_, i) => i));
+  });
+});
+
+describe('PausableTimer', () => {
+  it('re-arms for what is left after a pause, fires once at the limit, and never after dispose', async () => {
+    const clock = new ManualClock();
+    let fired = 0;
+    const t = new PausableTimer(1000, clock, () => fired++);
+    expect(t.running).toBe(false);
+    t.resume();
+    t.resume(); // no double counting
+    expect(t.running).toBe(true);
+    await clock.advance(600);
+    t.pause();
+    t.pause();
+    expect(t.elapsedMs()).toBe(600);
+    await clock.advance(5000); // paused: nothing counts, nothing fires
+    expect(fired).toBe(0);
+    t.resume();
+    await clock.advance(399);
+    expect(fired).toBe(0);
+    expect(t.elapsedMs()).toBe(999);
+    await clock.advance(1, 1);
+    expect(fired).toBe(1);
+    expect(t.expired).toBe(true);
+    expect(t.running).toBe(false);
+    expect(t.elapsedMs()).toBe(1000);
+    t.resume(); // an expired timer does not start again
+    expect(t.running).toBe(false);
+    const d = new PausableTimer(100, clock, () => fired++);
+    d.resume();
+    await clock.advance(50);
+    d.dispose();
+    expect(d.elapsedMs()).toBe(50);
+    d.resume();
+    await clock.advance(500);
+    expect(fired).toBe(1);
+    expect(d.running).toBe(false);
+  });
+});
+
+describe('buildResult', () => {
+  it('a finished job: run, eval and hook patches merged in that order; ProRL success, finish, end_properly and filter', () => {
+    const j = job({ job_id: 'r1', policy_version: 4 }, { data_source: 'unit', instance_id: 'norm', trajectory_id: 2 });
+    j.state = 'done';
+    j.run = {
+      messages: [{ role: 'user', content: 'q' }, { role: 'assistant', content: 'a', token_ids: [1], logprobs: [-1] }, { role: 'tool', content: 'obs', input_ids: [5] }],
+      tokens: { prompt_ids: [1], response_ids: [2], response_mask: [1], logprobs: [-1] },
+      finish_reason: 'finish', artifacts: { git_patch: 'diff --git' }, tools: [{ name: 't' }],
+    } as never;
+    j.patches.push({ filter: true, resolved: false });
+    const r = buildResult(j, { eval: { reward: 0.5, resolved: true, details: { k: 1 } } }, timing);
+    expect(r).toMatchObject({
+      instance_id: 'norm', trajectory_id: 2, git_patch: 'diff --git', job_id: 'r1', data_source: 'unit', policy_version: 4, reward: 0.5,
+      resolved: false, success: true, finish: true, end_properly: true, critical_error: null, error: null, finish_reason: 'finish', num_turns: 1,
+      tools: [{ name: 't' }], details: { k: 1 }, backend: null, weight_versions: [],
+    });
+    expect(r.filter).toBe(false); // recomputed by ProRL's rule: success means no filter
+    expect(r.timing).toBe(timing);
+    // messages end with the last assistant one; token fields only on request
+    expect(r.messages).toEqual([{ role: 'user', content: 'q' }, { role: 'assistant', content: 'a' }]);
+    expect(r.trailing_messages).toEqual([{ role: 'tool', content: 'obs' }]);
+    expect('traceback' in r).toBe(false);
+    const withIds = job({ sampling_params: { return_message_ids: true } });
+    withIds.state = 'done';
+    withIds.run = j.run;
+    const ri = buildResult(withIds, {}, timing);
+    expect(ri.messages[1]).toEqual({ role: 'assistant', content: 'a', token_ids: [1], logprobs: [-1] });
+    expect(ri.trailing_messages).toEqual([{ role: 'tool', content: 'obs', input_ids: [5] }]);
+    const tl = job({ sampling_params: { token_level_generation: true } });
+    tl.state = 'done';
+    tl.run = j.run;
+    expect(buildResult(tl, {}, timing).messages[1].token_ids).toEqual([1]);
+  });
+
+  it('a failed, cancelled or timed-out job: reward 0, not resolved, filtered, its critical error and finish reason', () => {
+    const f = job({}, {});
+    f.state = 'failed';
+    f.criticalError = 'run';
+    f.errorMessage = 'Error: boom';
+    f.traceback = 'Error: boom\n  at x';
+    f.run = fallbackRun();
+    const r = buildResult(f, { eval: { reward: 1, resolved: true } }, timing);
+    expect(r).toMatchObject({ instance_id: 'i1', trajectory_id: null, reward: 0, resolved: false, success: false, filter: true, end_properly: false, critical_error: 'run', error: 'Error: boom', traceback: 'Error: boom\n  at x', finish_reason: 'error', git_patch: null });
+    const c = job();
+    c.state = 'cancelled';
+    expect(buildResult(c, {}, timing)).toMatchObject({ critical_error: 'cancelled', finish_reason: 'cancelled', filter: true, finish: false, num_turns: 0 });
+    const t = job();
+    t.state = 'timed_out';
+    t.run = { ...fallbackRun('finish'), messages: [{ role: 'assistant', content: 'x' }, { role: 'assistant', content: 'y' }], num_turns: undefined } as never;
+    expect(buildResult(t, { eval: { reward: 1, resolved: true } }, timing)).toMatchObject({ critical_error: 'timeout', finish_reason: 'timeout', reward: 0, num_turns: 2, success: true });
+  });
+
+  it('end_properly for every normal finish; success as a hook sets it; an init failure is never a success', () => {
+    for (const fr of ['finish', 'max_iterations', 'max_response_tokens', 'max_model_len'] as const) {
+      const j = job();
+      j.state = 'done';
+      j.run = fallbackRun(fr);
+      const r = buildResult(j, {}, timing);
+      expect(r.end_properly).toBe(true);
+      expect(r.finish).toBe(fr === 'finish');
+      expect(r.success).toBe(fr === 'finish');
+    }
+    const e = job();
+    e.state = 'done';
+    e.run = fallbackRun('error');
+    expect(buildResult(e, {}, timing).end_properly).toBe(false);
+    const h = job();
+    h.state = 'done';
+    h.run = fallbackRun('error');
+    h.patches.push({ success: true });
+    expect(buildResult(h, {}, timing).success).toBe(true);
+    const i = job();
+    i.state = 'failed';
+    i.criticalError = 'init';
+    i.run = fallbackRun('finish');
+    expect(buildResult(i, {}, timing).success).toBe(false);
+  });
+
+  it("ProRL's filter and trimming rules", () => {
+    expect(prorlFilter({ critical_error: 'eval', success: true, error: null })).toBe(true);
+    expect(prorlFilter({ critical_error: null, success: true, error: 'x' })).toBe(false);
+    expect(prorlFilter({ critical_error: null, success: false, error: 'AgentToolCallError: bad json' })).toBe(false);
+    expect(prorlFilter({ critical_error: null, success: false, error: 'other' })).toBe(true);
+    expect(prorlFilter({ critical_error: null, success: false, error: null })).toBe(true);
+    const a = { role: 'assistant', content: 'a' } as const;
+    const u = { role: 'user', content: 'u' } as const;
+    const m = [u, a];
+    expect(trimTrailing(m)).toEqual({ kept: m, trailing: [] });
+    expect(trimTrailing(m).kept).toBe(m);
+    expect(trimTrailing([u, a, u, u])).toEqual({ kept: [u, a], trailing: [u, u] });
+    expect(trimTrailing([u, u])).toEqual({ kept: [], trailing: [u, u] });
+    expect(trimTrailing([])).toEqual({ kept: [], trailing: [] });
+  });
+});
+
+describe('ResultStore', () => {
+  it('answers within result_ttl_s only; sweep drops the expired', async () => {
+    let now = 0;
+    const s = new ResultStore({ ttlMs: 1000, max: 10, wallNow: () => now });
+    s.put('a', 'done', '{"a":1}', 0, { i: 1 });
+    now = 1000;
+    expect(s.record('a')?.state).toBe('done'); // at the ttl: still answers
+    expect(await s.json('a', s.record('a')!)).toBe('{"a":1}');
+    now = 1001;
+    expect(s.record('a')).toBeUndefined();
+    expect(s.size).toBe(0);
+    s.put('b', 'failed', '{}', 1001, {});
+    s.put('c', 'done', '{}', 2000, {});
+    now = 2500;
+    s.sweep();
+    expect(s.size).toBe(1);
+    expect(s.record('c')?.state).toBe('done');
+  });
+
+  it('keeps the newest max_kept_results in memory; without a journal older ones are forgotten; a re-stored id is the newest', () => {
+    const s = new ResultStore({ ttlMs: 1e9, max: 2, wallNow: () => 0 });
+    s.put('a', 'done', 'A', 0, {});
+    s.put('b', 'done', 'B', 0, {});
+    s.put('a', 'failed', 'A2', 0, {}); // a again: now the newest
+    s.put('c', 'done', 'C', 0, {});
+    expect(s.inMemory).toBe(2);
+    expect(s.record('b')).toBeUndefined();
+    expect(s.record('a')?.state).toBe('failed');
+    expect(s.record('c')?.json).toBe('C');
+    for (let i = 0; i < 5000; i++) s.put(`x${i}`, 'done', 'X', 0, {});
+    expect(s.inMemory).toBe(2);
+    expect(s.size).toBe(2);
+    expect(s.record('x4999')?.json).toBe('X');
+    expect(s.record('x4998')?.json).toBe('X');
+  });
+
+  it('with a journal, results past the cap answer from their journal line, also after a reopen', async () => {
+    const dir = mkdtempSync(path.join(tmpdir(), 'raas-store-'));
+    dirs.push(dir);
+    const journal = new ResultsJournal(dir);
+    const s = new ResultStore({ ttlMs: 1e9, max: 1, journal, wallNow: () => 5 });
+    await s.open();
+    s.put('a', 'done', JSON.stringify({ job_id: 'a' }), 1, { i: 'a' });
+    s.put('b', 'done', JSON.stringify({ job_id: 'b' }), 2, { i: 'b' });
+    expect(s.inMemory).toBe(1);
+    expect(s.size).toBe(2);
+    const ra = s.record('a')!;
+    expect(ra.json).toBeUndefined();
+    expect(ra.hash).toBe(instanceHash({ i: 'a' }));
+    expect(await s.json('a', ra)).toBe(JSON.stringify({ job_id: 'a' }));
+    await journal.close();
+    const again = new ResultStore({ ttlMs: 1e9, max: 1, journal: new ResultsJournal(dir), wallNow: () => 5 });
+    await again.open();
+    expect(again.inMemory).toBe(1);
+    expect(again.size).toBe(2);
+    expect(again.record('b')?.json).toBe(JSON.stringify({ job_id: 'b' }));
+    expect(await again.json('a', again.record('a')!)).toBe(JSON.stringify({ job_id: 'a' }));
+    // without a journal a record with no JSON has nothing to answer with
+    expect(await new ResultStore({ ttlMs: 1, max: 1, wallNow: () => 0 }).json('a', { state: 'done', endedAt: 0 })).toBeUndefined();
+  });
+});
+
+describe('intake', () => {
+  const registry = new HandlerRegistry([handler, { ...handler, name: 'checked', checkInstance: (i: any) => (i.n > 5 ? { ...i, n: 5 } : undefined) } as AgentHandler<any>]);
+
+  it('resolves the handler, validates the instance with its schema and keeps what checkInstance returns', async () => {
+    const a = await admit({ instance: { data_source: 'unit', instance_id: 3, extra: 'kept' }, job_id: 'j' }, registry);
+    expect(a.handler.name).toBe('unit');
+    expect(a.instance).toEqual({ data_source: 'unit', instance_id: 3, extra: 'kept', n: 1 });
+    expect((await admit({ instance: { data_source: 'checked', n: 9 } }, registry)).instance).toMatchObject({ n: 5 });
+    expect((await admit({ instance: { data_source: 'checked', n: 2 } }, registry)).instance).toMatchObject({ n: 2 });
+    const ignored: string[] = [];
+    await admit({ instance: { data_source: 'unit' }, stray: 1, job_id: 'k' }, registry, admissionEnv(), (k) => ignored.push(k));
+    expect(ignored).toEqual(['stray']);
+  });
+
+  it('names the handlers when data_source names none, and says what a missing one means', async () => {
+    const e1 = await admit({ instance: { data_source: 'nope' } }, registry).catch((e: RaasError) => e);
+    expect([e1.code, e1.message]).toEqual(['unknown_data_source', 'instance.data_source "nope" names no handler: use one of "checked", "unit"']);
+    const e2 = await admit({ instance: {} }, registry).catch((e: RaasError) => e);
+    expect(e2.message).toBe('instance.data_source is missing, which means "swebench" (as in ProRL), and no handler has that name: use one of "checked", "unit"');
+    expect((await admit({ instance: { task: 'unit' } }, registry)).handler.name).toBe('unit');
+  });
+
+  it('turns schema issues, a throwing schema and a failing checkInstance into invalid_instance naming the field', async () => {
+    const e = await admit({ instance: { data_source: 'unit', n: 'x', m: 3 } }, registry).catch((x: RaasError) => x);
+    expect(e.code).toBe('invalid_instance');
+    expect(e.message).toBe('unit instance: instance.n: Invalid input: expected number, received string; instance.m: Invalid input: expected string, received number');
+    const throwing = new HandlerRegistry([{ ...handler, name: 'throws', instance: { '~standard': { version: 1, vendor: 'x', validate: () => { throw new Error('schema exploded'); } } } } as never]);
+    const t = await admit({ instance: { data_source: 'throws' } }, throwing).catch((x: RaasError) => x);
+    expect([t.code, t.message]).toEqual(['invalid_instance', 'throws instance: schema exploded']);
+    const asyncSchema = new HandlerRegistry([{ ...handler, name: 'async', instance: { '~standard': { version: 1, vendor: 'x', validate: async (v: unknown) => ({ value: { ...(v as object), async: true } }) } } } as never]);
+    expect((await admit({ instance: { data_source: 'async' } }, asyncSchema)).instance).toMatchObject({ async: true });
+    const own = new RaasError('invalid_instance', 'repo not found: mount it');
+    const checks = new HandlerRegistry([
+      { ...handler, name: 'own', checkInstance: () => { throw own; } },
+      { ...handler, name: 'plain', checkInstance: async () => { throw new Error('disk too small'); } },
+    ] as never);
+    expect(await admit({ instance: { data_source: 'own' } }, checks).catch((x) => x)).toBe(own);
+    const p = await admit({ instance: { data_source: 'plain' } }, checks).catch((x: RaasError) => x);
+    expect([p.code, p.message]).toEqual(['invalid_instance', 'plain instance: disk too small']);
+  });
+
+  it('admissionEnv reads data_dirs and disk_mb, and falls back to the defaults for a section that does not parse', () => {
+    const env = admissionEnv({ data_dirs: ['/data'], disk_mb: 2 });
+    expect(env).toEqual({ dataDirs: ['/data'], maxFileBytes: 2 * 1024 * 1024 });
+    expect(admissionEnv({ disk_mb: 'lots' })).toEqual(admissionEnv());
+  });
+
+  it('instanceHash tells instances apart and is stable', () => {
+    expect(instanceHash({ a: 1 })).toBe(instanceHash({ a: 1 }));
+    expect(instanceHash({ a: 1 })).not.toBe(instanceHash({ a: 2 }));
+    expect(instanceHash({ a: 1 })).toHaveLength(16);
+  });
+});
+
+describe('stage sandboxes', () => {
+  it('a sandbox that opens after its stage ended is closed at once; closeAll keeps the runtime and survives a failing close', async () => {
+    const opened: TrackedSandbox[] = [];
+    const runtime = { open: async () => { const s = new TrackedSandbox(); opened.push(s); return s; } } as unknown as LazySandboxRuntime;
+    const ss = new StageSandboxes(runtime, { signal: new AbortController().signal });
+    const keep = await ss.open({} as never);
+    const other = await ss.open({} as never);
+    other.close = async () => { throw new Error('already gone'); };
+    expect(ss.count).toBe(2);
+    await ss.closeAll(keep);
+    expect(keep.closed).toBe(0);
+    const late = ss.open({} as never);
+    await expect(late).rejects.toThrow('the stage ended before the sandbox opened');
+    expect(opened.at(-1)!.closed).toBe(1);
+    const ended = new StageSandboxes(runtime, { signal: new AbortController().signal });
+    ended.end();
+    await expect(ended.open({} as never)).rejects.toMatchObject({ code: 'cancelled' });
+  });
+
+  it('a closed runtime refuses new sandboxes; describe() is null before the sandbox settings were read', async () => {
+    const rt = new LazySandboxRuntime({}, { debug() {}, info() {}, warn() {}, error() {} } as never);
+    expect(rt.describe()).toBeNull();
+    await rt.close();
+    await expect(rt.open({} as never)).rejects.toMatchObject({ code: 'sandbox_unavailable', message: 'the server is shutting down' });
+  });
+});
