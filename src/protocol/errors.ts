@@ -6,6 +6,7 @@ export const ERROR_CODES = {
   bad_request: { status: 400, doc: 'The body or a query failed validation; the message names the field.' },
   unknown_data_source: { status: 400, doc: 'instance.data_source (or task) names no registered handler.' },
   invalid_address: { status: 400, doc: 'POST /add_llm_server: the address is not an http(s) URL with a host; send http://host:port.' },
+  tokenizer_mismatch: { status: 400, doc: "POST /add_llm_server (and raas serve's configured backends): the backend's /tokenize ids differ from raas's tokenizer; set `tokenizer` to the served model." },
   invalid_instance: { status: 400, doc: "The instance failed its handler's schema; the message names the field." },
   unauthorized: { status: 401, doc: 'Missing or wrong bearer token.' },
   job_not_found: { status: 404, doc: 'GET /jobs/:id: no job with that id (never seen, expired, or in flight at a crash). Resubmit it with the same id and attach: true.' },

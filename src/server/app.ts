@@ -1,4 +1,5 @@
 import Fastify, { type FastifyError, type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
+import type { TokenizerGuard } from '../tokens/backend-check.js';
 import { RaasError } from '../protocol/errors.js';
 import { AddLlmServerRequest, RemoveLlmServerRequest, addressProblem } from '../protocol/llm.js';
 import { PauseRequest } from '../protocol/pause.js';
@@ -17,6 +18,8 @@ export interface AppDeps {
   pipeline: Pipeline;
   pool: BackendPool;
   metrics: ServerMetrics;
+  /** Checks a backend's tokenizer against the server's before it is registered (src/tokens/backend-check.ts). */
+  tokenizerGuard?: TokenizerGuard;
 }
 
 /** Paths the API serves, for telling 405 (wrong method) from 404 (no such route). */
@@ -47,7 +50,7 @@ function sendError(reply: FastifyReply, err: RaasError, config: ServerConfig): F
  * and answer. Every error answers `{error: {code, message}, detail}`.
  */
 export function buildApp(deps: AppDeps): FastifyInstance {
-  const { config, pipeline, pool, metrics } = deps;
+  const { config, pipeline, pool, metrics, tokenizerGuard } = deps;
   const app = Fastify({
     logger: config.log_level === 'silent' ? false : { level: config.log_level },
     bodyLimit: config.body_limit_bytes,
@@ -124,9 +127,11 @@ export function buildApp(deps: AppDeps): FastifyInstance {
     const why = addressProblem(body.address);
     if (why) throw new RaasError('invalid_address', `address: ${why}`);
     const api = body.api ?? 'vllm';
+    // A backend whose /tokenize ids differ from ours is refused before it is registered.
+    const tokenizer = body.probe === false ? undefined : await tokenizerGuard?.check(body.address, api);
     const b = pool.add(body.address, api, body.weight_version);
     const probe = body.probe === false ? undefined : await probeBackend(b.address, api, Math.min(2_000, config.llm.probe_timeout_s * 1000));
-    return { status: 'ok', backends: pool.list(), ...(probe ? { probe: { address: b.address, api, ...probe } } : {}) };
+    return { status: 'ok', backends: pool.list(), ...(probe ? { probe: { address: b.address, api, ...probe } } : {}), ...(tokenizer ? { tokenizer } : {}) };
   });
   app.post('/remove_llm_server', async (req) => {
     const body = parseOrThrow(RemoveLlmServerRequest, req.body ?? {});

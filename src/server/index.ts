@@ -5,7 +5,8 @@ import { ServerConfig, type ServerConfigInput } from '../protocol/config-server.
 import { parseOrThrow } from '../protocol/validation.js';
 import { systemClock, type Clock } from '../util/clock.js';
 import { qwen3Tokenizer, type Tokenizer } from '../tokens/tokenizer.js';
-import { loadTokenizer } from '../tokens/local.js';
+import { resolveTokenizerSpec } from '../tokens/resolve.js';
+import { TokenizerGuard } from '../tokens/backend-check.js';
 import { buildApp } from './app.js';
 import { assertBindAllowed } from './auth.js';
 import { HandlerRegistry, builtinHandlers } from './handlers/registry.js';
@@ -60,7 +61,8 @@ export interface RolloutServer {
 
 /** Resolves the `tokenizer` setting: `qwen3` (bundled) or a tokenizer folder. */
 export function resolveTokenizer(name: string, baseDir = process.cwd()): Tokenizer {
-  return name === 'qwen3' ? qwen3Tokenizer() : loadTokenizer(path.resolve(baseDir, name));
+  // `qwen3` (bundled), a folder, or a Hugging Face model id from the local hub cache.
+  return resolveTokenizerSpec(name, baseDir);
 }
 
 /**
@@ -92,6 +94,12 @@ export async function startRolloutServer(config: ServerConfigInput = {}, opts: R
     error: (o: unknown, m?: string) => logRef.log?.error(o, m),
   };
   const pool = new BackendPool(cfg.llm, opts.clientFactory ?? defaultClientFactory({ model: cfg.llm.model, requestTimeoutMs: cfg.llm.request_timeout_s * 1000 }), Math.random, { clock, log });
+  // Each configured backend's tokenizer is checked against ours first: a mismatch stops the start.
+  const tokenizerGuard = new TokenizerGuard(tokenizer);
+  for (const b of cfg.llm.backends) {
+    const c = await tokenizerGuard.check(b.address, b.api ?? 'vllm');
+    if (c.warning && cfg.log_level !== 'silent') process.stderr.write(`raas: ${c.warning}\n`);
+  }
   for (const b of cfg.llm.backends) pool.add(b.address, b.api ?? 'vllm', b.weight_version);
   pipeline = new Pipeline({
     config: cfg,
@@ -113,7 +121,7 @@ export async function startRolloutServer(config: ServerConfigInput = {}, opts: R
   // Only a server configured for sandboxes loads the sandbox code at start.
   if (Object.keys(cfg.sandbox).length > 0) await pipeline.sandboxes.validate();
   await pipeline.openJournal();
-  const app = buildApp({ config: cfg, pipeline, pool, metrics });
+  const app = buildApp({ config: cfg, pipeline, pool, metrics, tokenizerGuard });
   logRef.log = app.log;
   try {
     // A coordinator opens one connection per held /process answer: thousands may arrive at once.

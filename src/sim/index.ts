@@ -1,6 +1,6 @@
 import Fastify from 'fastify';
 import { qwen3Tokenizer } from '../tokens/tokenizer.js';
-import { loadTokenizer } from '../tokens/local.js';
+import { resolveTokenizerSpec } from '../tokens/resolve.js';
 import { RaasError, fieldPath } from '../protocol/errors.js';
 import { systemClock, type Clock } from '../util/clock.js';
 import { loadPolicies } from './policies/index.js';
@@ -9,6 +9,7 @@ import { SimEngine, type SimLogEntry, type SimOutput, type SimRequest } from './
 import { SimOptions, type SimConfig } from './options.js';
 import { registerVllmRoutes, vllmError } from './vllm.js';
 import { registerSglangRoutes } from './sglang.js';
+import { registerTokenizeRoutes } from './tokenize.js';
 import { renderMetrics } from './metrics.js';
 
 export { SimOptions, REALISTIC_LATENCY } from './options.js';
@@ -49,7 +50,8 @@ export async function startSim(opts: SimOptions = {}, deps: SimDeps = {}): Promi
     throw new RaasError('config_invalid', `sim: ${fieldPath(issue.path)}: ${issue.message}`);
   }
   const cfg = parsed.data;
-  const tokenizer = cfg.tokenizer ? loadTokenizer(cfg.tokenizer) : qwen3Tokenizer();
+  // A folder, a Hugging Face model id from the local hub cache, or Qwen3 (bundled).
+  const tokenizer = cfg.tokenizer ? resolveTokenizerSpec(cfg.tokenizer) : qwen3Tokenizer();
   const policies = [...(deps.policies ?? []), ...(await loadPolicies(cfg.datasets, { seed: cfg.seed, alpha: cfg.policy.alpha, beta: cfg.policy.beta }))];
   const engine = new SimEngine(cfg, tokenizer, policies, deps.clock ?? systemClock);
 
@@ -64,6 +66,7 @@ export async function startSim(opts: SimOptions = {}, deps: SimDeps = {}): Promi
   app.get('/metrics', async (_request, reply) => reply.type('text/plain; version=0.0.4; charset=utf-8').send(renderMetrics(engine)));
   registerVllmRoutes(app, engine);
   registerSglangRoutes(app, engine);
+  registerTokenizeRoutes(app, engine);
 
   await app.listen({ port: cfg.port, host: cfg.host });
   const address = app.server.address();

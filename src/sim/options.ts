@@ -73,7 +73,11 @@ export const SimOptions = z.strictObject({
   logprobs_mode: z.enum(LOGPROBS_MODES).default('raw_logprobs'),
   /** Requests kept in the in-memory request log (for fidelity tests); 0 keeps none. */
   request_log: z.number().int().nonnegative().default(0),
-  /** A local tokenizer folder (tokenizer.json + tokenizer_config.json) instead of Qwen3. */
+  /** Serve the tokenize routes (vLLM's POST /tokenize, SGLang's POST /v1/tokenize); false: 404, as a server without them. */
+  tokenize_route: z.boolean().default(true),
+  /** Added to every id the tokenize routes answer: a backend whose tokenizer differs from raas's (tests). */
+  tokenize_perturb: z.number().int().default(0),
+  /** Instead of Qwen3: a local tokenizer folder (tokenizer.json + tokenizer_config.json) or a Hugging Face model id in the local hub cache. */
   tokenizer: z.string().optional(),
 });
 /** Input shape: every field optional. */
