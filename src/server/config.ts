@@ -3,7 +3,7 @@ import path from 'node:path';
 import { parse as parseYaml } from 'yaml';
 import { RaasError } from '../protocol/errors.js';
 import { ServerConfig, type ServerConfigInput } from '../protocol/config-server.js';
-import { applySets, checkConfig, parseSets } from '../protocol/config-errors.js';
+import { applySets, checkAll, checkConfig, parseSets } from '../protocol/config-errors.js';
 import { SandboxConfig } from './sandbox/config.js';
 
 /** Deep-merges plain objects; arrays and scalars of `over` replace those of `base`. */
@@ -47,7 +47,12 @@ export async function loadServerConfig(file: string | undefined, overrides: Serv
   }
   // One line per problem: the file (or the --set flag), the full key path, the nearest valid key.
   const src = { file: file ?? 'raas serve', sets: assignments };
-  const config = checkConfig(ServerConfig, applySets(merge(fromFile, overrides as Record<string, unknown>), assignments), src);
-  checkConfig(SandboxConfig, config.sandbox, src, ['sandbox']);
-  return { config, baseDir };
+  const doc = applySets(merge(fromFile, overrides as Record<string, unknown>), assignments);
+  let config: ServerConfig | undefined;
+  checkAll([
+    () => (config = checkConfig(ServerConfig, doc, src)),
+    // The sandbox section is the sandbox runtime's (checked again when the first sandbox opens): checked now too.
+    () => isPlain(doc.sandbox) && checkConfig(SandboxConfig, doc.sandbox, src, ['sandbox']),
+  ]);
+  return { config: config!, baseDir };
 }
