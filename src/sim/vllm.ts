@@ -34,7 +34,7 @@ const CompletionRequest = z.looseObject({
   stop: z.union([z.string(), z.array(z.string())]).nullish(),
   logit_bias: z.record(z.string(), z.number()).nullish(),
   allowed_token_ids: z.array(z.number().int()).nullish(),
-  structured_outputs: z.looseObject({ json: z.unknown(), regex: z.string().nullish(), grammar: z.string().nullish() }).nullish(),
+  structured_outputs: z.looseObject({ json: z.unknown().optional(), regex: z.string().nullish(), grammar: z.string().nullish() }).nullish(),
 });
 
 /** The request's sampling fields beyond those the engine uses, for the request log. */
