@@ -101,9 +101,9 @@ async function main(): Promise<void> {
     const xs: number[] = [];
     const n = quick ? 10 : 30;
     for (let i = 0; i < n; i++) {
-      // Let the pool refill between opens, as it would between INIT stages of a busy server.
-      while (pooled.openSandboxes().length < 2) await new Promise((r) => setTimeout(r, 10));
-      await new Promise((r) => setTimeout(r, 50));
+      // Let the pool refill (started and warmed) between opens, as it would between INIT stages of a busy server.
+      await pooled.poolReady();
+      await new Promise((r) => setTimeout(r, 20));
       const t = performance.now();
       // open() returns once the tool server answered its configure request.
       const s = await pooled.open({ files: { 'task.txt': 'x' } });

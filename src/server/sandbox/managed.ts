@@ -314,6 +314,11 @@ export class ManagedSandbox implements Sandbox {
   }
 
   /** Sets env, limits and tools of a pooled tool server before its first bash or python call. */
+  /** Starts bash and python inside and waits for them (a pooled sandbox, before a job takes it). */
+  async warm(signal?: AbortSignal): Promise<void> {
+    await this.tools().call('warm', {}, signal);
+  }
+
   async configure(opts: { env?: Record<string, string>; limits?: object; tools?: string[] }, signal?: AbortSignal): Promise<void> {
     await this.tools().call('configure', opts, signal);
   }

@@ -29,11 +29,18 @@ export class WarmPool {
     }
   }
 
-  /** Takes the oldest pooled sandbox (waiting for it if it is still starting), or undefined. */
+  /**
+   * Takes the oldest pooled sandbox (waiting for it if it is still starting), or undefined. The
+   * replacement starts once the taker calls fill() (the runtime does, right after open() returns):
+   * starting one blocks the event loop for a few milliseconds (directories, cgroup, spawn), which
+   * must not land inside the taker's open().
+   */
   async take(signal?: AbortSignal): Promise<ManagedSandbox | undefined> {
     const next = this.ready.shift();
-    this.fill();
-    if (!next) return undefined;
+    if (!next) {
+      this.fill();
+      return undefined;
+    }
     if (!signal) return next;
     signal.throwIfAborted();
     let onAbort: (() => void) | undefined;
@@ -50,6 +57,11 @@ export class WarmPool {
     } finally {
       signal.removeEventListener('abort', onAbort!);
     }
+  }
+
+  /** Resolves once every pooled sandbox has started and warmed (or failed to). */
+  async settled(): Promise<void> {
+    await Promise.all(this.ready);
   }
 
   /** Number of pooled sandboxes (ready or starting). */

@@ -149,18 +149,27 @@ export class Runtime implements SandboxRuntime {
     }
     const imageDir = spec.image ? await this.images!.resolve(spec.image, signal) : undefined;
     if (!buildDir && this.poolable(spec)) {
-      const sb = await this.warmPool(p).take(signal);
-      if (sb) {
-        try {
-          const limits = { ...this.config.limits, ...(spec.limits ?? {}) };
-          await sb.configure({ env: this.toolEnv(spec), limits, ...(spec.tools ? { tools: spec.tools } : {}) }, signal);
-          sb.cgroup?.setLimits(this.cgroupLimits(spec, false));
+      const pool = this.warmPool(p);
+      let sb: ManagedSandbox | undefined;
+      try {
+        sb = await pool.take(signal);
+        if (sb) {
+          // A pooled sandbox started with the defaults and warmed its tools: a spec that keeps the
+          // defaults needs no configure round trip and no cgroup write, only its files.
+          if (hasKeys(spec.env) || hasKeys(spec.limits) || spec.tools) {
+            const limits = { ...this.config.limits, ...(spec.limits ?? {}) };
+            await sb.configure({ env: this.toolEnv(spec), limits, ...(spec.tools ? { tools: spec.tools } : {}) }, signal);
+          }
+          if (hasKeys(spec.limits)) sb.cgroup?.setLimits(this.cgroupLimits(spec, false));
           await sb.writeFiles(spec.files ?? {}, signal);
           return sb;
-        } catch (e) {
-          await sb.close();
-          throw e;
         }
+      } catch (e) {
+        await sb?.close();
+        throw e;
+      } finally {
+        // The replacement starts once this open() has returned (its start blocks the loop a few ms).
+        setImmediate(() => pool.fill());
       }
     }
     const sb = await this.start(p, spec, imageDir, signal, buildDir);
@@ -183,9 +192,27 @@ export class Runtime implements SandboxRuntime {
     if (this.config.pool_size > 0 && this.kind !== 'process' && !this.closing) this.warmPool(this.prepare()).fill();
   }
 
+  /** Resolves once the warm pool is full of started, warmed sandboxes (at once without a pool). */
+  async poolReady(): Promise<void> {
+    await this.pool?.settled();
+  }
+
   private warmPool(p: Prepared): WarmPool {
-    this.pool ??= new WarmPool(this.config.pool_size, () => this.start(p, {}, undefined), this.log);
+    // The handshake and the tools' start happen here, at fill time, off the critical path of open().
+    this.pool ??= new WarmPool(this.config.pool_size, () => this.startWarm(p), this.log);
     return this.pool;
+  }
+
+  /** Starts a pooled sandbox with the defaults and warms its tools (bash at its prompt, python ready). */
+  private async startWarm(p: Prepared): Promise<ManagedSandbox> {
+    const sb = await this.start(p, {}, undefined);
+    try {
+      await sb.warm();
+    } catch (e) {
+      await sb.close();
+      throw e;
+    }
+    return sb;
   }
 
   /** A pooled sandbox fits specs whose start-time choices (network, image, /tmp size) are the defaults. */
@@ -380,4 +407,8 @@ export class Runtime implements SandboxRuntime {
     })();
     return this.closing;
   }
+}
+
+function hasKeys(o: object | undefined): boolean {
+  return o !== undefined && Object.keys(o).length > 0;
 }

@@ -8,6 +8,7 @@
 export type ToolRequest =
   | { id: number; tool: 'ping' }
   | { id: number; tool: 'configure'; env?: Record<string, string>; limits?: ToolServerOptions['limits']; tools?: ToolServerOptions['tools'] }
+  | { id: number; tool: 'warm' }
   | { id: number; tool: 'shutdown' }
   | { id: number; tool: 'cancel'; target: number }
   | { id: number; tool: 'bash'; command: string; timeout_s?: number; no_change_timeout_s?: number; is_input?: boolean }

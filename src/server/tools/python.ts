@@ -49,6 +49,17 @@ export class PythonKernel {
     if (!this.child && !this.closed) this.start();
   }
 
+  /** Starts the interpreter and waits until it ran an empty cell (nothing in its namespace changes). */
+  async ready(): Promise<void> {
+    if (this.closed || this.busy) return;
+    this.busy = true;
+    try {
+      await this.exec('', DEFAULT_TIMEOUT_S * 1000);
+    } finally {
+      this.busy = false;
+    }
+  }
+
   private start(): ChildProcess {
     const py = this.opts.python ?? '/usr/bin/python3';
     // The driver goes through a file so the process table shows a short command line.

@@ -28,7 +28,7 @@ export class ToolServer {
   private bash: BashBackend | undefined;
   private python: PythonKernel | undefined;
   private editor: Editor | undefined;
-  /** Set once bash or python ran or warmed: `configure` is refused after that. */
+  /** Set once bash or python ran a command: `configure` is refused after that. */
   private used = false;
   /** Running request id → its tool, how to interrupt it, and its completion. */
   private readonly inflight = new Map<number, { tool: 'bash' | 'python' | 'exec'; interrupt: () => void; done?: Promise<unknown> }>();
@@ -68,9 +68,37 @@ export class ToolServer {
     if (tools !== undefined && (!Array.isArray(tools) || tools.some((t) => !['bash', 'python', 'editor'].includes(t)))) {
       throw new ToolInputError('tools must be a list of bash, python, editor');
     }
+    const before = this.opts;
     this.opts = { ...this.opts, ...(env ? { env } : {}), ...(req.limits ? { limits: req.limits as ToolServerOptions['limits'] } : {}), ...(tools ? { tools } : {}) };
-    this.build();
+    // Only a warmed bash or python (a pooled sandbox) exists here: none has run a command. With the
+    // same environment and limits they stay (a tool no longer enabled is stopped); otherwise they
+    // are stopped and started again with the new ones.
+    const same = JSON.stringify(before.env ?? {}) === JSON.stringify(this.opts.env ?? {}) && JSON.stringify(before.limits ?? {}) === JSON.stringify(this.opts.limits ?? {});
+    const want = this.opts.tools ?? ['bash', 'python', 'editor'];
+    if (same) {
+      if (!want.includes('bash')) this.bash?.close();
+      if (!want.includes('python')) this.python?.close();
+      const kept = { bash: want.includes('bash') ? this.bash : undefined, python: want.includes('python') ? this.python : undefined };
+      this.build();
+      if (kept.bash) this.bash = kept.bash;
+      if (kept.python) this.python = kept.python;
+    } else {
+      this.bash?.close();
+      this.python?.close();
+      this.build();
+    }
     return { configured: true };
+  }
+
+  /**
+   * Starts the enabled tools and answers once bash shows its prompt and python ran an empty cell:
+   * a pooled sandbox is warmed this way before a job takes it, so the job's first call pays
+   * neither the spawns nor the tool server's first-request compilation.
+   */
+  private async warmNow(): Promise<{ warm: true }> {
+    if (this.closing) return { warm: true };
+    await Promise.all([this.bash instanceof PtyBash ? this.bash.start() : undefined, this.python?.ready()]);
+    return { warm: true };
   }
 
   /** Serves the inherited connection (conn_fd), else listens on the socket path (a stale socket file is unlinked first). */
@@ -174,6 +202,8 @@ export class ToolServer {
         return { pong: true };
       case 'configure':
         return this.configure(req);
+      case 'warm':
+        return this.warmNow();
       case 'bash': {
         const bash = need(this.bash, 'bash');
         const command = bytes(req.command ?? '', 'command');
@@ -232,7 +262,7 @@ export class ToolServer {
         setImmediate(() => void this.close().then(this.onShutdown));
         return { stopping: true };
       default:
-        throw new ToolInputError(`unknown tool ${JSON.stringify(tool)}: use bash, python, edit, read_file, write_files, exec, ping, configure, cancel or shutdown`);
+        throw new ToolInputError(`unknown tool ${JSON.stringify(tool)}: use bash, python, edit, read_file, write_files, exec, ping, configure, warm, cancel or shutdown`);
     }
   }
 
@@ -277,7 +307,6 @@ export class ToolServer {
    */
   warm(): void {
     if (this.closing) return;
-    this.used = true;
     if (this.bash instanceof PtyBash) this.bash.start().catch(() => undefined);
     this.python?.warm();
   }
