@@ -11,7 +11,7 @@
  *   modes: plain sync (the coordinator's batch-by-batch mode: each round submits the missing
  *   groups), oversampling sync (veRL's DAPO recipe: 3 × batch_size prompts per round,
  *   bench/dapo-oversample.ts), async without carry-over, async with carry-over (max_staleness 1).
- * Each run: STEPS steps; the "trainer" sleeps TRAIN_MS per step, then updates the weights.
+ * Each run: 4 steps of batch_size 12 (n = 4); the "trainer" sleeps TRAIN_MS per step, then updates the weights.
  * Per run it records every rollout's server-side duration (INIT + RUN + EVAL) and replays them under
  * the oracle (same 32 workers, batch size, group size, staleness bound — 0 for the sync modes —
  * and trainer time); it samples the server's busy RUN workers (GET /status every 50 ms), this
@@ -19,10 +19,12 @@
  * Reports, as medians over --reps repetitions (rotated order) with min–max: informative groups/s,
  * × plain sync, × oversampling sync, ÷ oracle, server RUN-worker and coordinator utilization, wasted
  * tokens, staleness; and rollout tokens p50/p90/p99/max. Writes bench/results/dapo.json and dapo.svg.
- * Flags: --quick (2 steps, 1 rep: does it work), --reps N (default 3), --steps N (default 5), --slow K (every simulated
+ * Flags: --quick (2 steps, 1 rep: does it work), --reps N (default 3), --steps N (default 4),
+ * --batch-size N (default 12), --slow K (every simulated
  * latency and the trainer step × K, for a machine whose CPU saturates), --table3 (adds the
  * round-robin routing variant, ProRL Agent's Table 3 shape), --only TEXT (diagnostic: only the
- * variants whose name contains TEXT, no ratios), --tools (code tasks, PTY vs tmux bash).
+ * variants whose name contains TEXT, no ratios), --dump DIR (each run's finished groups: durations
+ * and rewards, for offline replays), --tools (code tasks, PTY vs tmux bash).
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
@@ -50,9 +52,15 @@ const here = path.dirname(new URL(import.meta.url).pathname);
 const quick = args.includes('--quick');
 const REPS = flag('--reps', quick ? 1 : 3);
 const SLOW = flag('--slow', 1);
-const STEPS = flag('--steps', quick ? 2 : 5);
+const STEPS = flag('--steps', quick ? 2 : 4);
 const N = 4;
-const B = args.includes('--tools') ? 4 : 8;
+/**
+ * 12 groups per batch on 32 workers (8 groups at a time): a step lasts longer than the σ = 1 tail's
+ * long rollouts. At 8 (one batch = the groups in flight) a rollout started just before an update
+ * must end within about two rollout lengths, and even the oracle then drops 6–9 % of the work as
+ * too stale under max_staleness 1 (bench/dapo-oracle.ts on a recorded run).
+ */
+const B = flag('--batch-size', args.includes('--tools') ? 4 : 12);
 const GEN_BATCH = 3 * B;
 const RUN_WORKERS = 32;
 /**
@@ -141,6 +149,8 @@ interface Measured {
   job_queued_ms: number;
   job_init_eval_ms: number;
   job_transit_ms: number;
+  /** Mean ms per weight update (admission holds meanwhile). */
+  update_ms: number;
   wall_s: number;
 }
 
@@ -182,6 +192,7 @@ async function runOnce(v: Variant, dataset: string, tag: string): Promise<Measur
     let cpu: NodeJS.CpuUsage;
     let simCpu: number;
     let rest: Pick<Measured, 'coordinator_utilization' | 'waste_fraction' | 'staleness_mean' | 'staleness_max'>;
+    let updateMs = 0;
     const load0 = loadavg()[0]!;
     if (v.oversample) {
       sampler.start();
@@ -207,7 +218,9 @@ async function runOnce(v: Variant, dataset: string, tag: string): Promise<Measur
       for (let s = 0; s < STEPS; s++) {
         batches.push(await c.nextBatch());
         await new Promise((r) => setTimeout(r, TRAIN_MS)); // the trainer's step
+        const u0 = performance.now();
         await c.updateWeights({});
+        updateMs += (performance.now() - u0) / STEPS;
       }
       wall = (performance.now() - t0) / 1000;
       cpu = process.cpuUsage(cpu0);
@@ -224,6 +237,8 @@ async function runOnce(v: Variant, dataset: string, tag: string): Promise<Measur
     const serverUtil = sampler.stop();
     const oracle = oracleSchedule(rec.oracleGroups(N), { workers: RUN_WORKERS, batch_size: B, max_staleness: boundOf(v), train_s: TRAIN_MS / 1000, steps: STEPS });
     const groupsPerS = (B * STEPS) / wall;
+    const dump = args.indexOf('--dump');
+    if (dump >= 0) writeFileSync(path.join(args[dump + 1]!, `${name}.json`), JSON.stringify({ variant: v.name, bound: boundOf(v), groups: rec.replayGroups(N) }) + '\n');
     const replay = v.cfg
       ? replayCoordinator(rec.replayGroups(N), { config: { n: N, batch_size: B, ...v.cfg }, workers: RUN_WORKERS, capacity: INFLIGHT, train_s: TRAIN_MS / 1000, steps: STEPS })
       : undefined;
@@ -238,7 +253,7 @@ async function runOnce(v: Variant, dataset: string, tag: string): Promise<Measur
       rollouts_per_s: toks.length / wall, cpu_bench: (cpu.user + cpu.system) / 1e6 / wall, cpu_sims: simCpu / wall, load_avg_1m: Math.max(load0, loadavg()[0]!),
       tokens_p50: percentile(toks, 50), tokens_p90: percentile(toks, 90), tokens_p99: percentile(toks, 99), tokens_max: percentile(toks, 100),
       rollout_s_p50: percentile(durs, 50), rollout_s_max: percentile(durs, 100),
-      job_life_ms: perJob(life.life_s), job_queued_ms: perJob(life.queued_s), job_init_eval_ms: perJob(life.init_eval_s), job_transit_ms: perJob(life.transit_s), wall_s: wall,
+      job_life_ms: perJob(life.life_s), job_queued_ms: perJob(life.queued_s), job_init_eval_ms: perJob(life.init_eval_s), job_transit_ms: perJob(life.transit_s), update_ms: updateMs, wall_s: wall,
     };
   } finally {
     sampler.stop();
@@ -265,7 +280,7 @@ async function runSet(title: string, variants: Variant[], dataset: string): Prom
     const order = variants.map((_, i) => variants[(i + rep) % variants.length]!);
     for (const v of order) {
       const m = await runOnce(v, dataset, `${title}-${variants.indexOf(v)}-${rep}`);
-      process.stderr.write(`  ${v.name} | rep ${rep}: ${m.informative_groups_per_s.toFixed(2)} groups/s = ${(m.vs_oracle * 100).toFixed(0)}% of oracle ${m.oracle_groups_per_s.toFixed(2)} (policy replay ${(m.replay_vs_oracle * 100).toFixed(0)}%); server RUN util ${(m.server_run_utilization * 100).toFixed(0)}% (coordinator ${(m.coordinator_utilization * 100).toFixed(0)}%, oracle ${(m.oracle_utilization * 100).toFixed(0)}%); waste ${(m.waste_fraction * 100).toFixed(1)}%; per job ${m.job_life_ms.toFixed(0)} ms of which queued ${m.job_queued_ms.toFixed(0)}, init+eval ${m.job_init_eval_ms.toFixed(0)}, transit ${m.job_transit_ms.toFixed(0)}; CPU bench ${(m.cpu_bench * 100).toFixed(0)}% sims ${(m.cpu_sims * 100).toFixed(0)}% of a core; load ${m.load_avg_1m.toFixed(1)}; ${m.wall_s.toFixed(1)} s\n`);
+      process.stderr.write(`  ${v.name} | rep ${rep}: ${m.informative_groups_per_s.toFixed(2)} groups/s = ${(m.vs_oracle * 100).toFixed(0)}% of oracle ${m.oracle_groups_per_s.toFixed(2)} (policy replay ${(m.replay_vs_oracle * 100).toFixed(0)}%); server RUN util ${(m.server_run_utilization * 100).toFixed(0)}% (coordinator ${(m.coordinator_utilization * 100).toFixed(0)}%, oracle ${(m.oracle_utilization * 100).toFixed(0)}%); waste ${(m.waste_fraction * 100).toFixed(1)}%; per job ${m.job_life_ms.toFixed(0)} ms of which queued ${m.job_queued_ms.toFixed(0)}, init+eval ${m.job_init_eval_ms.toFixed(0)}, transit ${m.job_transit_ms.toFixed(0)}; weight update ${m.update_ms.toFixed(0)} ms; CPU bench ${(m.cpu_bench * 100).toFixed(0)}% sims ${(m.cpu_sims * 100).toFixed(0)}% of a core; load ${m.load_avg_1m.toFixed(1)}; ${m.wall_s.toFixed(1)} s\n`);
       runs.get(v.name)!.push(m);
     }
   }
