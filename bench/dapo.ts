@@ -235,12 +235,21 @@ async function runOnce(v: Variant, dataset: string, tag: string): Promise<Measur
       };
     }
     const serverUtil = sampler.stop();
-    const oracle = oracleSchedule(rec.oracleGroups(N), { workers: RUN_WORKERS, batch_size: B, max_staleness: boundOf(v), train_s: TRAIN_MS / 1000, steps: STEPS });
+    // A replay that fails must not lose the measured run: it reports NaN and says why.
+    const safely = <T,>(what: string, f: () => T): T | undefined => {
+      try {
+        return f();
+      } catch (err) {
+        process.stderr.write(`  ${v.name}: ${what} failed: ${err instanceof Error ? err.message : String(err)}\n`);
+        return undefined;
+      }
+    };
+    const oracle = safely('oracle', () => oracleSchedule(rec.oracleGroups(N), { workers: RUN_WORKERS, batch_size: B, max_staleness: boundOf(v), train_s: TRAIN_MS / 1000, steps: STEPS })) ?? { informative_groups_per_s: Number.NaN, utilization: Number.NaN };
     const groupsPerS = (B * STEPS) / wall;
     const dump = args.indexOf('--dump');
     if (dump >= 0) writeFileSync(path.join(args[dump + 1]!, `${name}.json`), JSON.stringify({ variant: v.name, bound: boundOf(v), groups: rec.replayGroups(N) }) + '\n');
     const replay = v.cfg
-      ? replayCoordinator(rec.replayGroups(N), { config: { n: N, batch_size: B, ...v.cfg }, workers: RUN_WORKERS, capacity: INFLIGHT, train_s: TRAIN_MS / 1000, steps: STEPS })
+      ? safely('policy replay', () => replayCoordinator(rec.replayGroups(N), { config: { n: N, batch_size: B, ...v.cfg }, workers: RUN_WORKERS, capacity: INFLIGHT, train_s: TRAIN_MS / 1000, steps: STEPS }))
       : undefined;
     const toks = rec.tokens();
     const durs = [...rec.rollouts.values()].filter((r) => r.ok).map((r) => r.duration_s);
