@@ -1,8 +1,12 @@
 import type { z } from 'zod';
 import { RaasError, fieldPath, type ErrorCode } from './errors.js';
+import { keysAt, nearestKey } from './config-errors.js';
 
-/** One readable line per zod issue, each naming its field: `sampling_params.top_p: Too big: ...`. */
-export function describeIssues(error: z.ZodError, prefix = ''): string {
+/**
+ * One readable line per zod issue, each naming its field: `sampling_params.top_p: Too big: ...`.
+ * With the schema, an unknown field also gets the nearest valid one (`did you mean "address"?`).
+ */
+export function describeIssues(error: z.ZodError, prefix = '', schema?: z.ZodType): string {
   return error.issues
     .slice(0, 5)
     .map((i) => {
@@ -10,7 +14,9 @@ export function describeIssues(error: z.ZodError, prefix = ''): string {
       if (i.code === 'unrecognized_keys') {
         const keys = (i as { keys?: string[] }).keys ?? [];
         const where = i.path.length || prefix ? ` in ${path}` : '';
-        return `unknown field${keys.length > 1 ? 's' : ''} ${keys.map((k) => JSON.stringify(k)).join(', ')}${where}: remove ${keys.length > 1 ? 'them' : 'it'}`;
+        const valid = schema ? (keysAt(schema, i.path) ?? []) : [];
+        const near = keys.length === 1 ? nearestKey(keys[0]!, valid) : undefined;
+        return `unknown field${keys.length > 1 ? 's' : ''} ${keys.map((k) => JSON.stringify(k)).join(', ')}${where}: ${near ? `did you mean ${JSON.stringify(near)}? ` : ''}remove ${keys.length > 1 ? 'them' : 'it'}${near ? ' or correct it' : ''}`;
       }
       return `${path}: ${i.message}`;
     })
@@ -21,5 +27,5 @@ export function describeIssues(error: z.ZodError, prefix = ''): string {
 export function parseOrThrow<S extends z.ZodType>(schema: S, value: unknown, code: ErrorCode = 'bad_request', prefix = ''): z.infer<S> {
   const r = schema.safeParse(value);
   if (r.success) return r.data;
-  throw new RaasError(code, describeIssues(r.error, prefix));
+  throw new RaasError(code, describeIssues(r.error, prefix, schema));
 }

@@ -72,3 +72,16 @@ describe('POST /add_llm_server validates the address and probes the backend once
     });
   });
 });
+
+describe('API bodies: an unknown field gets the nearest valid one', () => {
+  it('POST /add_llm_server {"adress": ...} answers 400 naming "address"', async () => {
+    const srv = await startRolloutServer({ port: 0, log_level: 'silent' });
+    try {
+      const r = await post(`${srv.url}/add_llm_server`, { adress: 'http://127.0.0.1:1' });
+      expect(r.status).toBe(400);
+      expect(r.body.error).toEqual({ code: 'bad_request', message: expect.stringContaining('unknown field "adress": did you mean "address"? remove it or correct it') });
+    } finally {
+      await srv.close();
+    }
+  });
+});
