@@ -5,11 +5,12 @@ import { readFileSync } from 'node:fs';
 const targets = JSON.parse(readFileSync(new URL('./test/mutation/targets.json', import.meta.url), 'utf8'));
 const target = process.env.RAAS_MUTATION_TARGET;
 if (!targets[target]) throw new Error(`RAAS_MUTATION_TARGET=${target}: not one of ${Object.keys(targets).join(', ')}`);
-const out = `reports/mutation/${target}${process.env.RAAS_MUTATION_BASELINE === '1' ? '-baseline' : ''}`;
+const out = process.env.RAAS_MUTATION_OUT ?? `reports/mutation/${target}`;
 
 /** @type {import('@stryker-mutator/api/core').PartialStrykerOptions} */
 export default {
-  mutate: targets[target].mutate,
+  // RAAS_MUTATION_FILES (run.ts --files): some files of the target only.
+  mutate: process.env.RAAS_MUTATION_FILES ? process.env.RAAS_MUTATION_FILES.split(',') : targets[target].mutate,
   testRunner: 'vitest',
   vitest: { configFile: 'vitest.mutation.config.ts', related: false },
   coverageAnalysis: 'perTest',
@@ -25,8 +26,12 @@ export default {
   htmlReporter: { fileName: `${out}/index.html` },
   clearTextReporter: { allowColor: false, logTests: false, reportScoreTable: true },
   tempDirName: '.stryker-tmp',
-  // The sandbox copy needs the sources, the tests and their fixtures only.
-  ignorePatterns: ['dist', 'runs', 'reports', 'bench', 'docs', 'examples', 'bridges', 'scripts', '.raas', 'scratch', '*.log'],
+  // The sandbox copy needs the sources, the tests and their fixtures only (other work in the same
+  // checkout makes and deletes files at the top level while a run copies it).
+  ignorePatterns: ['/*', '!/src', '!/test', '!/configs', '!/package.json', '!/tsconfig.json', '!/vitest.mutation.config.ts', '!/stryker.config.mjs'],
+  // Mutants reached only outside any test (module load, beforeAll hooks, timers firing between
+  // tests) would each need a fresh vitest and every test of the target: left out of the score.
+  ignoreStatic: true,
   // A mutant that hangs a test is detected (Timeout) after its tests' own time × 1.5 + 3 s.
   timeoutMS: 3_000,
   timeoutFactor: 1.5,

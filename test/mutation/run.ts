@@ -1,18 +1,24 @@
-// `npm run test:mutation [-- <target>...] [--no-doc] [--baseline]`: runs Stryker (stryker.config.mjs)
-// on each target of test/mutation/targets.json in turn (all four by default), counts its JSON report
-// into test/mutation/summary.json and rewrites the mutation section of docs/reliability.md.
-// --baseline runs only the tests that existed before mutation testing and records the figure as the
-// target's first-run score (reports/mutation/<target>-baseline/).
+// `npm run test:mutation [-- <target>...] [--files a,b] [--baseline] [--no-doc]`: runs Stryker
+// (stryker.config.mjs) on each target of test/mutation/targets.json in turn (all four by default),
+// counts its JSON report per file into test/mutation/summary.json and rewrites the mutation section
+// of docs/reliability.md. `--files pool,session` mutates only the target's files whose name
+// contains one of those words (a target's score then combines each file's last run).
+// `--baseline` runs only the tests that existed before mutation testing and records that score.
 // Not part of `npm test`. Exits 1 when a run fails or a score is below 80%.
 import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
-import { ROOT, SUMMARY, readSummary, writeSection, type TargetScore } from './section.js';
+import { ROOT, SUMMARY, readSummary, readTargets, targetFiles, total, writeSection, type Counts } from './section.js';
 
 const THRESHOLD = 80;
-const targets = JSON.parse(fs.readFileSync(path.join(ROOT, 'test/mutation/targets.json'), 'utf8')) as Record<string, { mutate: string[]; tests: string[] }>;
+const targets = readTargets();
 const args = process.argv.slice(2);
-const asked = args.filter((a) => !a.startsWith('--'));
+const flag = (name: string): string | undefined => {
+  const i = args.indexOf(name);
+  return i >= 0 ? args[i + 1] : undefined;
+};
+const only = flag('--files')?.split(',').filter(Boolean);
+const asked = args.filter((a, i) => !a.startsWith('--') && args[i - 1] !== '--files');
 const unknown = asked.filter((a) => !targets[a]);
 if (unknown.length) {
   process.stderr.write(`test:mutation: unknown target ${unknown.join(', ')}; the targets are ${Object.keys(targets).join(', ')}\n`);
@@ -25,55 +31,57 @@ interface Report {
   files: Record<string, { mutants: Array<{ status: string }> }>;
 }
 
-/** Counts one Stryker JSON report (mutation-testing-report-schema) the way Stryker scores it. */
-function count(report: Report): Omit<TargetScore, 'at' | 'commit' | 'seconds' | 'tests' | 'baseline'> {
-  const c: Record<string, number> = {};
-  for (const f of Object.values(report.files)) for (const m of f.mutants) c[m.status] = (c[m.status] ?? 0) + 1;
-  const n = (s: string) => c[s] ?? 0;
-  const detected = n('Killed') + n('Timeout');
-  const valid = detected + n('Survived') + n('NoCoverage');
-  return {
-    files: Object.keys(report.files).sort(),
-    mutants: Object.values(c).reduce((a, b) => a + b, 0),
-    killed: n('Killed'),
-    timeout: n('Timeout'),
-    survived: n('Survived'),
-    no_coverage: n('NoCoverage'),
-    errors: n('CompileError') + n('RuntimeError'),
-    ignored: n('Ignored'),
-    score: valid ? (100 * detected) / valid : 0,
-  };
+/** Counts one file of a Stryker JSON report (mutation-testing-report-schema). */
+function count(mutants: Array<{ status: string }>): Counts {
+  const n = (s: string) => mutants.filter((m) => m.status === s).length;
+  return { killed: n('Killed'), timeout: n('Timeout'), survived: n('Survived'), no_coverage: n('NoCoverage'), errors: n('CompileError') + n('RuntimeError'), ignored: n('Ignored') };
 }
 
 const commit = spawnSync('git', ['rev-parse', 'HEAD'], { cwd: ROOT, encoding: 'utf8' }).stdout.trim();
 let failed = false;
 for (const t of run) {
-  process.stdout.write(`\n== mutation testing: ${t} (${targets[t].mutate.join(', ')})\n`);
+  const files = targetFiles(targets[t].mutate).filter((f) => !only || only.some((w) => path.basename(f).includes(w)));
+  if (!files.length) {
+    process.stderr.write(`test:mutation: no file of ${t} matches --files ${only?.join(',')}\n`);
+    failed = true;
+    continue;
+  }
+  const key = `${t}${baseline ? '-baseline' : ''}${only ? `-${only.join('-')}` : ''}`;
+  process.stdout.write(`\n== mutation testing: ${t}${baseline ? ' (tests from before mutation testing)' : ''}: ${files.join(', ')}\n`);
   const t0 = Date.now();
   const r = spawnSync(path.join(ROOT, 'node_modules/.bin/stryker'), ['run', 'stryker.config.mjs'], {
     cwd: ROOT,
     stdio: 'inherit',
-    env: { ...process.env, RAAS_MUTATION_TARGET: t, ...(baseline ? { RAAS_MUTATION_BASELINE: '1' } : {}) },
+    env: {
+      ...process.env,
+      RAAS_MUTATION_TARGET: t,
+      RAAS_MUTATION_OUT: `reports/mutation/${key}`,
+      ...(only ? { RAAS_MUTATION_FILES: files.join(',') } : {}),
+      ...(baseline ? { RAAS_MUTATION_BASELINE: '1' } : {}),
+    },
   });
   const seconds = (Date.now() - t0) / 1000;
-  const file = path.join(ROOT, `reports/mutation/${t}${baseline ? '-baseline' : ''}/mutation.json`);
+  const file = path.join(ROOT, `reports/mutation/${key}/mutation.json`);
   if (r.status !== 0 || !fs.existsSync(file)) {
     process.stderr.write(`test:mutation: stryker failed on ${t} (exit ${r.status ?? r.signal})\n`);
     failed = true;
     continue;
   }
+  const report = JSON.parse(fs.readFileSync(file, 'utf8')) as Report;
   const summary = readSummary();
-  const score = count(JSON.parse(fs.readFileSync(file, 'utf8')) as Report);
+  const entry = (summary[t] ??= { files: {} });
+  const counts = Object.entries(report.files).map(([f, v]) => [path.relative(ROOT, path.resolve(ROOT, f)), count(v.mutants)] as const);
+  const score = total(counts.map(([, c]) => c)).score;
   if (baseline) {
-    process.stdout.write(`${t} (tests before mutation testing): ${score.score.toFixed(1)}%\n`);
-    summary[t] = { ...(summary[t] ?? { ...score, at: new Date().toISOString(), commit, seconds, tests: targets[t].tests }), baseline: score.score };
-    fs.writeFileSync(SUMMARY, JSON.stringify(summary, null, 2) + '\n');
-    continue;
+    if (!only) entry.baseline = score;
+    process.stdout.write(`${t} with the tests from before: ${score.toFixed(1)}% in ${seconds.toFixed(0)} s\n`);
+  } else {
+    for (const [f, c] of counts) entry.files[f] = { ...c, at: new Date().toISOString(), commit };
+    const all = total(Object.values(entry.files)).score;
+    process.stdout.write(`${t}: ${score.toFixed(1)}% on this run's files in ${seconds.toFixed(0)} s; target score ${all.toFixed(1)}%\n`);
+    if (all < THRESHOLD) failed = true;
   }
-  summary[t] = { ...score, baseline: summary[t]?.baseline, at: new Date().toISOString(), commit, seconds, tests: targets[t].tests };
   fs.writeFileSync(SUMMARY, JSON.stringify(summary, null, 2) + '\n');
-  process.stdout.write(`${t}: ${score.score.toFixed(1)}% (${score.killed} killed, ${score.timeout} timed out, ${score.survived} survived, ${score.no_coverage} not covered) in ${seconds.toFixed(0)} s\n`);
-  if (score.score < THRESHOLD) failed = true;
 }
 if (!args.includes('--no-doc')) {
   writeSection();

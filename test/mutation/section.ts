@@ -10,37 +10,75 @@ export const SUMMARY = path.join(ROOT, 'test/mutation/summary.json');
 export const START = '<!-- mutation:start -->';
 export const END = '<!-- mutation:end -->';
 
-/** One target's last run (Stryker's JSON report, counted). */
-export interface TargetScore {
-  files: string[];
-  mutants: number;
+/** Mutants of one file by outcome, from Stryker's JSON report. */
+export interface Counts {
   killed: number;
   timeout: number;
   survived: number;
   no_coverage: number;
-  /** Mutants that did not compile or crashed the runner: not part of the score. */
+  /** Did not compile, or crashed the runner: not part of the score. */
   errors: number;
+  /** Reached only outside any test (ignoreStatic): not part of the score. */
   ignored: number;
-  /** (killed + timeout) / (killed + timeout + survived + no_coverage), in percent. */
-  score: number;
-  /** Score of the first recorded run, before the tests written for mutation testing. */
-  baseline?: number;
-  at: string;
-  commit: string;
-  seconds: number;
-  tests: string[];
 }
 
-export type Summary = Record<string, TargetScore>;
+/** One file's last run. */
+export interface FileScore extends Counts {
+  at: string;
+  commit: string;
+}
+
+/** One target: its files' last runs, and the score with the tests from before mutation testing. */
+export interface TargetSummary {
+  files: Record<string, FileScore>;
+  /** Score of `npm run test:mutation -- <target> --baseline` (the tests that existed before), when measured. */
+  baseline?: number;
+  baseline_note?: string;
+}
+
+export type Summary = Record<string, TargetSummary>;
+
+/** The files a target's `mutate` patterns name (a directory glob or a plain path), relative to the root. */
+export function targetFiles(mutate: string[]): string[] {
+  const out: string[] = [];
+  const walk = (dir: string): void => {
+    for (const e of fs.readdirSync(path.join(ROOT, dir), { withFileTypes: true })) {
+      const rel = path.posix.join(dir, e.name);
+      if (e.isDirectory()) walk(rel);
+      else if (e.name.endsWith('.ts') && !e.name.endsWith('.d.ts')) out.push(rel);
+    }
+  };
+  for (const g of mutate) {
+    if (g.includes('*')) walk(g.slice(0, g.indexOf('*')).replace(/\/$/, ''));
+    else out.push(g);
+  }
+  return out.sort();
+}
+
+export function readTargets(): Record<string, { mutate: string[]; tests: string[]; baseline?: string[] }> {
+  return JSON.parse(fs.readFileSync(path.join(ROOT, 'test/mutation/targets.json'), 'utf8'));
+}
 
 export function readSummary(): Summary {
   return fs.existsSync(SUMMARY) ? (JSON.parse(fs.readFileSync(SUMMARY, 'utf8')) as Summary) : {};
 }
 
+export function total(files: Counts[]): Counts & { mutants: number; score: number } {
+  const c: Counts = { killed: 0, timeout: 0, survived: 0, no_coverage: 0, errors: 0, ignored: 0 };
+  for (const f of files) for (const k of Object.keys(c) as Array<keyof Counts>) c[k] += f[k];
+  const detected = c.killed + c.timeout;
+  const valid = detected + c.survived + c.no_coverage;
+  return { ...c, mutants: valid + c.errors + c.ignored, score: valid ? (100 * detected) / valid : 0 };
+}
+
+const pct = (x: number) => `${x.toFixed(1)}%`;
+
 export function renderSection(summary: Summary = readSummary()): string {
   const lines = [START, '## Mutation testing', ''];
   lines.push(
-    'Stryker (`@stryker-mutator/core` with its vitest runner) mutates the code below and runs the fast unit tests of `test/mutation/targets.json` against every mutant; a mutant that no test notices is a behaviour no test states. `npm run test:mutation` runs all four targets, `npm run test:mutation -- core llm` some of them (one target at a time, 2 workers, incremental: a rerun only tests mutants of changed code or tests). It is not part of `npm test`. HTML reports land in `reports/mutation/<target>/index.html`. Score = (killed + timed out) / (killed + timed out + survived + not covered); mutants that do not compile are left out. Target: at least 80% on each.',
+    'Stryker (`@stryker-mutator/core` 9.6 with its vitest runner) changes the code below one small edit at a time (a mutant: a flipped comparison, a removed call, an emptied string) and runs the fast unit tests of `test/mutation/targets.json` against each; a mutant no test notices is a behaviour no test states. `npm run test:mutation` runs every target, `npm run test:mutation -- core llm` some, `npm run test:mutation -- llm --files pool,session` some files of one. One target at a time, 2 workers, per-test coverage, incremental (a rerun only tests mutants of changed code or tests); not part of `npm test`. HTML reports: `reports/mutation/<target>/index.html`.',
+    '',
+    'Score = (killed + timed out) / (killed + timed out + survived + not covered). Left out: mutants that do not compile, and mutants reached only outside any test (module load, `beforeAll`, timers firing between tests; Stryker\'s `ignoreStatic`), which would each need a fresh test process and every test of the target. Target: at least 80% on each.',
     '',
   );
   const names = Object.keys(summary);
@@ -48,10 +86,26 @@ export function renderSection(summary: Summary = readSummary()): string {
     lines.push('No run recorded yet.', '', END);
     return lines.join('\n');
   }
-  lines.push('| target | code | mutants | killed | timed out | survived | not covered | score | first run | measured |', '|---|---|---|---|---|---|---|---|---|---|');
+  lines.push('| target | mutants | killed | timed out | survived | not covered | ignored (static) | score | tests from before |', '|---|---|---|---|---|---|---|---|---|');
   for (const n of names) {
     const s = summary[n];
-    lines.push(`| ${n} | ${s.files.map((f) => `\`${f}\``).join(', ')} | ${s.mutants} | ${s.killed} | ${s.timeout} | ${s.survived} | ${s.no_coverage} | **${s.score.toFixed(1)}%** | ${s.baseline === undefined ? '' : `${s.baseline.toFixed(1)}%`} | ${s.at.slice(0, 16).replace('T', ' ')} UTC at ${s.commit.slice(0, 7)}, ${Math.round(s.seconds)} s |`);
+    const t = total(Object.values(s.files));
+    lines.push(`| ${n} | ${t.mutants} | ${t.killed} | ${t.timeout} | ${t.survived} | ${t.no_coverage} | ${t.ignored} | **${pct(t.score)}** | ${s.baseline === undefined ? s.baseline_note ?? 'not measured' : pct(s.baseline)} |`);
+  }
+  lines.push('', 'Per file (last run of each):', '', '| file | mutants | survived | not covered | score | measured |', '|---|---|---|---|---|---|');
+  const targets = readTargets();
+  for (const n of names) {
+    const s = summary[n];
+    const all = new Set([...Object.keys(s.files), ...(targets[n] ? targetFiles(targets[n].mutate) : [])]);
+    for (const f of [...all].sort()) {
+      const c = s.files[f];
+      if (!c) {
+        lines.push(`| \`${f}\` | | | | not run yet | |`);
+        continue;
+      }
+      const t = total([c]);
+      lines.push(`| \`${f}\` | ${t.mutants} | ${c.survived} | ${c.no_coverage} | ${pct(t.score)} | ${c.at.slice(0, 16).replace('T', ' ')} UTC, ${c.commit.slice(0, 7)} |`);
+    }
   }
   lines.push('', END);
   return lines.join('\n');
