@@ -224,8 +224,11 @@ describe('JobLlmSession', () => {
     p.add(b.url);
     const ac = new AbortController();
     const pr = session(p).generate({ prompt_ids: [1], max_tokens: 2, signal: ac.signal });
-    setTimeout(() => ac.abort(new Error('job cancelled')), 50);
-    await expect(pr).rejects.toThrow('job cancelled');
+    const caught = pr.catch((e: Error) => e);
+    while (b.seen.length === 0) await new Promise((r) => setTimeout(r, 5)); // the call reached the backend
+    ac.abort(new Error('job cancelled'));
+    expect(((await caught) as Error).message).toBe('job cancelled');
+    await new Promise((r) => setTimeout(r, 50));
     expect(b.seen).toHaveLength(1);
   });
 });
