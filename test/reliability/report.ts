@@ -10,6 +10,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { readObservations, type Observation, type Section } from './helpers/observe.js';
 import { processTable } from './helpers/procs.js';
+import { renderSection as mutationSection } from '../mutation/section.js';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 const args = process.argv.slice(2);
@@ -125,6 +126,8 @@ function render(obs: Observation[], run: ReturnType<typeof runSuite>, orphans: s
   lines.push('## Run time per file', '', '| file | seconds |', '|---|---|');
   for (const f of run.files.sort((a, b) => b.s - a.s)) lines.push(`| ${f.name} | ${f.s.toFixed(1)} |`);
   lines.push('');
+  // Mutation scores come from `npm run test:mutation` (test/mutation/summary.json), not from this run.
+  lines.push(mutationSection(), '');
   lines.push(fs.readFileSync(path.join(ROOT, 'test/reliability/suite.md'), 'utf8').trim(), '');
   return lines.join('\n');
 }
