@@ -1,4 +1,4 @@
-import { readdirSync, readFileSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { Command } from 'commander';
@@ -9,11 +9,12 @@ import { intArg, portArg } from '../protocol/config-flags.js';
 import { REALISTIC_LATENCY, startSim, type SimOptions as SimOptionsInput } from './index.js';
 import { SimOptions } from './options.js';
 
-/** configs/data in the package: the datasets `raas sim-llm` recognises when given none. */
-export const BUNDLED_DATA_DIR = fileURLToPath(new URL('../../../configs/data/', import.meta.url));
+/** configs/data in the package (from dist/src/sim or, under tsx, src/sim): the datasets `raas sim-llm` recognises when given none. */
+export const BUNDLED_DATA_DIR = ['../../../configs/data/', '../../configs/data/'].map((p) => fileURLToPath(new URL(p, import.meta.url))).find((d) => existsSync(path.join(d, 'math.jsonl'))) ?? '';
 
 /** The bundled dataset files (math, code, swe and their veRL-row twins). */
 export function bundledDatasets(): string[] {
+  if (!BUNDLED_DATA_DIR) return [];
   try {
     return readdirSync(BUNDLED_DATA_DIR).filter((f) => f.endsWith('.jsonl')).sort().map((f) => path.join(BUNDLED_DATA_DIR, f));
   } catch {
