@@ -87,7 +87,7 @@ export const ServerConfig = z.strictObject({
   cancel_grace_ms: z.number().int().nonnegative().default(100),
   /** SIGTERM/SIGINT: seconds to cancel, close sandboxes and answer waiters before exiting. */
   shutdown_grace_s: z.number().positive().default(10),
-  /** `qwen3` (bundled), or a folder with tokenizer.json and tokenizer_config.json. */
+  /** `qwen3` (bundled), a folder with tokenizer.json and tokenizer_config.json, or a Hugging Face model id in the local hub cache (src/tokens/resolve.ts). */
   tokenizer: z.string().min(1).default('qwen3'),
   llm: LlmPoolConfig.default(LlmPoolConfig.parse({})),
   journal: JournalConfig.default(JournalConfig.parse({})),
