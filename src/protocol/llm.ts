@@ -177,8 +177,9 @@ export function unsupportedSampling(api: LlmApi, sampling: Record<string, unknow
 /**
  * The forwarded sampling parameters as `api` takes them: vLLM's /v1/completions body fields, or
  * SGLang's `sampling_params` fields, plus `extra_body`. A parameter the backend does not support throws.
+ * `min_tokens` is capped at the call's `maxTokens`.
  */
-export function wireSampling(api: LlmApi, sampling: Record<string, unknown>): { fields: Record<string, unknown>; extra: Record<string, unknown> } {
+export function wireSampling(api: LlmApi, sampling: Record<string, unknown>, maxTokens?: number): { fields: Record<string, unknown>; extra: Record<string, unknown> } {
   const bad = unsupportedSampling(api, sampling);
   if (bad.length) throw new RaasError('bad_request', bad.join('; '), { retryable: false });
   const fields: Record<string, unknown> = {};
@@ -191,6 +192,8 @@ export function wireSampling(api: LlmApi, sampling: Record<string, unknown>): { 
       continue;
     }
     if (api === 'sglang' && k === 'json_schema' && typeof v !== 'string') v = JSON.stringify(v);
+    // Both backends refuse min_tokens > max_tokens; a turn's max_tokens is what is left of the budget.
+    if (k === 'min_tokens' && maxTokens !== undefined) v = Math.min(v as number, maxTokens);
     fields[name] = v;
   }
   const extra = sampling.extra_body;

@@ -65,6 +65,8 @@ export function registerSglangRoutes(app: FastifyInstance, engine: SimEngine): v
     const inputIds = body.input_ids ?? tok.encode(body.text!);
     const sp = body.sampling_params ?? {};
     const maxNew = sp.max_new_tokens ?? 128;
+    // SamplingParams.verify (sampling_params.py@0bebedd:119-131).
+    if ((sp.min_new_tokens ?? 0) > maxNew) return reply.code(400).send(badRequest(`min_new_tokens must be in [0, max_new_tokens(${maxNew})], got ${sp.min_new_tokens}.`));
     if (inputIds.length >= cfg.max_model_len) {
       return reply.code(400).send({ error: { message: `The input (${inputIds.length} tokens) is longer than the model's context length (${cfg.max_model_len} tokens).` } });
     }

@@ -18,8 +18,18 @@ function raas(args: string[]): { status: number | null; stderr: string; stdout: 
   return { status: r.status, stderr: r.stderr, stdout: r.stdout };
 }
 
+/** The same, without blocking, so the flag cases run side by side (each is a node start-up). */
+function raasAsync(args: string[]): Promise<{ status: number | null; stderr: string }> {
+  return new Promise((resolve) => {
+    const child = spawn(process.execPath, [cli, ...args], { cwd: dir, stdio: ['ignore', 'ignore', 'pipe'] });
+    let stderr = '';
+    child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
+    child.once('close', (status) => resolve({ status, stderr }));
+  });
+}
+
 // The CLI as a user meets it: a child process, its exit code and its first stderr line.
-describe('flag errors name the flag and what it takes', () => {
+describe.concurrent('flag errors name the flag and what it takes', () => {
   it.each([
     [['eval', demo, '--n', '-2'], 'raas: --n: must be a positive integer, got "-2"'],
     [['train', demo, '--steps', '1.5'], 'raas: --steps: must be a positive integer, got "1.5"'],
@@ -28,8 +38,8 @@ describe('flag errors name the flag and what it takes', () => {
     [['serve', '--timeout', 'soon'], 'raas: --timeout: must be a number > 0, got "soon"'],
     [['serve', '--routing', 'fastest'], 'raas: --routing: Allowed choices are active, assigned, round_robin, got "fastest"'],
     [['sim-llm', '--port', '1.5'], 'raas: --port: expected an integer 0–65535, got "1.5"'],
-  ])('raas %j', (args, line) => {
-    const r = raas(args);
+  ])('raas %j', async (args, line) => {
+    const r = await raasAsync(args);
     expect(r.status).toBe(1);
     expect(r.stderr.split('\n')[0]).toBe(line);
   }, 60_000);

@@ -47,6 +47,13 @@ describe('sampling parameters reach vLLM and SGLang under their own names', () =
     expect(sent).toEqual({ ...rest, min_new_tokens: 2, json_schema: '{"type":"object"}', custom_params: { k: 1 } });
   });
 
+  it('min_tokens is capped at the call\'s max_tokens (both backends refuse more); SGLang\'s check is simulated', async () => {
+    expect((await run('sglang', { min_tokens: 50 }, 'min-cap')).sent).toEqual({ min_new_tokens: 16 });
+    const r = await fetch(`${sim.url}/generate`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ input_ids: [1, 2], sampling_params: { max_new_tokens: 4, min_new_tokens: 5 } }) });
+    expect(r.status).toBe(400);
+    expect(((await r.json()) as { message: string }).message).toBe('min_new_tokens must be in [0, max_new_tokens(4)], got 5.');
+  });
+
   it('extra_body passes through (SGLang: its sampling_params into ours); a typed field wins over it', async () => {
     // raas always sends vLLM `stop` (the configured stop strings, else []).
     expect((await run('vllm', { extra_body: { min_p: 0.2, presence_penalty: 1 }, presence_penalty: 0.5 }, 'extra-vllm')).sent).toEqual({ min_p: 0.2, presence_penalty: 0.5, stop: [] });

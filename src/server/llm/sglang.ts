@@ -32,7 +32,7 @@ export class SglangClient implements BackendClient {
   async generate(req: ClientRequest): Promise<{ ids: number[]; logprobs: number[]; finish_reason: BackendFinish }> {
     const s = req.sampling;
     // extra_body first (its sampling_params into ours), then the forwarded parameters, then what raas sets.
-    const { fields, extra } = wireSampling('sglang', s);
+    const { fields, extra } = wireSampling('sglang', s, req.max_tokens);
     const extraSampling = typeof extra.sampling_params === 'object' && extra.sampling_params !== null ? extra.sampling_params : {};
     const body = {
       ...extra,

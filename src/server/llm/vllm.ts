@@ -52,7 +52,7 @@ export class VllmClient implements BackendClient {
     const model = this.opts.model ?? (await this.models.get(req.signal))?.id;
     const s = req.sampling;
     // extra_body first, then the forwarded parameters, then what raas sets (never overridden).
-    const { fields, extra } = wireSampling('vllm', s);
+    const { fields, extra } = wireSampling('vllm', s, req.max_tokens);
     const body: Record<string, unknown> = {
       ...extra,
       ...fields,
