@@ -124,5 +124,12 @@ describe('batchMessages', () => {
     const out = batchMessages(plain);
     expect(out).toEqual([{ role: 'user', content: 'q' }]);
     expect(out).not.toBe(plain.messages);
+    // a span that names no message (a trimmed list) is skipped
+    const past = makeResult('c', 1, 2);
+    past.messages = [{ role: 'assistant', content: 'a' }];
+    past.tokens = { ...past.tokens, spans: [{ message_index: 3, start: 0, end: 1 }, { message_index: 0, start: 1, end: 2 }] } as Result['tokens'];
+    const cut = batchMessages(past);
+    expect(cut).toHaveLength(1);
+    expect(cut[0]).toMatchObject({ token_ids: [7], logprobs: [-0.5] });
   });
 });
