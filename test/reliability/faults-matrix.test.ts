@@ -117,7 +117,7 @@ describe('faults: a training run over a live fleet (fault matrix, real processes
       observe({
         section: 'faults',
         name: 'rollout server SIGKILLed mid-run, two backends configured, weight updates continuing (coordinator over two raas serve processes)',
-        observed: `${onKilled} jobs in flight on the killed server moved; 4/4 steps of 3 groups arrived (${rollouts} rollouts, 0 failed, 0 dropped groups); the 2 weight updates after the kill placed both backends on the survivor (weight_version 3); the cap fell to the survivor's 8 workers`,
+        observed: `${onKilled} jobs were in flight on the killed server; 4/4 steps of 3 groups arrived (${rollouts} rollouts, 0 failed, 0 dropped groups); the 2 weight updates after the kill placed both backends on the survivor (weight_version 3); the cap fell to the survivor's 8 workers`,
         figures: { jobs: st.totals.jobs_submitted, lost_jobs: 0 },
       });
     } finally {
