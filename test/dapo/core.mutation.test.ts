@@ -321,3 +321,117 @@ describe('restore from a checkpoint', () => {
     expect(other.groupOfJob('m-g0-r0')).toBeUndefined();
   });
 });
+
+describe('window stats and edge rules', () => {
+  it('counts the step window: submitted jobs, filtered groups and tokens, cancels, stale drops, cancelled jobs', () => {
+    const { core, advance } = setup({ batch_size: 1, max_staleness: 1, n: 2 });
+    const gs = core.admit(); // 2 groups, 4 jobs
+    finish(core, gs[0], [1, 1], 3); // filtered: 6 tokens
+    const [g2] = core.admit();
+    core.onResult(gs[1].requests[0].job_id!, makeResult('x', 1, 2));
+    core.setVersion(1);
+    const cancels = core.setVersion(3); // gs[1] and g2 past the bound: 3 jobs cancelled
+    expect(cancels).toEqual(['m-g1-r1', 'm-g2-r0', 'm-g2-r1']);
+    expect(g2.state).toBe('cancelling');
+    for (const id of cancels) core.onResult(id, makeResult(id, 0, 0, 'cancelled'));
+    const [g3] = core.admit();
+    finish(core, g3, [1, 0], 1);
+    advance(10);
+    const { batch } = core.handover();
+    expect(batch.stats).toMatchObject({ submitted: 5, jobs_submitted: 10, filtered: 1, tokens_filtered: 6, cancelled: 2, dropped_stale: 2, jobs_cancelled: 3, accepted: 1 });
+    expect(batch.stats.batch_mean_reward).toBeCloseTo(0.5);
+  });
+
+  it('an errored result of a group being cancelled is waste, not an error of the window; every late result is waste', () => {
+    const { core } = setup({ batch_size: 1, max_staleness: 0, n: 3 });
+    const [g] = core.admit();
+    core.cancelAll();
+    core.onResult('m-g0-r0', makeResult('a', 0, 2, 'cancelled'));
+    expect(core.groups.has(0)).toBe(true); // two cancels not confirmed yet
+    core.onResult('m-g0-r1', makeResult('b', 0, 3, 'run'));
+    core.onResult('m-g0-r2', makeResult('c', 0, 4, 'cancelled'));
+    expect(core.totals.tokens_wasted).toBe(9);
+    expect(g.state).toBe('cancelled');
+    expect(core.groups.has(0)).toBe(false);
+    const [h] = core.admit();
+    finish(core, h, [1, 0]);
+    expect(core.handover().batch.stats.errors).toBe(0);
+  });
+
+  it('the bound counts staleness from the version each group was submitted under', () => {
+    const { core } = setup({ batch_size: 1, max_staleness: 1 });
+    core.setVersion(2);
+    const [g] = core.admit();
+    expect(g.submittedVersion).toBe(2);
+    expect(core.setVersion(3)).toEqual([]);
+    expect(g.state).toBe('running');
+    expect(core.setVersion(4)).toEqual(['m-g0-r0', 'm-g0-r1', 'm-g1-r0', 'm-g1-r1']);
+  });
+
+  it('a group already being cancelled is not cancelled again by a later update', () => {
+    const { core } = setup({ batch_size: 1, max_staleness: 0 });
+    core.admit();
+    expect(core.setVersion(1)).toEqual(['m-g0-r0', 'm-g0-r1']);
+    expect(core.setVersion(2)).toEqual([]);
+    expect(core.totals.cancelled).toBe(1);
+  });
+
+  it('without carry-over a handover cancels running groups only: buffered ones stay for the next batch', () => {
+    const { core } = setup({ carry_over: false, batch_size: 1, max_staleness: 2 });
+    const gs = core.admit();
+    finish(core, gs[0], [1, 0]);
+    finish(core, gs[1], [0, 1]);
+    const { cancels } = core.handover();
+    expect(cancels).toEqual(['m-g2-r0', 'm-g2-r1']);
+    expect(core.bufferedGroups.map((g) => g.index)).toEqual([1]);
+  });
+
+  it('hands over the messages when return_messages is set (in the config or in sampling_params)', () => {
+    for (const over of [{ return_messages: true }, { sampling_params: { return_messages: true } }, {}]) {
+      const { core } = setup({ batch_size: 1, ...over });
+      const [g] = core.admit();
+      finish(core, g, [1, 0]);
+      const { batch } = core.handover();
+      expect('messages' in batch.groups[0].rollouts[0]).toBe(Object.keys(over).length > 0);
+    }
+  });
+
+  it('sync mode: never ready while a group runs; admits nothing past the end of the dataset', () => {
+    const { core } = setup({ mode: 'sync', batch_size: 1 }, { rows: 2, epochs: 1 });
+    core.demand = true;
+    const [g] = core.admit();
+    finish(core, g, [1, 0]);
+    const other = setup({ mode: 'sync', batch_size: 1 }).core;
+    other.demand = true;
+    const running = { ...other.admit()[0], index: 5 };
+    core.restoreGroup({ ...running, requests: running.requests.map((r, k) => ({ ...r, job_id: `m-g5-r${k}` })) });
+    expect(core.runningGroups).toBe(1);
+    expect(core.ready()).toBe(false);
+    const s = setup({ mode: 'sync', batch_size: 3 }, { rows: 2, epochs: 1 }).core;
+    s.demand = true;
+    expect(s.admit()).toHaveLength(2);
+  });
+
+  it('is not exhausted while exactly batch_size groups are buffered', () => {
+    const { core } = setup({ batch_size: 2, max_staleness: 0 }, { rows: 2, epochs: 1 });
+    const gs = core.admit();
+    finish(core, gs[0], [1, 0]);
+    finish(core, gs[1], [1, 0]);
+    expect(core.exhausted()).toBe(false);
+    core.handover();
+    expect(core.exhausted()).toBe(true);
+  });
+
+  it('restored buffered groups are handed over in index order', () => {
+    const { core } = setup({ batch_size: 2, max_staleness: 0 });
+    const src = setup({ batch_size: 4, max_staleness: 0 }).core.admit();
+    for (const g of [src[3], src[1], src[2]]) {
+      g.results = [makeResult('a', 1, 1), makeResult('b', 0, 1)];
+      g.ended = 2;
+      g.state = 'buffered';
+      core.restoreGroup(g);
+    }
+    expect(core.bufferedGroups.map((g) => g.index)).toEqual([1, 2, 3]);
+    expect(core.handover().batch.groups.map((g) => g.group_id)).toEqual(['m-g1', 'm-g2']);
+  });
+});
