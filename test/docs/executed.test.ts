@@ -59,7 +59,7 @@ function run(cmd: string, args: string[], opts: { env?: NodeJS.ProcessEnv; timeo
     let out = '';
     child.stdout.on('data', (c: Buffer) => (out += c));
     child.stderr.on('data', (c: Buffer) => (out += c));
-    const limit = opts.timeoutMs ?? 150_000;
+    const limit = opts.timeoutMs ?? 240_000;
     const timer = setTimeout(() => {
       out += `\n[docs test: timed out after ${limit} ms]`;
       try { process.kill(-child.pid!, 'SIGKILL'); } catch { /* gone */ }
@@ -85,12 +85,12 @@ function shellLines(b: DocBlock): string[] {
 }
 
 /** The rewrites listed at the top of this file. */
-function rewrite(line: string, ports: { serve: number; sim: number }): string[] {
+function rewrite(line: string, ports: { serve: number; sim: number }, out: string): string[] {
   let l = line.replace(/\bnpm run raas -- /g, 'raas ').replace(/^bash scripts\/setup\.sh && /, '');
   if (/^\s*(npm ci\b|npm run build\b|npm test\b|pip install -e bridges\/python)/.test(l)) return [`: skipped: ${l.replace(/'/g, '')}`];
   l = l.replace(/(localhost|127\.0\.0\.1):8006\b/g, `127.0.0.1:${ports.serve}`).replace(/\b9000\b/g, String(ports.sim));
-  l = l.replace(/^(\s*raas train\s+\S+)/, `$1 --steps 1 --set batch_size=1 --output-dir ${OUT}/runs`);
-  l = l.replace(/^(\s*raas eval\s+\S+)/, `$1 --set dataset.limit=2 --n 2 --output ${OUT}/eval.json`);
+  l = l.replace(/^(\s*raas train\s+\S+)/, `$1 --steps 1 --set batch_size=1 --output-dir ${out}/runs`);
+  l = l.replace(/^(\s*raas eval\s+\S+)/, `$1 --set dataset.limit=2 --n 2 --output ${out}/eval.json`);
   l = l.replace(/(examples\/python\/train_loop\.py(\s+\S+\.yaml)?)/, '$1 --steps 1');
   if (/^\s*raas serve\b/.test(l) && !/--port/.test(l)) l = l.replace(/^(\s*raas serve)/, `$1 --port ${ports.serve}`);
   l = l.replace(/\bcurl -s\b/g, 'doc_curl');
@@ -137,12 +137,12 @@ describe('executed docs: every runnable block of README.md and docs/*.md', () =>
   for (const doc of DOCS) {
     const blocks = RUN.filter((b) => b.file === doc && !b.notExecuted);
     if (!blocks.length) continue;
-    it.concurrent(doc, async () => {
+    it(doc, async () => {
       const ports = { serve: await freePort(), sim: await freePort() };
       const env = { PATH: `${BIN}:${process.env.PATH}`, PYTHONPATH: path.join(ROOT, 'bridges/python'), RAAS_TOKEN: 'docs-test-token' };
       const shell = blocks.filter((b) => ['sh', 'bash', 'shell', 'console'].includes(b.lang));
       if (shell.length) {
-        const script = PRELUDE + shell.map((b) => `echo "### ${doc}:${b.line}" >&2\n${shellLines(b).flatMap((l) => rewrite(l, ports)).join('\n')}`).join('\n') + '\n';
+        const script = PRELUDE + shell.map((b) => `echo "### ${doc}:${b.line}" >&2\n${shellLines(b).flatMap((l) => rewrite(l, ports, path.join(OUT, doc.replace(/\W/g, '_')))).join('\n')}`).join('\n') + '\n';
         writeFileSync(path.join(OUT, `${doc.replace(/\W/g, '_')}.sh`), script);
         const r = await run('bash', [path.join(OUT, `${doc.replace(/\W/g, '_')}.sh`)], { env });
         expect(r.code, `${doc} shell blocks failed:\n${r.out.slice(-4000)}`).toBe(0);
@@ -158,6 +158,6 @@ describe('executed docs: every runnable block of README.md and docs/*.md', () =>
         const r = await run('python3', ['-c', PY_PRELUDE + b.code], { env });
         expect(r.code, `${doc}:${b.line} (python) failed:\n${r.out.slice(-4000)}`).toBe(0);
       }
-    }, 240_000);
+    }, 300_000);
   }
 });
