@@ -46,9 +46,6 @@ export interface ResumeReport {
   released: number;
 }
 
-/** Groups past the checkpoint found on no server before lookups stop (admission goes in index order). */
-const LOOKUP_MISSES = 2;
-
 interface Waiter {
   resolve: (b: Batch) => void;
   reject: (e: unknown) => void;
@@ -117,7 +114,9 @@ export class Coordinator {
     const core = new DapoCore(cfg, dataset, this.clock, this.fleet.liveCapacity(cfg.max_inflight_jobs));
     if (st) {
       this.restoreInto(core, st);
-      this.lookup = { from: st.next_group_index, misses: 0 };
+      // The earlier coordinator may have sent groups it had not checkpointed: at most an admission
+      // burst past the last one found can be missing (admitted, not yet sent when it stopped).
+      this.lookup = { from: st.next_group_index, found: st.next_group_index - 1, pending: 0, window: (cfg.max_staleness + 1) * cfg.batch_size + 1 };
     }
     this.core = core;
     await registerBackends(this.fleet.clients(), this.backends, String(core.version), cfg.placement_mode);
@@ -141,45 +140,63 @@ export class Coordinator {
   }
 
   /**
-   * Submits a group's unfinished jobs (all of them when new; the rest after a resume, pinned to their
-   * server). After a resume, a group the checkpoint does not place (admitted by the earlier
-   * coordinator after its checkpoint, or not yet on a server then) is first looked up by job id on
-   * every server, so it re-attaches where it runs instead of running again elsewhere.
+   * Submits a group's unfinished jobs (all of them when new; the rest after a resume). After a
+   * resume, the restored groups and those the earlier coordinator may have sent after its checkpoint
+   * are first looked up by job id on the servers (GET /jobs/:id): results that ended meanwhile are
+   * taken as they are (a job cancelled by the earlier coordinator is not run again elsewhere), the
+   * jobs still running are re-attached on the server that holds them, and only ids no server knows
+   * start anew.
    */
   private submit(g: GroupRecord): void {
     const look = this.lookup;
-    if (look && (g.index >= look.from || !g.server)) {
-      this.track(this.locate(g).then((server) => {
-        if (server) g.server = server;
+    if (look && g.index >= look.from && look.pending === 0 && g.index > look.found + look.window) this.lookup = undefined;
+    else if (look) {
+      look.pending++;
+      this.track(this.collect(g).then((server) => {
+        look.pending--;
+        if (server) {
+          g.server = server;
+          look.found = Math.max(look.found, g.index);
+        } else if (g.index < look.from) g.server = undefined; // its server no longer knows it: place it anew
         if (this.closing) return;
         this.send(g);
         // Cancelled while we looked (handover, staleness): its jobs must still end for the group to finish.
         if (g.state === 'cancelling') this.sendCancels(g.requests.filter((_, k) => g.results[k] === undefined).map((r) => r.job_id!));
+        this.pump();
       }));
       return;
     }
     this.send(g);
   }
 
-  /** After a resume: groups from `from` on are looked up on the servers until `LOOKUP_MISSES` of them were found nowhere. */
-  private lookup: { from: number; misses: number } | undefined;
+  /**
+   * After a resume: restored groups, and new ones from `from` on while lookups are pending or the
+   * group is within `window` indices of the highest one `found` on a server, are looked up first.
+   */
+  private lookup: { from: number; found: number; pending: number; window: number } | undefined;
 
-  /** The server that knows most of the group's unfinished job ids (running or finished), if any. */
-  private async locate(g: GroupRecord): Promise<string | undefined> {
+  /**
+   * Asks the servers (the group's own first) for its unfinished job ids; on the first server that
+   * knows some, feeds the results that ended to the core and returns that server's URL.
+   */
+  private async collect(g: GroupRecord): Promise<string | undefined> {
     const ids = g.requests.filter((_, k) => g.results[k] === undefined).map((r) => r.job_id!);
     const clients = this.fleet!.clients();
-    const known = await Promise.all(clients.map(async (c) => {
-      const found = await Promise.all(ids.map((id) => c.job(id, { retries: 0, timeout_ms: 5000 }).then((j) => j !== undefined, () => false)));
-      return found.filter(Boolean).length;
-    }));
-    let best = -1;
-    known.forEach((n, i) => { if (n > 0 && (best < 0 || n > known[best]!)) best = i; });
-    if (best >= 0) {
-      debug(`resume: group ${g.index} found on ${clients[best]!.url} (${known[best]} of ${ids.length} jobs)`);
-      return clients[best]!.url;
+    const own = clients.find((c) => c.url === g.server?.replace(/\/+$/, ''));
+    for (const c of own ? [own, ...clients.filter((x) => x !== own)] : clients) {
+      const answers = await Promise.all(ids.map((id) => c.job(id, { retries: 0, timeout_ms: 5000 }).catch(() => undefined)));
+      const known = answers.filter((a) => a !== undefined);
+      if (known.length === 0) continue;
+      let ended = 0;
+      for (const a of known) {
+        if (!a.result) continue;
+        ended++;
+        this.core?.onResult(a.job_id, a.result);
+      }
+      debug(`resume: group ${g.index} found on ${c.url} (${known.length} of ${ids.length} jobs, ${ended} ended)`);
+      return c.url;
     }
-    const look = this.lookup;
-    if (look && g.index >= look.from && ++look.misses >= LOOKUP_MISSES) this.lookup = undefined;
+    debug(`resume: group ${g.index} is on no server`);
     return undefined;
   }
 
@@ -187,7 +204,9 @@ export class Coordinator {
     const fleet = this.fleet!;
     const pending = g.requests.filter((_, k) => g.results[k] === undefined);
     const promises = fleet.submitGroup(pending, g.server ? { server: g.server } : {});
-    g.server = fleet.serverOf(pending[0]?.job_id ?? '') ?? g.server;
+    const placed = fleet.serverOf(pending[0]?.job_id ?? '');
+    if (this.lookup || (g.server && placed !== g.server)) debug(`group ${g.index}: ${pending.length} jobs asked for ${g.server ?? 'any server'}, placed on ${placed ?? 'none yet'}`);
+    g.server = placed ?? g.server;
     pending.forEach((req, i) => {
       const p = promises[i].then(
         (r: Result) => this.core?.onResult(req.job_id!, r),
@@ -384,11 +403,16 @@ export class Coordinator {
   checkpoint(): CoordinatorState {
     const core = this.core;
     if (!core) throw new RaasError('not_ready', 'checkpoint(): call start() first');
+    // Where the group's jobs are now (the fleet may have moved them since the submission).
+    const where = (g: GroupRecord): string | undefined => {
+      const k = g.results.findIndex((r) => r === undefined);
+      return (k >= 0 ? this.fleet?.serverOf(g.requests[k]!.job_id!) : undefined) ?? g.server;
+    };
     const groups = [...core.groups.values()]
       .filter((g) => g.state === 'running' || g.state === 'buffered')
       .map((g) => ({
         index: g.index, state: g.state as 'running' | 'buffered', prompt: g.prompt, submitted_version: g.submittedVersion, submitted_step: g.submittedStep,
-        ...(g.server ? { server: g.server } : {}),
+        ...(where(g) ? { server: where(g) } : {}),
         results: g.results.map((r) => r ?? null),
         in_flight: g.requests.filter((_, k) => g.results[k] === undefined).map((q) => q.job_id!),
       }));

@@ -98,7 +98,10 @@ describe('raas train (the built CLI, embedded)', () => {
     });
     expect(sent).toBe(true);
     expect(r.code).toBe(130);
-    expect(r.stderr).toMatch(/in-flight jobs cancelled/);
+    // Embedded servers end with the run; the checkpoint and summary say where it stopped.
+    expect(r.stderr).toMatch(/interrupted; the embedded servers and their jobs were stopped; continue with: raas train --resume /);
+    expect(JSON.parse(readFileSync(path.join(dir, 'runs', 'sigint', 'summary.json'), 'utf8'))).toMatchObject({ status: 'interrupted', steps_asked: 2, steps_done: 0 });
+    expect(JSON.parse(readFileSync(path.join(dir, 'runs', 'sigint', 'checkpoint.json'), 'utf8'))).toMatchObject({ format: 'raas.train/1', steps_done: 0 });
     expect(alive(r.pid)).toBe(false);
     await new Promise((res) => setTimeout(res, 300));
     const ps = execFileSync('ps', ['-eo', 'args'], { encoding: 'utf8' });
