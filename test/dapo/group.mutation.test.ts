@@ -85,6 +85,9 @@ describe('toBatchGroup', () => {
       ['r-g3-r0', 0, 2, 3],
       ['r-g3-r1', 1, 2, 3],
     ]);
+    // Without overlong shaping the shaped reward is the reward; advantages are group-relative.
+    expect(bg.rollouts.map((r) => r.shaped_reward)).toEqual([1, 0]);
+    expect(bg.rollouts.map((r) => r.advantage)).toEqual([expect.closeTo(0.7071, 3), expect.closeTo(-0.7071, 3)]);
     // A result that names no weight versions is listed with none (not undefined).
     expect(bg.rollouts.map((r) => r.weight_versions)).toEqual([['0'], []]);
     expect(bg.rollouts.every((r) => !('messages' in r))).toBe(true);

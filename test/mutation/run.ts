@@ -78,7 +78,8 @@ for (const t of run) {
     if (!only) entry.baseline = score;
     process.stdout.write(`${t} with the tests from before: ${score.toFixed(1)}% in ${seconds.toFixed(0)} s\n`);
   } else {
-    for (const [f, c] of counts) entry.files[f] = { ...c, at: new Date().toISOString(), commit };
+    const at = (collect ? fs.statSync(file).mtime : new Date()).toISOString();
+    for (const [f, c] of counts) entry.files[f] = { ...c, at, commit };
     const all = total(Object.values(entry.files)).score;
     process.stdout.write(`${t}: ${score.toFixed(1)}% on this run's files in ${seconds.toFixed(0)} s; target score ${all.toFixed(1)}%\n`);
     if (all < THRESHOLD) failed = true;
