@@ -81,21 +81,25 @@ export function renderSection(summary: Summary = readSummary()): string {
     'Score = (killed + timed out) / (killed + timed out + survived + not covered). Left out: mutants that do not compile, and mutants reached only outside any test (module load, `beforeAll`, timers firing between tests; Stryker\'s `ignoreStatic`), which would each need a fresh test process and every test of the target. Target: at least 80% on each.',
     '',
   );
-  const names = Object.keys(summary);
-  if (!names.length) {
-    lines.push('No run recorded yet.', '', END);
-    return lines.join('\n');
-  }
+  const targets = readTargets();
+  const names = [...new Set([...Object.keys(targets), ...Object.keys(summary)])];
+  lines.push('The tests run against each target\'s mutants:', '');
+  for (const n of Object.keys(targets)) lines.push(`- ${n} (${targets[n].mutate.map((m) => `\`${m}\``).join(', ')}): ${targets[n].tests.map((t) => `\`${t}\``).join(', ')}`);
+  lines.push('');
   lines.push('| target | mutants | killed | timed out | survived | not covered | ignored (static) | score | tests from before |', '|---|---|---|---|---|---|---|---|---|');
   for (const n of names) {
-    const s = summary[n];
+    const s = summary[n] ?? { files: {} };
     const t = total(Object.values(s.files));
-    lines.push(`| ${n} | ${t.mutants} | ${t.killed} | ${t.timeout} | ${t.survived} | ${t.no_coverage} | ${t.ignored} | **${pct(t.score)}** | ${s.baseline === undefined ? s.baseline_note ?? 'not measured' : pct(s.baseline)} |`);
+    const missing = targets[n] ? targetFiles(targets[n].mutate).filter((f) => !s.files[f]).length : 0;
+    if (!Object.keys(s.files).length) {
+      lines.push(`| ${n} | | | | | | | not run yet | ${s.baseline_note ?? 'not measured'} |`);
+      continue;
+    }
+    lines.push(`| ${n} | ${t.mutants} | ${t.killed} | ${t.timeout} | ${t.survived} | ${t.no_coverage} | ${t.ignored} | **${pct(t.score)}**${missing ? ` (${missing} file${missing > 1 ? 's' : ''} not run yet)` : ''} | ${s.baseline_note ?? (s.baseline === undefined ? 'not measured' : pct(s.baseline))} |`);
   }
   lines.push('', 'Per file (last run of each):', '', '| file | mutants | survived | not covered | score | measured |', '|---|---|---|---|---|---|');
-  const targets = readTargets();
   for (const n of names) {
-    const s = summary[n];
+    const s = summary[n] ?? { files: {} };
     const all = new Set([...Object.keys(s.files), ...(targets[n] ? targetFiles(targets[n].mutate) : [])]);
     for (const f of [...all].sort()) {
       const c = s.files[f];
