@@ -191,6 +191,39 @@ describe('sidecar protocol (in-process, scripted backend)', () => {
     });
   });
 
+  it('resume and shutdown after a checkpoint keep the jobs in flight; shutdown without one, or with cancel: true, cancels them', async () => {
+    const kept = scriptedBackend();
+    const h = harness(kept);
+    h.send({ id: 1, op: 'next_batch' });
+    h.send({ id: 2, op: 'checkpoint' });
+    const state = (await h.answer(2)).result.state;
+    h.send({ id: 3, op: 'resume', state });
+    await h.answer(3);
+    expect(kept.state.cancels).toEqual([false]); // the replaced coordinator's jobs are re-attached, not cancelled
+    h.send({ id: 4, op: 'shutdown' });
+    expect((await h.answer(4)).result).toEqual({ closed: true, jobs: 'kept' });
+    await h.done;
+    expect(kept.state.cancels).toEqual([false, false]);
+
+    const fresh = scriptedBackend();
+    const f = harness(fresh);
+    f.send({ id: 1, op: 'next_batch' });
+    await f.answer(1);
+    f.send({ id: 2, op: 'shutdown' });
+    expect((await f.answer(2)).result).toEqual({ closed: true, jobs: 'cancelled' });
+    await f.done;
+    expect(fresh.state.cancels).toEqual([true]);
+
+    const asked = scriptedBackend();
+    const a = harness(asked);
+    a.send({ id: 1, op: 'checkpoint' });
+    await a.answer(1);
+    a.send({ id: 2, op: 'shutdown', cancel: true });
+    expect((await a.answer(2)).result).toEqual({ closed: true, jobs: 'cancelled' });
+    await a.done;
+    expect(asked.state.cancels).toEqual([true]);
+  });
+
   it('checkpoint and resume round-trip the coordinator state', async () => {
     const backend = scriptedBackend();
     const h = harness(backend);
