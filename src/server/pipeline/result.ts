@@ -33,8 +33,8 @@ export function buildResult(job: Job, parts: { eval?: { reward: number; resolved
     git_patch: gitPatch,
     success: false,
     finish: false,
-    messages: [],
-    tools: [],
+    messages: run ? run.messages : [],
+    tools: run?.tools || [],
     end_properly: false,
     resolved: false,
     critical_error: null,
@@ -49,14 +49,11 @@ export function buildResult(job: Job, parts: { eval?: { reward: number; resolved
     weight_versions: [],
     num_turns: 0,
     timing,
-    tokens: emptyTokens(),
+    tokens: run ? run.tokens : emptyTokens(),
   };
   if (run) {
-    r.messages = run.messages;
-    r.tokens = run.tokens;
     r.finish_reason = run.finish_reason;
     r.num_turns = run.num_turns ?? countAssistant(run.messages);
-    if (run.tools) r.tools = run.tools;
   }
   if (parts.eval) {
     r.reward = parts.eval.reward;
