@@ -42,8 +42,10 @@ export function registerTrain(program: Command): void {
     .action(async (file: string | undefined, o: { smoke?: boolean; steps?: number; name?: string; outputDir?: string; metricsPort?: number; resume?: string; set?: string[] }) => {
       if (file === undefined && !o.resume) throw new RaasError('config_invalid', 'raas train: give a training config (raas train <config>) or a run to continue (raas train --resume <run-dir>)');
       if (o.resume && o.outputDir) throw new RaasError('config_invalid', '--output-dir: not with --resume (a resumed run writes into its own directory)');
-      if (file === undefined && o.set?.length) throw new RaasError('config_invalid', '--set: give the config file too (raas train <config> --resume <run-dir> --set ...)');
-      let cfg = file === undefined ? undefined : loadTrainConfig(file, { ...(o.name ? { name: o.name } : {}), ...(o.outputDir ? { output_dir: o.outputDir } : {}) }, o.set);
+      if (o.resume && o.smoke) throw new RaasError('config_invalid', '--smoke: not with --resume (the run keeps the n and batch_size it started with; --steps sets how many steps)');
+      // --resume without a config: --set applies to the run's own config.json.
+      const source = file ?? (o.resume && o.set?.length ? path.join(o.resume, 'config.json') : undefined);
+      let cfg = source === undefined ? undefined : loadTrainConfig(source, { ...(o.name ? { name: o.name } : {}), ...(o.outputDir ? { output_dir: o.outputDir } : {}) }, o.set);
       const plan = o.resume ? await planResume(o.resume, cfg) : undefined;
       cfg = plan?.cfg ?? cfg!;
       if (o.smoke) cfg = applySmoke(cfg);

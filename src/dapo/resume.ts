@@ -19,7 +19,22 @@ export interface ResumePlan {
 export async function planResume(dir: string, loaded: TrainConfig | undefined): Promise<ResumePlan> {
   const abs = path.resolve(dir);
   const checkpoint = await readTrainCheckpoint(abs);
-  const cfg = loaded ?? parseTrainConfig(await readRunConfig(abs), `${abs}/config.json`);
+  let saved: TrainConfig | undefined;
+  try {
+    saved = parseTrainConfig(await readRunConfig(abs), `${abs}/config.json`);
+  } catch (err) {
+    if (!loaded) throw err;
+  }
+  const cfg = loaded ?? saved!;
+  // What the checkpoint's groups and job ids were built from must not change under them.
+  for (const key of ['n', 'seed', 'mode'] as const) {
+    if (saved && cfg[key] !== saved[key]) {
+      throw new RaasError('config_invalid', `--resume ${abs}: key "${key}" is ${JSON.stringify(cfg[key])} in the given config but ${JSON.stringify(saved[key])} in the run's config.json; a resumed run keeps it (start a new run to change it)`, { retryable: false });
+    }
+  }
+  if (saved && cfg.dataset.path !== saved.dataset.path) {
+    throw new RaasError('config_invalid', `--resume ${abs}: key "dataset.path" is ${cfg.dataset.path} in the given config but ${saved.dataset.path} in the run's config.json; the checkpoint's dataset cursor belongs to the run's dataset`, { retryable: false });
+  }
   const name = checkpoint.coordinator.name;
   if (cfg.name !== name) {
     throw new RaasError('config_invalid', `--resume ${abs}: the config's name "${cfg.name}" differs from the run's "${name}"; job ids derive from it (set name: ${name})`, { retryable: false });

@@ -78,6 +78,8 @@ describe('raas train --resume (built CLI, embedded)', () => {
     expect(none.stderr).toMatch(/give a training config \(raas train <config>\) or a run to continue/);
     const out = await raas(['train', '--resume', empty, '--output-dir', dir]);
     expect(out.stderr).toMatch(/--output-dir: not with --resume/);
+    const smoke = await raas(['train', '--resume', empty, '--smoke']);
+    expect(smoke.stderr).toMatch(/--smoke: not with --resume/);
   }, 60_000);
 });
 
@@ -105,6 +107,11 @@ describe('RunWriter.reopen and planResume', () => {
     writeFileSync(other, readFileSync(cfg, 'utf8').replace('name: plain', 'name: other'));
     const { loadTrainConfig } = await import('../../src/dapo/config.js');
     await expect(planResume(run, loadTrainConfig(other))).rejects.toMatchObject({ code: 'config_invalid', message: expect.stringMatching(/name "other" differs from the run's "plain"/) });
+    // Keys the checkpoint's groups were built from cannot change under a resume.
+    const bigger = path.join(dir, 'bigger.yaml');
+    writeFileSync(bigger, readFileSync(cfg, 'utf8').replace('n: 4', 'n: 8'));
+    await expect(planResume(run, loadTrainConfig(bigger))).rejects.toMatchObject({ code: 'config_invalid', message: expect.stringMatching(/key "n" is 8 in the given config but 4 in the run's config.json/) });
+    expect((await planResume(run, loadTrainConfig(cfg))).cfg.name).toBe('plain');
     // A truncated batches.jsonl (changed by hand) is refused rather than appended to.
     writeFileSync(path.join(run, 'batches.jsonl'), '');
     await expect(new RunWriter(run).reopen(ck)).rejects.toMatchObject({ code: 'config_invalid' });
