@@ -246,7 +246,14 @@ export class DapoCore {
    * whenever the version rises, and a group submitted since has staleness 0.
    */
   ready(): boolean {
-    return this.bufferedGroups.length >= this.cfg.batch_size && (this.cfg.mode === 'async' || this.runningGroups === 0);
+    const buffered = this.bufferedGroups;
+    if (buffered.length < this.cfg.batch_size) return false;
+    if (this.cfg.mode === 'sync') return this.runningGroups === 0;
+    if (!this.cfg.ordered_handover) return true;
+    // ordered_handover: no group submitted before the last one chosen may still change the choice.
+    const last = buffered[this.cfg.batch_size - 1]!.index;
+    for (const g of this.groups.values()) if (g.state === 'running' && g.index < last) return false;
+    return true;
   }
 
   /**

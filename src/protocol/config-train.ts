@@ -96,6 +96,12 @@ export const TrainConfig = z.strictObject({
   dataset: DatasetConfig,
   mode: z.enum(['async', 'sync']).default('async'),
   carry_over: z.boolean().default(true),
+  /**
+   * Async only: hand over the earliest accepted groups only once every group submitted before them
+   * has finished, so a batch never depends on finish order (reproducible batches with a seed, at
+   * the cost of waiting for stragglers). Default false: a batch as soon as batch_size are accepted.
+   */
+  ordered_handover: z.boolean().default(false),
   max_staleness: z.number().int().nonnegative().default(1),
   n: z.number().int().positive().default(8),
   batch_size: z.number().int().positive().default(32),

@@ -8,8 +8,9 @@ import { runTraining } from '../../src/dapo/train.js';
 import { ROOT } from './helpers.js';
 
 // docs/training.md "Reproducibility": with the same config (name included: job ids seed the
-// rollouts) and seed, every rollout is the same token for token; sync mode hands over the same
-// batches; async mode's batch composition follows the order in which groups finish.
+// rollouts) and seed, every rollout is the same token for token; sync mode and async mode with
+// ordered_handover hand over the same batches; plain async mode's batch composition follows the
+// order in which groups finish.
 
 const dir = mkdtempSync(path.join(tmpdir(), 'raas-determinism-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
@@ -18,7 +19,7 @@ afterAll(() => rmSync(dir, { recursive: true, force: true }));
 async function twice(overrides: Record<string, unknown>): Promise<[Batch[], Batch[]]> {
   const out: Batch[][] = [];
   for (const k of [0, 1]) {
-    const cfg = loadTrainConfig(path.join(ROOT, 'configs/demo.yaml'), { ...overrides, output_dir: path.join(dir, `${String(overrides.mode)}-${k}`) } as never);
+    const cfg = loadTrainConfig(path.join(ROOT, 'configs/demo.yaml'), { ...overrides, output_dir: path.join(dir, `${String(overrides.mode)}-${String(overrides.ordered_handover ?? false)}-${k}`) } as never);
     const batches: Batch[] = [];
     await runTraining(cfg, { onBatch: (b) => batches.push(b) });
     out.push(batches);
@@ -36,6 +37,12 @@ describe('the same config and seed give the same rollouts (embedded, configs/dem
       expect(rollouts(b[s]!)).toEqual(rollouts(a[s]!));
       expect(b[s]!.stats.batch_mean_reward).toBe(a[s]!.stats.batch_mean_reward);
     }
+  }, 180_000);
+
+  it('async mode with ordered_handover, step 0: the same batch (job ids, token ids, rewards)', async () => {
+    const [a, b] = await twice({ mode: 'async', ordered_handover: true, steps: 1, batch_size: 2 });
+    expect(rollouts(b[0]!)).toEqual(rollouts(a[0]!));
+    expect(b[0]!.stats.batch_mean_reward).toBe(a[0]!.stats.batch_mean_reward);
   }, 180_000);
 
   it('async mode, step 0: every rollout both runs handed over is identical; the batches are the earliest accepted groups', async () => {
