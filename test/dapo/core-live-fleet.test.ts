@@ -94,4 +94,23 @@ describe('admission cap over the live fleet (real rollout servers, simulated bac
     expect(after).toBeGreaterThan(4);
     await c.close();
   }, 90_000);
+
+  it('a server down at start is left out of the cap instead of failing the start; a fleet with no server up refuses naming them', async () => {
+    const sim = await startSim({ seed: 1, abort_on_weight_update: false });
+    cleanups.push(() => sim.close());
+    const live = await server(sim.url, 3);
+    const gone = await server(sim.url, 5);
+    const goneUrl = gone.url;
+    await gone.close();
+    const fleet = new RolloutFleet({ servers: [{ url: live.url }, { url: goneUrl }], health_interval_ms: 60_000 });
+    cleanups.push(() => fleet.close());
+    await fleet.readCapacity();
+    expect(fleet.servers().map((s) => [s.healthy, s.run_workers])).toEqual([[true, 3], [false, null]]);
+    expect(fleet.liveCapacity()).toBe(3);
+    // Its size is unknown: it counts as the mean of the known ones, so the configured cap is halved.
+    expect(fleet.liveCapacity(10)).toBe(5);
+    const none = new RolloutFleet({ servers: [{ url: goneUrl }], health_interval_ms: 60_000 });
+    cleanups.push(() => none.close());
+    await expect(none.readCapacity()).rejects.toMatchObject({ code: 'server_unreachable', message: expect.stringContaining(goneUrl) });
+  }, 30_000);
 });
