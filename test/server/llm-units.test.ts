@@ -331,6 +331,51 @@ describe('circuit breaker', () => {
     p.close();
   });
 
+  it('a success or a resume tells the pool a backend is back only when it was out', async () => {
+    const { p, log } = setup({ unhealthy_after: 2 });
+    const a = p.add('a:1');
+    p.failed(a, new Error('once'));
+    p.succeeded(a);
+    p.suspendHealth();
+    p.resumeHealth();
+    expect(log.filter((l) => l.includes('answers again'))).toEqual([]);
+    p.close();
+  });
+
+  it('watches each backend once, only while open, and close() ends every probe loop', async () => {
+    const clock = new ManualClock();
+    const mk = (address: string) => {
+      const c = new ProbeClient(address);
+      return { address, client: c as BackendClient, healthy: true, failures: 0, lastError: null as string | null, c };
+    };
+    const h = new BackendHealth({ unhealthy_after: 3, probe_interval_s: 1, probe_timeout_s: 1 }, clock, { opened: () => {}, closed: () => {} });
+    const a = mk('a');
+    const b = mk('b');
+    h.watch(a);
+    h.watch(a);
+    h.watch(b);
+    await clock.advance(1, 1);
+    expect([a.c.probes, b.c.probes]).toEqual([1, 1]);
+    await clock.advance(1000, 100);
+    expect([a.c.probes, b.c.probes]).toEqual([2, 2]);
+    h.unwatch(a);
+    h.unwatch(a);
+    await clock.advance(1000, 100);
+    expect([a.c.probes, b.c.probes]).toEqual([2, 3]);
+    h.close();
+    await clock.advance(3000, 100);
+    expect(b.c.probes).toBe(3);
+    h.watch(a);
+    await clock.advance(2000, 100);
+    expect(a.c.probes).toBe(2);
+    // a client without probe() is never probed
+    const bare = { address: 'n', client: { address: 'n', api: 'vllm', generate: async () => { throw new Error(); }, maxModelLen: async () => undefined } as BackendClient, healthy: true, failures: 0, lastError: null };
+    const h2 = new BackendHealth({ unhealthy_after: 1, probe_interval_s: 1, probe_timeout_s: 1 }, clock, { opened: () => {}, closed: () => {} });
+    h2.watch(bare);
+    h2.unwatch(bare);
+    h2.close();
+  });
+
   it('while suspended (generation paused) failures do not count; resume starts every breaker afresh', async () => {
     const { p } = setup({ unhealthy_after: 1 });
     const a = p.add('a:1');
