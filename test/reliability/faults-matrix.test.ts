@@ -97,14 +97,14 @@ describe('faults: a training run over a live fleet (fault matrix, real processes
     const c = new Coordinator(coordinatorConfig('m-srv', [s1, s2], sims, 4));
     const batches: Batch[] = [];
     try {
+      // The handover admits the next groups at once, onto both servers: the kill lands on jobs in flight.
       batches.push(await c.nextBatch());
-      await c.updateWeights({});
       await until(() => c.status().servers.every((s) => s.in_flight > 0), 'jobs in flight on both servers');
       const onKilled = c.status().servers[1].in_flight;
       await s2.kill('SIGKILL');
       for (let step = 1; step < 4; step++) {
+        await c.updateWeights({}); // threw "placement not fully applied" before
         batches.push(await c.nextBatch({ timeout_s: 60 }));
-        if (step < 3) await c.updateWeights({}); // threw "placement not fully applied" before
       }
       const { rollouts } = checkBatches(batches, 4, 3, 4);
       const st = c.status();
@@ -117,7 +117,7 @@ describe('faults: a training run over a live fleet (fault matrix, real processes
       observe({
         section: 'faults',
         name: 'rollout server SIGKILLed mid-run, two backends configured, weight updates continuing (coordinator over two raas serve processes)',
-        observed: `${onKilled} jobs were in flight on the killed server; 4/4 steps of 3 groups arrived (${rollouts} rollouts, 0 failed, 0 dropped groups); the 2 weight updates after the kill placed both backends on the survivor (weight_version 3); the cap fell to the survivor's 8 workers`,
+        observed: `${onKilled} jobs were in flight on the killed server; 4/4 steps of 3 groups arrived (${rollouts} rollouts, 0 failed, 0 dropped groups); the 3 weight updates after the kill placed both backends on the survivor (weight_version 3); the cap fell to the survivor's 8 workers`,
         figures: { jobs: st.totals.jobs_submitted, lost_jobs: 0 },
       });
     } finally {
@@ -130,11 +130,14 @@ describe('faults: a training run over a live fleet (fault matrix, real processes
     const c = new Coordinator(coordinatorConfig('m-llm', [s], [a, b], 6));
     const batches: Batch[] = [];
     const m0 = await moves(s.url);
-    const step = async (): Promise<void> => {
+    const batch = async (): Promise<void> => {
       batches.push(await c.nextBatch({ timeout_s: 60 }));
-      if (batches.length < 6) await c.updateWeights({});
+    };
+    const update = async (): Promise<void> => {
+      await c.updateWeights({});
     };
     let last = '';
+    // Jobs bound to A right now (a handover has just admitted groups, so some are in flight).
     const busy = () => until(async () => {
       const st = await statusOf(s.url);
       last = JSON.stringify(st.backends);
@@ -142,27 +145,31 @@ describe('faults: a training run over a live fleet (fault matrix, real processes
     }, 'jobs on backend A', 20_000).catch((e: Error) => { throw new Error(`${e.message}: ${last}; coordinator ${JSON.stringify(c.status())}`); });
     const health = (want: boolean, what: string) => until(async () => (await backendOn(s.url, a.url))?.healthy === want, what, 20_000);
     try {
-      await step();
+      await batch();
       await busy();
       await a.kill('SIGKILL');
       await health(false, 'killed backend unhealthy');
-      await step(); // its weight update re-registers the dead address: it stays unhealthy and gets no job
+      await update(); // re-registers the dead address: it stays unhealthy and gets no job
       const assignedDown = (await backendOn(s.url, a.url))!.assigned;
-      await step();
+      await batch();
+      await update();
+      await batch();
+      await update();
       expect((await backendOn(s.url, a.url))!.assigned).toBe(assignedDown);
 
       const a2 = await sim(Number(new URL(a.url).port));
       expect(a2.url).toBe(a.url);
       await health(true, 'restarted backend healthy');
-      // The next step's handover admits new groups (the buffer was full): they reach the restarted backend.
-      await step();
+      await batch(); // its handover admits new groups: they reach the restarted backend
       await busy();
       a2.child.kill('SIGSTOP');
       await health(false, 'hung backend unhealthy');
-      await step();
+      await update();
+      await batch();
+      await update();
       a2.child.kill('SIGCONT');
       await health(true, 'continued backend healthy');
-      await step();
+      await batch();
       const moved = (await moves(s.url)) - m0;
       const { rollouts } = checkBatches(batches, 6, 3, 4);
       expect(moved).toBeGreaterThan(0);
