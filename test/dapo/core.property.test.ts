@@ -19,6 +19,7 @@ describe('DapoCore properties (discrete-event fleet)', () => {
     eta: fc.integer({ min: 0, max: 3 }),
     carry: fc.boolean(),
     sync: fc.boolean(),
+    ordered: fc.boolean(),
     capacity: fc.integer({ min: 1, max: 40 }),
     steps: fc.integer({ min: 1, max: 7 }),
     sigma: fc.double({ min: 0.1, max: 1.5, noNaN: true }),
@@ -34,7 +35,7 @@ describe('DapoCore properties (discrete-event fleet)', () => {
         const cap = (t: number): number => (c.outage && t >= c.outage.downAt && t < c.outage.downAt + c.outage.length ? Math.floor(c.capacity * (1 - c.outage.share)) : c.capacity);
         const run = runDes({
           seed: c.seed, steps: c.steps, capacity: c.capacity, sigma: c.sigma, trainMs: c.trainMs,
-          config: { n: c.n, batch_size: c.B, max_staleness: c.eta, carry_over: c.carry, mode: c.sync ? 'sync' : 'async' },
+          config: { n: c.n, batch_size: c.B, max_staleness: c.eta, carry_over: c.carry, mode: c.sync ? 'sync' : 'async', ordered_handover: c.ordered },
           updatesPerStep: (s) => c.updates[s % c.updates.length],
           capacityAt: c.outage ? cap : undefined,
         });
