@@ -116,6 +116,17 @@ describe('StagePool', () => {
     expect(pool.busy).toBe(0);
   });
 
+  it('a pool without workers keeps every job waiting; the first one can be taken out', () => {
+    const pool = new StagePool('eval', 0, async () => {});
+    const a = job({ job_id: 'a' });
+    const b2 = job({ job_id: 'b' });
+    pool.push(a);
+    pool.push(b2);
+    expect(pool.remove(a)).toBe(true);
+    expect(pool.waiting()).toEqual([b2]);
+    expect(pool.busy).toBe(0);
+  });
+
   it('stays FIFO across thousands of jobs (its queue is compacted as it goes)', async () => {
     const order: number[] = [];
     const pool = new StagePool('init', 1, async (j) => { order.push(Number(j.id)); });
@@ -128,6 +139,43 @@ describe('StagePool', () => {
 });
 
 describe('PausableTimer', () => {
+  it('a timeout that comes due while counting, with time still left (a pause moved the deadline), re-arms for the rest', async () => {
+    const clock = new ManualClock();
+    let fired = 0;
+    const t = new PausableTimer(1000, clock, () => fired++);
+    t.resume();
+    await clock.advance(400, 1);
+    t.pause();
+    await clock.advance(1, 1);
+    t.resume(); // the timeout armed at 0 comes due at 1000 with 999 ms counted
+    await clock.advance(599, 1);
+    expect(t.elapsedMs()).toBe(999);
+    expect(fired).toBe(0);
+    await clock.advance(1, 1);
+    expect(fired).toBe(1);
+    const u = new PausableTimer(1000, clock, () => fired++);
+    u.resume();
+    await clock.advance(300, 1);
+    u.pause();
+    await clock.advance(200, 1);
+    u.resume(); // due at +1000 with 800 counted: must come back at +1200
+    await clock.advance(600, 50);
+    expect(fired).toBe(1);
+    await clock.advance(150, 50);
+    expect(fired).toBe(2);
+  });
+
+  it('resuming while counting changes nothing', async () => {
+    const clock = new ManualClock();
+    const t = new PausableTimer(10_000, clock, () => {});
+    t.resume();
+    await clock.advance(100, 50);
+    t.resume();
+    await clock.advance(100, 50);
+    expect(t.elapsedMs()).toBe(200);
+    t.dispose();
+  });
+
   it('re-arms for what is left after a pause, fires once at the limit, and never after dispose', async () => {
     const clock = new ManualClock();
     let fired = 0;
