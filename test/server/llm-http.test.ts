@@ -133,6 +133,46 @@ describe('postJson / getJson', () => {
   });
 });
 
+describe('error details', () => {
+  it('reads the message from each error shape, cuts long ones, and keeps the cause', async () => {
+    const long = 'x'.repeat(700);
+    const bodies: Record<string, Answer> = {
+      '/nomsg': json(500, { error: { type: 'E' }, message: 'top-level message' }),
+      '/nullerr': json(500, { error: null, message: 'beside a null error' }),
+      '/other': json(500, { foo: 1 }),
+      '/long': json(500, { error: { message: long } }),
+      '/ctx500': json(500, { error: { message: 'maximum context length exceeded in the engine' } }),
+      '/longhtml': { status: 200, body: `<p>${long}</p>`, type: 'text/html' },
+      '/probe500': json(500, {}),
+    };
+    const b = await serve((r) => bodies[r.url]!);
+    expect((await failure(getJson(`${b.url}/nomsg`, undefined, 5_000))).message).toBe(`LLM backend ${b.url}/nomsg answered 500: top-level message`);
+    expect((await failure(getJson(`${b.url}/nullerr`, undefined, 5_000))).message).toBe(`LLM backend ${b.url}/nullerr answered 500: beside a null error`);
+    expect((await failure(getJson(`${b.url}/other`, undefined, 5_000))).message).toBe(`LLM backend ${b.url}/other answered 500: {"foo":1}`);
+    const cut = await failure(getJson(`${b.url}/long`, undefined, 5_000));
+    expect(cut.message).toBe(`LLM backend ${b.url}/long answered 500: ${'x'.repeat(500)}`);
+    // only a 400 is a context-length error; a 5xx that mentions the context is the backend failing
+    const c500 = await failure(getJson(`${b.url}/ctx500`, undefined, 5_000));
+    expect(c500).not.toBeInstanceOf(ContextLengthError);
+    expect(c500.retryable).toBe(true);
+    const html = await failure(getJson(`${b.url}/longhtml`, undefined, 5_000));
+    expect(html.message).toBe(`LLM backend ${b.url}/longhtml answered non-JSON: <p>${'x'.repeat(197)}`);
+    expect(html.cause).toBeInstanceOf(SyntaxError);
+    const p = await failure(probe(`${b.url}/probe500`, 1_000));
+    expect([p.code, p.status, p.retryable]).toEqual(['backend_unavailable', 502, true]);
+    const dead = await deadPort();
+    const refused = await failure(getJson(`${dead}/x`, undefined, 5_000));
+    expect(refused.message).toBe(`LLM backend ${dead}/x failed: ECONNREFUSED connect ECONNREFUSED ${dead.slice(7)}`);
+    expect((refused.cause as { code?: string }).code).toBe('ECONNREFUSED');
+  });
+
+  it('asks for JSON on every request', async () => {
+    const b = await serve(() => json(200, {}));
+    await postJson(`${b.url}/p`, {}, undefined, 5_000);
+    expect(b.seen[0].headers.accept).toBe('application/json');
+  });
+});
+
 describe('probe', () => {
   it('resolves below 500 (a 404 still says the process lives); throws on 5xx and on no answer', async () => {
     const b = await serve((r) => (r.url === '/ok' ? { status: 200, body: '' } : r.url === '/missing' ? json(404, {}) : json(503, { message: 'loading' })));
