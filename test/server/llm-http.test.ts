@@ -271,6 +271,42 @@ describe('vLLM client', () => {
   });
 });
 
+describe('malformed backend answers', () => {
+  it('vLLM: metadata without data is unknown, an answer without choices is a retryable error, missing logprobs are 0', async () => {
+    const models: Record<string, Answer> = { a: { status: 200, body: '' }, b: json(200, { data: null }), c: json(200, { data: [{}] }) };
+    for (const k of Object.keys(models)) {
+      const b = await serve(() => models[k]);
+      expect(await new VllmClient(b.url).maxModelLen()).toBeUndefined();
+    }
+    const answers: Answer[] = [{ status: 200, body: '' }, json(200, { choices: null }), json(200, { choices: [{ finish_reason: 'stop', logprobs: null }] }), json(200, { choices: [{ token_ids: [3, 4], logprobs: {}, finish_reason: 'stop' }] })];
+    let i = 0;
+    const b = await serve(() => answers[i++]);
+    const c = new VllmClient(b.url, { model: 'm' });
+    const req = { prompt_ids: [1], max_tokens: 2, seed: 1, request_id: 'r', sampling: {} };
+    for (let k = 0; k < 2; k++) {
+      const e = await failure(c.generate(req));
+      expect([e.message, e.retryable]).toEqual([`vLLM ${b.url} answered without choices`, true]);
+    }
+    expect(await c.generate(req)).toEqual({ ids: [], logprobs: [], finish_reason: 'stop' });
+    expect(await c.generate(req)).toEqual({ ids: [3, 4], logprobs: [0, 0], finish_reason: 'stop' });
+  });
+
+  it('SGLang: server info without a body is unknown; an answer without meta_info has zero logprobs and stops', async () => {
+    const info = await serve(() => ({ status: 200, body: '' }));
+    expect(await new SglangClient(info.url).maxModelLen()).toBeUndefined();
+    const answers: Answer[] = [json(200, { output_ids: [8, 9] }), { status: 200, body: '' }, json(200, { output_ids: 'nope' })];
+    let i = 0;
+    const b = await serve(() => answers[i++]);
+    const c = new SglangClient(b.url);
+    const req = { prompt_ids: [1], max_tokens: 2, seed: 1, request_id: 'r', sampling: {} };
+    expect(await c.generate(req)).toEqual({ ids: [8, 9], logprobs: [0, 0], finish_reason: 'stop' });
+    for (let k = 0; k < 2; k++) {
+      const e = await failure(c.generate(req));
+      expect([e.message, e.retryable]).toEqual([`SGLang ${b.url} answered without output_ids`, true]);
+    }
+  });
+});
+
 describe('SGLang client', () => {
   const base = { prompt_ids: [1, 2], max_tokens: 4, seed: 3, request_id: 'rid-1' };
 
