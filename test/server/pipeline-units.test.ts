@@ -291,6 +291,29 @@ describe('buildResult', () => {
     expect(buildResult(i, {}, timing).success).toBe(false);
   });
 
+  it('names the backend and the weight version of every turn from the job session; strips each token field on its own', () => {
+    const j = job({}, { data_source: 'unit' });
+    j.state = 'done';
+    j.session = { backend: 'http://b:1', turns: [{ backend: 'http://a:1', weight_version: 'v1' }, { backend: 'http://b:1', weight_version: 'v2' }] } as never;
+    j.run = {
+      ...fallbackRun('finish'),
+      num_turns: undefined,
+      messages: [
+        { role: 'user', content: 'u', input_ids: [1] },
+        { role: 'assistant', content: 'a', logprobs: [-1] },
+        { role: 'assistant', content: 'b', token_ids: [2] },
+      ],
+    } as never;
+    const r = buildResult(j, {}, timing);
+    expect(r.backend).toBe('http://b:1');
+    expect(r.weight_versions).toEqual(['v1', 'v2']);
+    expect(r.instance_id).toBe('i1'); // the submitted instance's id when the handler's view has none
+    expect(r.messages).toEqual([{ role: 'user', content: 'u' }, { role: 'assistant', content: 'a' }, { role: 'assistant', content: 'b' }]);
+    expect(r.num_turns).toBe(2); // counted from the assistant messages when the run does not say
+    expect(r.tools).toEqual([]);
+    expect('details' in r).toBe(false);
+  });
+
   it("ProRL's filter and trimming rules", () => {
     expect(prorlFilter({ critical_error: 'eval', success: true, error: null })).toBe(true);
     expect(prorlFilter({ critical_error: null, success: true, error: 'x' })).toBe(false);
