@@ -314,6 +314,34 @@ describe('buildResult', () => {
     expect('details' in r).toBe(false);
   });
 
+  it('a job cancelled before it ran answers with the whole default result', () => {
+    const j = job({ job_id: 'q' }, { data_source: 'unit' });
+    j.state = 'cancelled';
+    expect(buildResult(j, {}, timing)).toEqual({
+      instance_id: 'i1', trajectory_id: null, git_patch: null, success: false, finish: false, messages: [], tools: [], end_properly: false,
+      resolved: false, critical_error: 'cancelled', filter: true, error: null, job_id: 'q', data_source: 'unit', reward: 0, finish_reason: 'cancelled',
+      backend: null, policy_version: null, weight_versions: [], num_turns: 0, timing, tokens: { prompt_ids: [], response_ids: [], response_mask: [], logprobs: [] },
+      trailing_messages: [],
+    });
+    expect(fallbackRun()).toEqual({ messages: [], tokens: { prompt_ids: [], response_ids: [], response_mask: [], logprobs: [] }, finish_reason: 'error', artifacts: {}, num_turns: 0 });
+  });
+
+  it('a patch that does not set success leaves ProRL\'s rule in force; an eval without details adds none', () => {
+    const j = job();
+    j.state = 'done';
+    j.run = { ...fallbackRun('finish'), artifacts: { git_patch: 42 } } as never;
+    j.patches.push({ filter: true });
+    const r = buildResult(j, { eval: { reward: 1, resolved: true } }, timing);
+    expect(r.success).toBe(true);
+    expect(r.git_patch).toBeNull(); // only a string is a patch
+    expect('details' in r).toBe(false);
+    const f = job();
+    f.state = 'done';
+    f.run = fallbackRun('finish');
+    f.patches.push({ success: false }, { reward: 0.5 });
+    expect(buildResult(f, {}, timing).success).toBe(false);
+  });
+
   it("ProRL's filter and trimming rules", () => {
     expect(prorlFilter({ critical_error: 'eval', success: true, error: null })).toBe(true);
     expect(prorlFilter({ critical_error: null, success: true, error: 'x' })).toBe(false);
