@@ -32,8 +32,10 @@ export default {
   // Mutants reached only outside any test (module load, beforeAll hooks, timers firing between
   // tests) would each need a fresh vitest and every test of the target: left out of the score.
   ignoreStatic: true,
-  // A mutant that hangs a test is detected (Timeout) after its tests' own time × 1.5 + 3 s.
-  timeoutMS: 3_000,
+  // A mutant that hangs a test normally fails it at vitest's testTimeout (vitest.mutation.config.ts);
+  // Stryker's own timeout (tests' time × 1.5 + 20 s, then a restart of the runner) is the backstop
+  // for synchronous endless loops.
+  timeoutMS: 20_000,
   timeoutFactor: 1.5,
   thresholds: { high: 80, low: 60, break: null },
   cleanTempDir: true,
