@@ -395,6 +395,16 @@ describe('ResultStore', () => {
     expect(s.record('x4998')?.json).toBe('X');
   });
 
+  it('stays within max_kept_results when the same ids are stored again and again (its order list is compacted)', () => {
+    const s = new ResultStore({ ttlMs: 1e9, max: 3, wallNow: () => 0 });
+    for (let i = 0; i < 5000; i++) s.put(`r${i % 3}`, 'done', String(i), 0, {});
+    expect(s.inMemory).toBe(3);
+    for (let i = 0; i < 3000; i++) s.put(`n${i}`, 'done', String(i), 0, {});
+    expect(s.inMemory).toBe(3);
+    expect(['n2997', 'n2998', 'n2999'].map((id) => s.record(id)?.json)).toEqual(['2997', '2998', '2999']);
+    expect(s.record('r0')).toBeUndefined();
+  });
+
   it('with a journal, results past the cap answer from their journal line, also after a reopen', async () => {
     const dir = mkdtempSync(path.join(tmpdir(), 'raas-store-'));
     dirs.push(dir);
