@@ -89,7 +89,10 @@ function rewrite(line: string, ports: { serve: number; sim: number }, out: strin
   let l = line.replace(/\bnpm run raas -- /g, 'raas ').replace(/^bash scripts\/setup\.sh && /, '');
   if (/^\s*(npm ci\b|npm run build\b|npm test\b|pip install -e bridges\/python)/.test(l)) return [`: skipped: ${l.replace(/'/g, '')}`];
   l = l.replace(/(localhost|127\.0\.0\.1):8006\b/g, `127.0.0.1:${ports.serve}`).replace(/\b9000\b/g, String(ports.sim));
-  l = l.replace(/^(\s*raas train\s+\S+)/, `$1 --steps 1 --set batch_size=1 --output-dir ${out}/runs`);
+  if (/^\s*raas train\b.*--resume\s/.test(l)) {
+    // A resume continues the run an earlier block started under <tmp>/runs, one step further at most.
+    l = l.replace(/--resume\s+runs\//, `--resume ${out}/runs/`).replace(/--steps\s+\d+/, '--steps 2');
+  } else l = l.replace(/^(\s*raas train\s+\S+)/, `$1 --steps 1 --set batch_size=1 --output-dir ${out}/runs`);
   l = l.replace(/^(\s*raas eval\s+\S+)/, `$1 --set dataset.limit=2 --n 2 --output ${out}/eval.json`);
   l = l.replace(/(examples\/python\/train_loop\.py(\s+\S+\.yaml)?)/, '$1 --steps 1');
   if (/^\s*raas serve\b/.test(l) && !/--port/.test(l)) l = l.replace(/^(\s*raas serve)/, `$1 --port ${ports.serve}`);
