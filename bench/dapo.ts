@@ -130,6 +130,8 @@ interface Measured {
   /** The coordinator's own count (jobs submitted and not ended ÷ max_inflight_jobs). */
   coordinator_utilization: number;
   oracle_utilization: number;
+  /** The oracle's own waste on the same durations (work on groups it had to drop as too stale). */
+  oracle_waste_fraction: number;
   waste_fraction: number;
   staleness_mean: number;
   staleness_max: number;
@@ -258,7 +260,7 @@ async function runOnce(v: Variant, dataset: string, tag: string): Promise<Measur
     return {
       variant: v.name, informative_groups_per_s: groupsPerS, oracle_groups_per_s: oracle.informative_groups_per_s, vs_oracle: groupsPerS / oracle.informative_groups_per_s,
       replay_vs_oracle: replay ? replay.informative_groups_per_s / oracle.informative_groups_per_s : Number.NaN,
-      step_time_s: wall / STEPS, server_run_utilization: serverUtil, oracle_utilization: oracle.utilization, ...rest,
+      step_time_s: wall / STEPS, server_run_utilization: serverUtil, oracle_utilization: oracle.utilization, oracle_waste_fraction: oracle.waste_fraction, ...rest,
       rollouts_per_s: toks.length / wall, cpu_bench: (cpu.user + cpu.system) / 1e6 / wall, cpu_sims: simCpu / wall, load_avg_1m: Math.max(load0, loadavg()[0]!),
       tokens_p50: percentile(toks, 50), tokens_p90: percentile(toks, 90), tokens_p99: percentile(toks, 99), tokens_max: percentile(toks, 100),
       rollout_s_p50: percentile(durs, 50), rollout_s_max: percentile(durs, 100),
@@ -289,7 +291,7 @@ async function runSet(title: string, variants: Variant[], dataset: string): Prom
     const order = variants.map((_, i) => variants[(i + rep) % variants.length]!);
     for (const v of order) {
       const m = await runOnce(v, dataset, `${title}-${variants.indexOf(v)}-${rep}`);
-      process.stderr.write(`  ${v.name} | rep ${rep}: ${m.informative_groups_per_s.toFixed(2)} groups/s = ${(m.vs_oracle * 100).toFixed(0)}% of oracle ${m.oracle_groups_per_s.toFixed(2)} (policy replay ${(m.replay_vs_oracle * 100).toFixed(0)}%); server RUN util ${(m.server_run_utilization * 100).toFixed(0)}% (coordinator ${(m.coordinator_utilization * 100).toFixed(0)}%, oracle ${(m.oracle_utilization * 100).toFixed(0)}%); waste ${(m.waste_fraction * 100).toFixed(1)}%; per job ${m.job_life_ms.toFixed(0)} ms of which queued ${m.job_queued_ms.toFixed(0)}, init+eval ${m.job_init_eval_ms.toFixed(0)}, transit ${m.job_transit_ms.toFixed(0)}; weight update ${m.update_ms.toFixed(0)} ms; CPU bench ${(m.cpu_bench * 100).toFixed(0)}% sims ${(m.cpu_sims * 100).toFixed(0)}% of a core; load ${m.load_avg_1m.toFixed(1)}; ${m.wall_s.toFixed(1)} s\n`);
+      process.stderr.write(`  ${v.name} | rep ${rep}: ${m.informative_groups_per_s.toFixed(2)} groups/s = ${(m.vs_oracle * 100).toFixed(0)}% of oracle ${m.oracle_groups_per_s.toFixed(2)} (policy replay ${(m.replay_vs_oracle * 100).toFixed(0)}%); server RUN util ${(m.server_run_utilization * 100).toFixed(0)}% (coordinator ${(m.coordinator_utilization * 100).toFixed(0)}%, oracle ${(m.oracle_utilization * 100).toFixed(0)}%); waste ${(m.waste_fraction * 100).toFixed(1)}% (oracle ${(m.oracle_waste_fraction * 100).toFixed(1)}%); per job ${m.job_life_ms.toFixed(0)} ms of which queued ${m.job_queued_ms.toFixed(0)}, init+eval ${m.job_init_eval_ms.toFixed(0)}, transit ${m.job_transit_ms.toFixed(0)}; weight update ${m.update_ms.toFixed(0)} ms; CPU bench ${(m.cpu_bench * 100).toFixed(0)}% sims ${(m.cpu_sims * 100).toFixed(0)}% of a core; load ${m.load_avg_1m.toFixed(1)}; ${m.wall_s.toFixed(1)} s\n`);
       runs.get(v.name)!.push(m);
     }
   }
@@ -308,10 +310,10 @@ const pct = (x: number): string => `${(x * 100).toFixed(0)}%`;
 const range = (s: Summary, k: keyof Measured, f: (x: number) => string): string => (s.runs.length > 1 ? `${f(s.median[k] as number)} (${f(s.min[k] as number)}–${f(s.max[k] as number)})` : f(s.median[k] as number));
 
 function table(rows: Summary[], sync: Summary | undefined, over: Summary | undefined): string {
-  const head = '| variant | informative groups/s | × plain sync | × oversampling sync | oracle groups/s | ÷ oracle | policy replay ÷ oracle | server RUN util | coordinator util | waste | staleness mean/max | rollouts/s |\n|---|---|---|---|---|---|---|---|---|---|---|---|';
+  const head = '| variant | informative groups/s | × plain sync | × oversampling sync | oracle groups/s | ÷ oracle | policy replay ÷ oracle | server RUN util | coordinator util | waste | oracle waste | staleness mean/max | rollouts/s |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|';
   const x = (r: Summary, base: Summary | undefined): string => (base ? (r.median.informative_groups_per_s / base.median.informative_groups_per_s).toFixed(2) : '–');
   const body = rows.map((r) =>
-    `| ${r.median.variant} | ${range(r, 'informative_groups_per_s', (v) => v.toFixed(2))} | ${x(r, sync)} | ${x(r, over)} | ${r.median.oracle_groups_per_s.toFixed(2)} | ${range(r, 'vs_oracle', (v) => v.toFixed(2))} | ${Number.isNaN(r.median.replay_vs_oracle) ? '–' : r.median.replay_vs_oracle.toFixed(2)} | ${range(r, 'server_run_utilization', pct)} | ${pct(r.median.coordinator_utilization)} | ${range(r, 'waste_fraction', (v) => `${(v * 100).toFixed(1)}%`)} | ${r.median.staleness_mean.toFixed(2)}/${r.median.staleness_max} | ${r.median.rollouts_per_s.toFixed(1)} |`);
+    `| ${r.median.variant} | ${range(r, 'informative_groups_per_s', (v) => v.toFixed(2))} | ${x(r, sync)} | ${x(r, over)} | ${r.median.oracle_groups_per_s.toFixed(2)} | ${range(r, 'vs_oracle', (v) => v.toFixed(2))} | ${Number.isNaN(r.median.replay_vs_oracle) ? '–' : r.median.replay_vs_oracle.toFixed(2)} | ${range(r, 'server_run_utilization', pct)} | ${pct(r.median.coordinator_utilization)} | ${range(r, 'waste_fraction', (v) => `${(v * 100).toFixed(1)}%`)} | ${range(r, 'oracle_waste_fraction', (v) => `${(v * 100).toFixed(1)}%`)} | ${r.median.staleness_mean.toFixed(2)}/${r.median.staleness_max} | ${r.median.rollouts_per_s.toFixed(1)} |`);
   return [head, ...body].join('\n');
 }
 

@@ -1,4 +1,4 @@
-import { Counter, Gauge, Histogram, Registry } from 'prom-client';
+import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import type { Stage } from './pipeline/job.js';
 
 /** What the metrics read at scrape time (so the /process hot path updates nothing it need not). */
@@ -29,6 +29,9 @@ export class ServerMetrics {
 
   constructor(source: MetricsSource) {
     const registers = [this.registry];
+    // The process's own figures (heap, RSS, GC, event-loop lag, handles) under prom-client's standard
+    // names (nodejs_*, process_*): what a long run's memory is judged by.
+    collectDefaultMetrics({ register: this.registry });
     new Gauge({
       name: 'raas_queue_depth', help: 'Jobs waiting in each stage queue', labelNames: ['stage'], registers,
       collect() {
