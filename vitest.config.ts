@@ -5,7 +5,7 @@ import { defineConfig } from 'vitest/config';
  * `npm test` stays under 8 minutes; CI (.ci/run) runs both. RAAS_TESTS=long runs only them,
  * RAAS_TESTS=all everything (the reliability report).
  */
-export const LONG = [
+const LONG = [
   'test/docs/executed.test.ts',
   'test/reliability/faults-matrix.test.ts',
   'test/reliability/faults-backend-health.test.ts',

@@ -47,19 +47,6 @@ async function heapUsedMb(url: string, agent: http.Agent): Promise<number> {
   }
 }
 
-/** Least-squares slope of y over x. */
-function slope(xs: number[], ys: number[]): number {
-  const n = xs.length;
-  const mx = xs.reduce((a, b) => a + b, 0) / n;
-  const my = ys.reduce((a, b) => a + b, 0) / n;
-  let num = 0, den = 0;
-  for (let i = 0; i < n; i++) {
-    num += (xs[i]! - mx) * (ys[i]! - my);
-    den += (xs[i]! - mx) ** 2;
-  }
-  return den ? num / den : 0;
-}
-
 function rssMb(pid: number): number {
   const m = /VmRSS:\s+(\d+) kB/.exec(fs.readFileSync(`/proc/${pid}/status`, 'utf8'));
   return m ? Number(m[1]) / 1024 : NaN;
@@ -119,16 +106,20 @@ async function main(): Promise<void> {
 
   // RSS, and the V8 heap in use from the server's /metrics (RSS keeps pages the collector freed, so
   // the heap is what says whether something accumulates).
+  let sampling = true;
   const sampler = setInterval(() => {
-    const done = [...answered.values()].length;
+    const done = answered.size;
     void heapUsedMb(server.url, agent).then((heap) => {
-      samples.push({ t_s: Math.round((Date.now() - t0) / 1000), rss_mb: Math.round(rssMb(server.pid)), heap_mb: Math.round(heap), done });
-      process.stderr.write(`\rsoak ${Math.round((Date.now() - t0) / 1000)} s: ${done} jobs answered, server RSS ${Math.round(rssMb(server.pid))} MiB, heap ${Math.round(heap)} MiB, ${faults} backend kills   `);
+      if (!sampling) return; // the run ended while /metrics answered: the server may be gone
+      const sample = { t_s: Math.round((Date.now() - t0) / 1000), rss_mb: Math.round(rssMb(server.pid)), heap_mb: Math.round(heap), done };
+      samples.push(sample);
+      process.stderr.write(`\rsoak ${sample.t_s} s: ${done} jobs answered, server RSS ${sample.rss_mb} MiB, heap ${sample.heap_mb} MiB, ${faults} backend kills   `);
     });
   }, 5000);
 
   await Promise.all([...Array.from({ length: CONCURRENCY }, worker), faultLoop()]);
   clearInterval(sampler);
+  sampling = false;
   const wallS = (Date.now() - t0) / 1000;
 
   // Every submitted id has exactly one terminal result on the server.
@@ -154,8 +145,9 @@ async function main(): Promise<void> {
   const orphans = tree.filter((p) => alive.has(`${p.pid} ${p.cmd}`));
   const rss = samples.map((s) => s.rss_mb);
   const heap = samples.map((s) => s.heap_mb).filter((h) => Number.isFinite(h));
-  const late = samples.filter((x) => x.t_s >= (MINUTES * 60) / 2 && Number.isFinite(x.heap_mb));
-  const round1 = (v: number): number => Math.round(v * 10) / 10;
+  // The heap's floor (its lowest sample, right after a major collection) in the third and the last
+  // quarter of the run: the heap saws up and down between collections, so single samples say little.
+  const floor = (from: number, to: number): number => Math.min(...samples.filter((x) => x.t_s >= from * MINUTES * 60 && x.t_s < to * MINUTES * 60 && Number.isFinite(x.heap_mb)).map((x) => x.heap_mb));
   const result = {
     minutes: MINUTES,
     concurrency: CONCURRENCY,
@@ -172,17 +164,14 @@ async function main(): Promise<void> {
     sigterm_exit: exit.code,
     rss_mb: { first: rss[0], last: rss[rss.length - 1], max: Math.max(...rss) },
     heap_mb: { first: heap[0], last: heap[heap.length - 1], max: Math.max(...heap) },
-    // Second half of the run (the kept-results cap is full long before): least-squares slopes, MiB per minute.
-    second_half: { rss_mb_per_min: round1(slope(late.map((x) => x.t_s / 60), late.map((x) => x.rss_mb))), heap_mb_per_min: round1(slope(late.map((x) => x.t_s / 60), late.map((x) => x.heap_mb))), heap_mean_mb: round1(late.reduce((a, x) => a + x.heap_mb, 0) / Math.max(1, late.length)), q3_floor_mb: Math.min(...late.filter((x) => x.t_s < MINUTES * 45).map((x) => x.heap_mb)), q4_floor_mb: Math.min(...late.filter((x) => x.t_s >= MINUTES * 45).map((x) => x.heap_mb)) },
+    heap_floor_mb: { third_quarter: floor(0.5, 0.75), last_quarter: floor(0.75, Infinity) },
     samples,
   };
   process.stderr.write('\n');
   process.stdout.write(JSON.stringify({ ...result, samples: undefined }, null, 2) + '\n');
-  // Flat: the heap's floor (its lowest sample, right after a major collection) in the last quarter
-  // is within 10 % of its floor in the third; the heap saws up and down between collections, so a
-  // slope over a few samples says little.
-  const { q3_floor_mb: q3, q4_floor_mb: q4 } = result.second_half;
-  process.stdout.write(`memory: heap floor ${q3} MiB in the third quarter, ${q4} MiB in the last (slope over the second half ${result.second_half.heap_mb_per_min} MiB/min, RSS ${result.second_half.rss_mb_per_min} MiB/min): ${q4 <= q3 * 1.1 ? 'flat' : 'GROWS'}\n`);
+  // Flat: the floor in the last quarter is within 10 % of the floor in the third.
+  const { third_quarter: q3, last_quarter: q4 } = result.heap_floor_mb;
+  process.stdout.write(`memory: heap floor ${q3} MiB in the third quarter of the run, ${q4} MiB in the last: ${q4 <= q3 * 1.1 ? 'flat' : 'GROWS'}\n`);
   if (flags.out) fs.writeFileSync(flags.out, JSON.stringify(result, null, 2) + '\n');
   fs.rmSync(dir, { recursive: true, force: true });
   fs.rmSync(root, { recursive: true, force: true });

@@ -8,6 +8,22 @@ export interface MetricsSource {
   backends(): Array<{ address: string; active: number; assigned: number }>;
 }
 
+let processRegistry: Registry | undefined;
+
+/**
+ * The process's own figures (heap, RSS, GC, event-loop lag, handles) under prom-client's standard
+ * names (nodejs_*, process_*): what a long run's memory is judged by. Collected once per process,
+ * not per server: prom-client's GC observer and event-loop monitor are never stopped, so one per
+ * server would pile up in a process that starts many.
+ */
+function processMetrics(): Registry {
+  if (!processRegistry) {
+    processRegistry = new Registry();
+    collectDefaultMetrics({ register: processRegistry });
+  }
+  return processRegistry;
+}
+
 /** Distinct `key` labels of raas_ignored_request_keys_total before the rest count as "other". */
 const MAX_KEY_LABELS = 64;
 
@@ -29,9 +45,7 @@ export class ServerMetrics {
 
   constructor(source: MetricsSource) {
     const registers = [this.registry];
-    // The process's own figures (heap, RSS, GC, event-loop lag, handles) under prom-client's standard
-    // names (nodejs_*, process_*): what a long run's memory is judged by.
-    collectDefaultMetrics({ register: this.registry });
+    processMetrics();
     new Gauge({
       name: 'raas_queue_depth', help: 'Jobs waiting in each stage queue', labelNames: ['stage'], registers,
       collect() {
@@ -93,8 +107,8 @@ export class ServerMetrics {
     this.ignored.inc({ key: known ? key : 'other' });
   }
   /** Prometheus text exposition. */
-  text(): Promise<string> {
-    return this.registry.metrics();
+  async text(): Promise<string> {
+    return (await this.registry.metrics()) + (await processMetrics().metrics());
   }
   get contentType(): string {
     return this.registry.contentType;

@@ -95,5 +95,8 @@ describe('bad input', () => {
       expect(res.body).toContain(`# TYPE ${name}`);
     }
     expect(res.body).toMatch(/raas_jobs_total\{state="done"\} [1-9]/);
+    // The process's own metrics, once per process however many servers it runs (docs/api.md).
+    expect(res.body).toMatch(/^nodejs_heap_size_used_bytes [1-9]\d*$/m);
+    expect(res.body.match(/^# TYPE process_resident_memory_bytes /gm)).toHaveLength(1);
   });
 });
