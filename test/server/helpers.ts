@@ -19,6 +19,10 @@ export class ManualClock implements Clock {
   clearTimeout(handle: unknown): void {
     this.timers.delete(handle as number);
   }
+  /** Timers set and not yet fired or cleared. */
+  get pending(): number {
+    return this.timers.size;
+  }
   /** Moves time forward in `step` increments, running due timers and flushing I/O between steps. */
   async advance(ms: number, step = 50): Promise<void> {
     const end = this.t + ms;

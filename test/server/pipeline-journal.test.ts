@@ -110,4 +110,21 @@ describe('ResultsJournal', () => {
     expect(reads.every((r) => r === big)).toBe(true);
     await j.close();
   });
+  it('reloads a file of several MiB whose lines straddle the 1 MiB read chunks, a foreign one-byte line first, blank lines between', async () => {
+    const d = dir();
+    const file = path.join(d, 'results.jsonl');
+    // 3,000 lines of ~1.5 KiB of varied length (4.5 MiB): many cross a chunk boundary.
+    const ids = Array.from({ length: 3000 }, (_, i) => `job-${i}`);
+    const body = ids.map((id, i) => line(id, 10, { job_id: id, pad: 'x'.repeat(1000 + ((i * 37) % 900)) }));
+    writeFileSync(file, `x\n${body.slice(0, 1500).join('\n')}\n\n\n${body.slice(1500).join('\n')}`); // no newline at the end
+    const j = new ResultsJournal(d);
+    const back = await j.open(1000, 20, 2);
+    expect(back.map((e) => e.job_id)).toEqual(ids);
+    expect(back.filter((e) => e.json !== undefined).map((e) => e.job_id)).toEqual(['job-2998', 'job-2999']);
+    for (const i of [0, 1, 699, 700, 1499, 1500, 2222, 2999]) {
+      expect(JSON.parse((await j.read(ids[i]!, back[i]!.at))!).pad).toHaveLength(1000 + ((i * 37) % 900));
+    }
+    await j.close();
+    expect(readFileSync(file, 'utf8')).toBe(`${body.join('\n')}\n`); // compacted: foreign and blank lines gone
+  });
 });

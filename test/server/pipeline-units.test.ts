@@ -135,6 +135,8 @@ describe('StagePool', () => {
     while (pool.depth > 0) await new Promise((r) => setImmediate(r));
     await new Promise((r) => setImmediate(r));
     expect(order).toEqual(Array.from({ length: 3000 }, (_, i) => i));
+    // What was taken is dropped now and then: the backing array never holds 3000 spent jobs.
+    expect((pool as unknown as { queue: unknown[] }).queue.length).toBeLessThanOrEqual(1024);
   });
 });
 
@@ -393,12 +395,22 @@ describe('ResultStore', () => {
     expect(s.size).toBe(2);
     expect(s.record('x4999')?.json).toBe('X');
     expect(s.record('x4998')?.json).toBe('X');
+    // The order list of what entered memory is cut back as results leave it.
+    expect((s as unknown as { order: unknown[] }).order.length).toBeLessThanOrEqual(1030);
   });
 
   it('stays within max_kept_results when the same ids are stored again and again (its order list is compacted)', () => {
     const s = new ResultStore({ ttlMs: 1e9, max: 3, wallNow: () => 0 });
-    for (let i = 0; i < 5000; i++) s.put(`r${i % 3}`, 'done', String(i), 0, {});
+    const order = () => (s as unknown as { order: unknown[] }).order.length;
+    let longest = 0;
+    for (let i = 0; i < 5000; i++) {
+      s.put(`r${i % 3}`, 'done', String(i), 0, {});
+      longest = Math.max(longest, order());
+    }
     expect(s.inMemory).toBe(3);
+    // Stale entries (ids stored again) are filtered out once they outnumber the live ones by 1024.
+    expect(longest).toBeLessThanOrEqual(2 * 3 + 1024 + 1);
+    expect(order()).toBeLessThan(1031);
     for (let i = 0; i < 3000; i++) s.put(`n${i}`, 'done', String(i), 0, {});
     expect(s.inMemory).toBe(3);
     expect(['n2997', 'n2998', 'n2999'].map((id) => s.record(id)?.json)).toEqual(['2997', '2998', '2999']);

@@ -8,7 +8,6 @@ export class StagePool {
   private readonly queue: Job[] = [];
   private head = 0;
   busy = 0;
-  private paused = false;
 
   constructor(
     readonly stage: Stage,
@@ -46,7 +45,7 @@ export class StagePool {
   };
 
   private pump(): void {
-    while (!this.paused && this.busy < this.size && this.head < this.queue.length) {
+    while (this.busy < this.size && this.head < this.queue.length) {
       const job = this.queue[this.head++];
       // Compact now and then so the array does not grow without bound.
       if (this.head > 1024 && this.head * 2 > this.queue.length) {

@@ -31,9 +31,9 @@ export class StageRunner {
   async run(job: Job, stage: Stage): Promise<void> {
     if (job.terminal) return;
     if (job.discarded) {
-      // Cancelled between stages (e.g. while the previous stage's sandboxes were closing): end it
-      // here, or nothing would ever answer its waiter.
-      this.o.finish(job, cancellationKind(job.reason) === 'timeout' ? 'timed_out' : 'cancelled');
+      // Cancelled (POST /cancel, /stop) before this stage began: end it here, or nothing would ever
+      // answer its waiter. Only a cancel discards a job, and a timeout can fire inside a stage only.
+      this.o.finish(job, 'cancelled');
       return;
     }
     transition(job, stage);
