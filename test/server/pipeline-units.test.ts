@@ -167,6 +167,24 @@ describe('PausableTimer', () => {
     expect(fired).toBe(2);
   });
 
+  it('holds at most one clock timer per job: none while paused once due, none after dispose', async () => {
+    const clock = new ManualClock();
+    const t = new PausableTimer(1000, clock, () => {});
+    t.resume();
+    expect(clock.pending).toBe(1);
+    await clock.advance(100, 50);
+    t.pause();
+    t.resume(); // the armed timeout stays; no second one
+    t.pause();
+    expect(clock.pending).toBe(1);
+    await clock.advance(2000, 50); // it comes due while paused: nothing is armed until resume
+    expect(clock.pending).toBe(0);
+    t.resume();
+    expect(clock.pending).toBe(1);
+    t.dispose();
+    expect(clock.pending).toBe(0);
+  });
+
   it('resuming while counting changes nothing', async () => {
     const clock = new ManualClock();
     const t = new PausableTimer(10_000, clock, () => {});
