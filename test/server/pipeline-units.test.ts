@@ -234,6 +234,22 @@ describe('PausableTimer', () => {
 });
 
 describe('buildResult', () => {
+  it("ProRL's success needs the agent's own finish; end_properly needs no critical error; a run without artifacts has no git_patch", () => {
+    const ran = (finish: string, state: 'done' | 'failed', critical: null | 'eval' = null) => {
+      const j = job();
+      j.state = state;
+      j.criticalError = critical;
+      j.run = { messages: [{ role: 'assistant', content: 'a' }], tokens: { prompt_ids: [], response_ids: [], response_mask: [], logprobs: [] }, finish_reason: finish } as never;
+      return buildResult(j, { eval: { reward: 1, resolved: true } }, timing);
+    };
+    expect(ran('max_iterations', 'done')).toMatchObject({ success: false, finish: false, end_properly: true, git_patch: null, reward: 1 });
+    expect(ran('finish', 'failed', 'eval')).toMatchObject({ success: true, finish: true, end_properly: false, reward: 0, resolved: false, filter: true });
+    const init = job();
+    init.state = 'failed';
+    init.criticalError = 'init';
+    expect(buildResult(init, {}, timing)).toMatchObject({ finish_reason: 'error', success: false, end_properly: false, messages: [], trailing_messages: [] });
+  });
+
   it('a finished job: run, eval and hook patches merged in that order; ProRL success, finish, end_properly and filter', () => {
     const j = job({ job_id: 'r1', policy_version: 4 }, { data_source: 'unit', instance_id: 'norm', trajectory_id: 2 });
     j.state = 'done';
