@@ -1,4 +1,5 @@
 import { describe, expect, it } from 'vitest';
+import type { RaasError } from '../../src/protocol/errors.js';
 import { LazySandboxRuntime, StageSandboxes } from '../../src/server/pipeline/sandboxes.js';
 import type { Sandbox, SandboxSpec } from '../../src/server/sandbox/types.js';
 
@@ -30,6 +31,29 @@ describe('LazySandboxRuntime', () => {
     const spec = {} as SandboxSpec;
     await expect(rt.open(spec)).rejects.toMatchObject({ code: 'config_invalid', message: expect.stringMatching(/^sandbox: /) });
     await expect(rt.open(spec)).rejects.toMatchObject({ code: 'config_invalid' });
+    await rt.close();
+  });
+
+  it('a failed creation is retried with the settings as they are then; once created, opens go to the runtime, and /status can describe it', async () => {
+    const settings: Record<string, unknown> = { runtime: 'apptainer', nonsense_key: 1 };
+    const rt = new LazySandboxRuntime(settings, quiet);
+    const bad = await rt.open({} as SandboxSpec).catch((e: RaasError) => e);
+    expect(bad).toMatchObject({ code: 'config_invalid' });
+    expect(bad.cause).toBeDefined(); // the schema's own error travels along
+    delete settings.nonsense_key;
+    settings.apptainer = { binary: '/nonexistent/apptainer' };
+    // Created now; the runtime itself refuses the open (no apptainer binary at that path).
+    await expect(rt.open({} as SandboxSpec)).rejects.toMatchObject({ code: 'sandbox_unavailable' });
+    await expect(rt.open({} as SandboxSpec)).rejects.toMatchObject({ code: 'sandbox_unavailable' });
+    expect(rt.describe()).toMatchObject({ runtime: 'apptainer' }); // described at creation, without validate()
+    await rt.close();
+  });
+
+  it('validate() logs the isolation and limits in force', async () => {
+    const infos: Array<[unknown, string]> = [];
+    const rt = new LazySandboxRuntime({ runtime: 'process' }, { ...quiet, info: (o: unknown, m: string) => infos.push([o, m]) } as never);
+    await rt.validate();
+    expect(infos).toEqual([[{ sandbox: rt.describe() }, 'sandbox isolation and limits in force']]);
     await rt.close();
   });
 

@@ -489,6 +489,8 @@ describe('intake', () => {
     const ignored: string[] = [];
     await admit({ instance: { data_source: 'unit' }, stray: 1, job_id: 'k' }, registry, admissionEnv(), (k) => ignored.push(k));
     expect(ignored).toEqual(['stray']);
+    // Without a listener, stray keys are dropped all the same.
+    expect((await admit({ instance: { data_source: 'unit' }, stray: 1 }, registry)).request).not.toHaveProperty('stray');
   });
 
   it('names the handlers when data_source names none, and says what a missing one means', async () => {
@@ -506,6 +508,7 @@ describe('intake', () => {
     const throwing = new HandlerRegistry([{ ...handler, name: 'throws', instance: { '~standard': { version: 1, vendor: 'x', validate: () => { throw new Error('schema exploded'); } } } } as never]);
     const t = await admit({ instance: { data_source: 'throws' } }, throwing).catch((x: RaasError) => x);
     expect([t.code, t.message]).toEqual(['invalid_instance', 'throws instance: schema exploded']);
+    expect((t.cause as Error).message).toBe('schema exploded'); // the original stays attached for the log
     const asyncSchema = new HandlerRegistry([{ ...handler, name: 'async', instance: { '~standard': { version: 1, vendor: 'x', validate: async (v: unknown) => ({ value: { ...(v as object), async: true } }) } } } as never]);
     expect((await admit({ instance: { data_source: 'async' } }, asyncSchema)).instance).toMatchObject({ async: true });
     const own = new RaasError('invalid_instance', 'repo not found: mount it');
@@ -516,6 +519,7 @@ describe('intake', () => {
     expect(await admit({ instance: { data_source: 'own' } }, checks).catch((x) => x)).toBe(own);
     const p = await admit({ instance: { data_source: 'plain' } }, checks).catch((x: RaasError) => x);
     expect([p.code, p.message]).toEqual(['invalid_instance', 'plain instance: disk too small']);
+    expect((p.cause as Error).message).toBe('disk too small');
   });
 
   it('admissionEnv reads data_dirs and disk_mb, and falls back to the defaults for a section that does not parse', () => {
