@@ -180,6 +180,24 @@ describe('the sandboxes of a stage', () => {
     expect(ran).toEqual([]);
   });
 
+  it('an EVAL that returned, cancelled while its sandboxes close, ends the job as cancelled, not done', async () => {
+    const h = scripted('evalcancel', {
+      async eval(ctx) {
+        await ctx.sandboxes.open({});
+        return { reward: 1, resolved: true };
+      },
+    });
+    b = build([h]);
+    let release!: () => void;
+    TrackedSandbox.closeGate = new Promise<void>((r) => (release = r));
+    const j = await b.p.submit({ instance: { data_source: 'evalcancel' }, job_id: 'ec' });
+    await flush();
+    expect(JSON.parse(await b.p.get('ec')).state).toBe('eval');
+    b.p.cancel('ec');
+    release();
+    expect(await parse(j.finished)).toMatchObject({ critical_error: 'cancelled', reward: 0, resolved: false });
+  });
+
   it('an INIT that returns a runtime after its cancel hands over nothing: the runtime is closed before the job answers', async () => {
     const h = scripted('deaf', {
       async init(ctx) {
