@@ -451,6 +451,14 @@ describe('ResultStore', () => {
     expect(s.record('r0')).toBeUndefined();
   });
 
+  it('an id stored once, then outlived by thousands of re-stores of another, is still the oldest when the cap bites', () => {
+    const s = new ResultStore({ ttlMs: 1e9, max: 3, wallNow: () => 0 });
+    s.put('a', 'done', 'A', 0, {});
+    for (let i = 0; i < 2500; i++) s.put('r', 'done', String(i), 0, {}); // the order list is cut back twice meanwhile
+    for (const id of ['x', 'y', 'z']) s.put(id, 'done', id, 0, {});
+    expect(['a', 'r', 'x', 'y', 'z'].map((id) => s.record(id)?.json)).toEqual([undefined, undefined, 'x', 'y', 'z']);
+  });
+
   it('with a journal, results past the cap answer from their journal line, also after a reopen', async () => {
     const dir = mkdtempSync(path.join(tmpdir(), 'raas-store-'));
     dirs.push(dir);
