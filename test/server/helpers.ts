@@ -42,6 +42,12 @@ export class ManualClock implements Clock {
   }
 }
 
+/** Backend clients for pipeline tests that never call a model: the pool has an address, generation throws. */
+export const modelLessClients = (address: string) => ({ address, api: 'vllm' as const, generate: async () => { throw new Error('no model in these tests'); }, maxModelLen: async () => undefined });
+
+/** A job's result text (Submission.finished), parsed. */
+export const parseResult = async (finished: Promise<string>): Promise<any> => JSON.parse(await finished);
+
 /** Lets pending promise chains and I/O callbacks run. */
 export async function flush(): Promise<void> {
   for (let i = 0; i < 5; i++) await new Promise((r) => setImmediate(r));

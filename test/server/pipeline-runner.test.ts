@@ -9,9 +9,8 @@ import type { AgentHandler } from '../../src/server/handlers/types.js';
 import { BackendPool } from '../../src/server/llm/pool.js';
 import { Pipeline, stoppedError } from '../../src/server/pipeline/pipeline.js';
 import { qwen3Tokenizer } from '../../src/tokens/tokenizer.js';
-import { ManualClock, TrackedSandbox, flush, stageLog, stagedHandler } from './helpers.js';
+import { ManualClock, TrackedSandbox, flush, stageLog, stagedHandler, modelLessClients, parseResult } from './helpers.js';
 
-const clients = (address: string) => ({ address, api: 'vllm' as const, generate: async () => { throw new Error('no model in these tests'); }, maxModelLen: async () => undefined });
 
 interface Built {
   p: Pipeline;
@@ -24,7 +23,7 @@ interface Built {
 function build(over: Record<string, unknown> = {}, handlers: AgentHandler<any>[] = [], withBackend = true): Built {
   const clock = new ManualClock();
   const config = ServerConfig.parse({ workers: { init: 2, run: 2, eval: 2 }, cancel_grace_ms: 100, ...over });
-  const pool = new BackendPool(LlmPoolConfig.parse({}), clients);
+  const pool = new BackendPool(LlmPoolConfig.parse({}), modelLessClients);
   if (withBackend) pool.add('http://127.0.0.1:9');
   const warns: string[] = [];
   const ended: string[] = [];
@@ -38,7 +37,6 @@ function build(over: Record<string, unknown> = {}, handlers: AgentHandler<any>[]
 }
 
 const staged = (i: Record<string, unknown> = {}) => ({ instance: { data_source: 'staged', ...i } });
-const parse = async (f: Promise<string>) => JSON.parse(await f);
 
 describe('Pipeline', () => {
   let b: Built;
@@ -74,10 +72,10 @@ describe('Pipeline', () => {
     expect(first).toMatchObject({ jobId: 'a', attached: false });
     expect(b.p.status()).toMatchObject({ status: 'running', running: true, jobs: 2, pending_jobs: 2, init: 1, run: 0, eval: 0, queued: 1, in_stage: 1, queues: { init: 1, run: 0, eval: 0 }, workers: { init: { size: 1, busy: 1 }, run: { size: 1, busy: 0 }, eval: { size: 1, busy: 0 } }, sandbox: null });
     await b.clock.advance(700);
-    const r = await parse(first.finished);
+    const r = await parseResult(first.finished);
     expect(r).toMatchObject({ job_id: 'a', reward: 1, resolved: true, policy_version: 2, finish_reason: 'finish', critical_error: null, filter: false });
     expect(r.timing).toMatchObject({ init_time: 0.1, run_time: 0.2, eval_time: 0.3, others_time: 0, counted_elapsed: 0.6, timeout_triggered: false, init_s: 0.1, run_s: 0.2, eval_s: 0.3, queued_s: 0, counted_s: 0.6 });
-    const r2 = await parse(second.finished);
+    const r2 = await parseResult(second.finished);
     expect(r2.timing.others_time).toBeCloseTo(0.5); // waited for the one worker of each stage: 0.1 + 0.1 + 0.3
     expect(b.ended).toEqual(['done', 'done']);
     expect(b.stages.filter((s) => !s.endsWith(':0'))).toEqual(['init:0.1', 'init:0.1', 'run:0.2', 'eval:0.3']);
@@ -128,7 +126,7 @@ describe('Pipeline', () => {
     expect(b.p.cancel('dup')).toEqual({ status: 'ok', job_id: 'dup', cancelled: true, state: 'cancelled' });
     expect(b.p.queued()).toBe(0); // the queued one left its queue at once
     await b.clock.advance(10);
-    const [r1, r2] = await Promise.all([parse(j1.finished), parse(j2.finished)]);
+    const [r1, r2] = await Promise.all([parseResult(j1.finished), parseResult(j2.finished)]);
     expect([r1.critical_error, r2.critical_error]).toEqual(['cancelled', 'cancelled']);
     expect(b.p.cancel('dup')).toEqual({ status: 'ok', job_id: 'dup', cancelled: false, state: 'cancelled' });
     expect(b.p.cancel('never')).toEqual({ status: 'ok', job_id: 'never', cancelled: false, state: 'unknown' });
@@ -141,12 +139,12 @@ describe('Pipeline', () => {
     await b.clock.advance(100);
     b.p.cancel('c');
     await b.clock.advance(10);
-    const r = await parse(j.finished);
+    const r = await parseResult(j.finished);
     expect(r).toMatchObject({ critical_error: 'cancelled', finish_reason: 'cancelled', num_turns: 1 });
     expect(r.messages[0].content).toContain('saw runtime=no');
     const t = await b.p.submit({ ...staged({ run_ms: 5000 }), job_id: 't', timeout_s: 1 });
     await b.clock.advance(1100);
-    const rt = await parse(t.finished);
+    const rt = await parseResult(t.finished);
     expect(rt).toMatchObject({ critical_error: 'timeout', finish_reason: 'timeout', timing: { timeout_triggered: true } });
     expect(JSON.parse(await b.p.get('t')).state).toBe('timed_out');
   });
@@ -162,7 +160,7 @@ describe('Pipeline', () => {
     await flush();
     expect(done).toBe(false); // within the grace
     await b.clock.advance(100);
-    const r = await parse(j.finished);
+    const r = await parseResult(j.finished);
     expect(r.critical_error).toBe('cancelled');
     expect(TrackedSandbox.opened[0].closed).toBe(1);
   });
@@ -171,7 +169,7 @@ describe('Pipeline', () => {
     b = build();
     const j = await b.p.submit({ ...staged({ runtime: true }), job_id: 'rt' });
     await b.clock.advance(10);
-    const r = await parse(j.finished);
+    const r = await parseResult(j.finished);
     expect(r.messages[0].content).toBe('saw runtime=yes init={"stage":"init"}');
     expect(TrackedSandbox.opened[0].closed).toBe(1);
     const bad = TrackedSandbox.prototype.close;
@@ -179,7 +177,7 @@ describe('Pipeline', () => {
     try {
       const k = await b.p.submit({ ...staged({ runtime: true }), job_id: 'rt2' });
       await b.clock.advance(10);
-      expect((await parse(k.finished)).critical_error).toBeNull();
+      expect((await parseResult(k.finished)).critical_error).toBeNull();
       expect(b.warns).toContain('closing the runtime sandbox failed');
     } finally {
       TrackedSandbox.prototype.close = bad;
@@ -188,13 +186,13 @@ describe('Pipeline', () => {
 
   it('failures: INIT ends the job, RUN still runs EVAL, EVAL keeps its fallback; each records the error, its class and stack', async () => {
     b = build();
-    const i = await parse((await b.p.submit(staged({ fail: 'init' }))).finished);
+    const i = await parseResult((await b.p.submit(staged({ fail: 'init' }))).finished);
     expect(i).toMatchObject({ critical_error: 'init', error: 'init fallback: init failed on purpose', reward: 0 });
     expect(i.traceback).toMatch(/^Error: init failed on purpose\n\s+at /);
-    const r = await parse((await b.p.submit(staged({ fail: 'run' }))).finished);
+    const r = await parseResult((await b.p.submit(staged({ fail: 'run' }))).finished);
     expect(r).toMatchObject({ critical_error: 'run', error: 'run fallback: run failed on purpose', finish_reason: 'error', num_turns: 0 });
     expect(stageLog.filter((s) => s.endsWith(':eval'))).toHaveLength(1); // EVAL ran after the RUN failure
-    const e = await parse((await b.p.submit(staged({ fail: 'eval' }))).finished);
+    const e = await parseResult((await b.p.submit(staged({ fail: 'eval' }))).finished);
     expect(e).toMatchObject({ critical_error: 'eval', error: 'eval fallback: eval failed on purpose', reward: 0, filter: true });
     expect(b.ended).toEqual(['failed', 'failed', 'failed']);
   });
@@ -210,12 +208,12 @@ describe('Pipeline', () => {
       eval: async () => { throw new Error('eval broke'); },
     };
     b = build({}, [rough]);
-    const r = await parse((await b.p.submit({ instance: { data_source: 'rough' } })).finished);
+    const r = await parseResult((await b.p.submit({ instance: { data_source: 'rough' } })).finished);
     expect(r).toMatchObject({ critical_error: 'eval', error: 'Error: eval broke' });
     expect(b.warns).toEqual(['rough.runException threw', 'rough.finalResult threw']);
     const sync = { ...base, name: 'sync', init: () => { throw new TypeError('sync init'); } } as AgentHandler<any>;
     const c = build({}, [sync]);
-    const ri = await parse((await c.p.submit({ instance: { data_source: 'sync' } })).finished);
+    const ri = await parseResult((await c.p.submit({ instance: { data_source: 'sync' } })).finished);
     expect(ri).toMatchObject({ critical_error: 'init', error: 'init fallback: sync init' });
     await c.p.close();
   });
@@ -229,7 +227,7 @@ describe('Pipeline', () => {
     await b.clock.advance(10);
     await stopping;
     expect(b.p.state).toBe('stopped');
-    const r = await parse(j.finished);
+    const r = await parseResult(j.finished);
     expect(r.error).toBeNull();
     expect(r.critical_error).toBe('cancelled');
     expect(await b.p.get('s').catch((e: RaasError) => e.code)).toBe('job_not_found');

@@ -22,9 +22,8 @@ import { StageRunner } from '../../src/server/pipeline/stage-runner.js';
 import { PausableTimer } from '../../src/server/pipeline/timer.js';
 import { sleep } from '../../src/util/clock.js';
 import { qwen3Tokenizer } from '../../src/tokens/tokenizer.js';
-import { ManualClock, TrackedSandbox, flush, stagedHandler } from './helpers.js';
+import { ManualClock, TrackedSandbox, flush, stagedHandler, modelLessClients, parseResult } from './helpers.js';
 
-const clients = (address: string) => ({ address, api: 'vllm' as const, generate: async () => { throw new Error('no model in these tests'); }, maxModelLen: async () => undefined });
 const Inst = z.looseObject({ data_source: z.string() });
 type Ctx = any;
 
@@ -56,7 +55,7 @@ interface Built {
 function build(handlers: AgentHandler<any>[], over: Record<string, unknown> = {}, observer: PipelineObserver | undefined = {}): Built {
   const clock = new ManualClock();
   const config = ServerConfig.parse({ workers: { init: 2, run: 2, eval: 2 }, cancel_grace_ms: 100, ...over });
-  const pool = new BackendPool(LlmPoolConfig.parse({}), clients);
+  const pool = new BackendPool(LlmPoolConfig.parse({}), modelLessClients);
   pool.add('http://127.0.0.1:9');
   const warns: Warn[] = [];
   const debugs: Warn[] = [];
@@ -70,7 +69,6 @@ function build(handlers: AgentHandler<any>[], over: Record<string, unknown> = {}
   return { p, clock, warns, debugs, pool };
 }
 
-const parse = async (f: Promise<string>) => JSON.parse(await f);
 const settled = (p: Promise<unknown>) => {
   const s = { done: false };
   void p.then(() => (s.done = true), () => (s.done = true));
@@ -110,7 +108,7 @@ describe('the sandboxes of a stage', () => {
       },
     });
     b = build([h]);
-    const r = await parse((await b.p.submit({ instance: { data_source: 'boxes' } })).finished);
+    const r = await parseResult((await b.p.submit({ instance: { data_source: 'boxes' } })).finished);
     expect(r.critical_error).toBeNull();
     expect(seen).toEqual(['init: false false', 'run: a closed 1, runtime closed 0, ctx.runtime is it true', 'eval: runtime closed 1, run\'s closed 1, no runtime true']);
     expect(TrackedSandbox.opened.map((s) => s.closed)).toEqual([1, 1, 1]);
@@ -127,7 +125,7 @@ describe('the sandboxes of a stage', () => {
       },
     });
     b = build([h]);
-    const r = await parse((await b.p.submit({ instance: { data_source: 'bare' } })).finished);
+    const r = await parseResult((await b.p.submit({ instance: { data_source: 'bare' } })).finished);
     expect(r.critical_error).toBeNull();
     expect(init).toEqual({});
   });
@@ -151,7 +149,7 @@ describe('the sandboxes of a stage', () => {
       expect(s.done).toBe(false);
       expect(JSON.parse(await b.p.get(stage)).state).toBe(stage); // RUN, or the answer, waits
       release();
-      expect((await parse(j.finished)).critical_error).toBeNull();
+      expect((await parseResult(j.finished)).critical_error).toBeNull();
     }
   });
 
@@ -175,7 +173,7 @@ describe('the sandboxes of a stage', () => {
     expect(TrackedSandbox.opened[0]!.closed).toBe(1); // INIT returned; its sandbox is closing
     expect(b.p.cancel('lc').cancelled).toBe(true);
     release();
-    const r = await parse(j.finished);
+    const r = await parseResult(j.finished);
     expect(r).toMatchObject({ critical_error: 'cancelled', finish_reason: 'cancelled', num_turns: 0, messages: [] });
     expect(ran).toEqual([]);
   });
@@ -195,7 +193,7 @@ describe('the sandboxes of a stage', () => {
     expect(JSON.parse(await b.p.get('ec')).state).toBe('eval');
     b.p.cancel('ec');
     release();
-    expect(await parse(j.finished)).toMatchObject({ critical_error: 'cancelled', reward: 0, resolved: false });
+    expect(await parseResult(j.finished)).toMatchObject({ critical_error: 'cancelled', reward: 0, resolved: false });
   });
 
   it('an INIT that returns a runtime after its cancel hands over nothing: the runtime is closed before the job answers', async () => {
@@ -218,7 +216,7 @@ describe('the sandboxes of a stage', () => {
     expect(TrackedSandbox.opened[0]!.closed).toBe(1);
     expect(s.done).toBe(false); // the close of the would-be runtime is awaited
     release();
-    const r = await parse(j.finished);
+    const r = await parseResult(j.finished);
     expect(r).toMatchObject({ critical_error: 'cancelled', messages: [], num_turns: 0, finish_reason: 'cancelled' });
     expect(TrackedSandbox.opened[0]!.closed).toBe(1);
   });
@@ -241,7 +239,7 @@ describe('the sandboxes of a stage', () => {
     TrackedSandbox.closeGate = new Promise<void>((r) => (release = r));
     b.p.cancel('h');
     await b.clock.advance(150);
-    const r = await parse(j.finished); // answered while both closes still wait
+    const r = await parseResult(j.finished); // answered while both closes still wait
     expect(r).toMatchObject({ critical_error: 'cancelled', messages: [], num_turns: 0, finish_reason: 'cancelled' });
     expect(TrackedSandbox.opened.map((s) => s.closed)).toEqual([1, 1]);
     const stopping = settled(b.p.stop());
@@ -268,7 +266,7 @@ describe('the sandboxes of a stage', () => {
     await flush();
     b.p.cancel('l');
     await b.clock.advance(150);
-    expect((await parse(j.finished)).critical_error).toBe('cancelled');
+    expect((await parseResult(j.finished)).critical_error).toBe('cancelled');
     go();
     await flush();
     expect(outcome).toBe('cancelled: the stage ended before the sandbox opened');
@@ -288,7 +286,7 @@ describe('the sandboxes of a stage', () => {
     await flush();
     expect(JSON.parse(await b.p.get('q')).state).toBe('queued_run');
     b.p.cancel('q');
-    expect((await parse(j.finished)).critical_error).toBe('cancelled');
+    expect((await parseResult(j.finished)).critical_error).toBe('cancelled');
     await flush();
     expect(TrackedSandbox.opened[0]!.closed).toBe(1);
     await b.clock.advance(1000);
@@ -312,9 +310,9 @@ describe('a stage that fails or ends', () => {
       },
     });
     b = build([text, nostack]);
-    const r1 = await parse((await b.p.submit({ instance: { data_source: 'text' } })).finished);
+    const r1 = await parseResult((await b.p.submit({ instance: { data_source: 'text' } })).finished);
     expect(r1).toMatchObject({ critical_error: 'run', error: 'plain words', traceback: 'plain words', finish_reason: 'error' });
-    const r2 = await parse((await b.p.submit({ instance: { data_source: 'nostack' } })).finished);
+    const r2 = await parseResult((await b.p.submit({ instance: { data_source: 'nostack' } })).finished);
     expect(r2).toMatchObject({ critical_error: 'run', error: 'RangeError: no stack here', traceback: 'RangeError: no stack here' });
   });
 
@@ -327,9 +325,9 @@ describe('a stage that fails or ends', () => {
       finalResult: () => { throw new Error('final broke'); },
     });
     b = build([patched, plain, loud]);
-    const r = await parse((await b.p.submit({ instance: { data_source: 'patched' }, job_id: 'pa' })).finished);
+    const r = await parseResult((await b.p.submit({ instance: { data_source: 'patched' }, job_id: 'pa' })).finished);
     expect(r).toMatchObject({ success: false, details: { judged: 'by hand' }, critical_error: null, reward: 1 });
-    const q = await parse((await b.p.submit({ instance: { data_source: 'plain' }, job_id: 'pl' })).finished);
+    const q = await parseResult((await b.p.submit({ instance: { data_source: 'plain' }, job_id: 'pl' })).finished);
     expect(q).toMatchObject({ success: true, critical_error: null });
     expect(b.warns).toEqual([]);
     await (await b.p.submit({ instance: { data_source: 'loud' }, job_id: 'lo' })).finished;
@@ -348,7 +346,7 @@ describe('a stage that fails or ends', () => {
       },
     });
     b = build([h]);
-    const r = await parse((await b.p.submit({ instance: { data_source: 'badclose' }, job_id: 'bc' })).finished);
+    const r = await parseResult((await b.p.submit({ instance: { data_source: 'badclose' }, job_id: 'bc' })).finished);
     expect(r.critical_error).toBeNull();
     expect(b.warns.map((w) => [w.msg, w.obj.job, (w.obj.err as Error).message])).toEqual([['closing the runtime sandbox failed', 'bc', 'umount failed']]);
   });
@@ -366,7 +364,7 @@ describe('a stage that fails or ends', () => {
       b.p.cancel(name);
       expect(b.clock.pending).toBe(3); // the handler's sleep, the grace and the job's timeout
       await b.clock.advance(40);
-      expect((await parse(j.finished)).critical_error).toBe('cancelled');
+      expect((await parseResult(j.finished)).critical_error).toBe('cancelled');
       expect(b.clock.pending).toBe(0);
     }
   });
@@ -374,7 +372,7 @@ describe('a stage that fails or ends', () => {
   it('without an observer, or with one that counts nothing, jobs run as usual', async () => {
     for (const observer of [undefined, {}]) {
       b = build([scripted('quiet')], {}, observer);
-      const r = await parse((await b.p.submit({ instance: { data_source: 'quiet' } })).finished);
+      const r = await parseResult((await b.p.submit({ instance: { data_source: 'quiet' } })).finished);
       expect(r).toMatchObject({ critical_error: null, reward: 1 });
       await b.p.close();
     }
@@ -394,7 +392,7 @@ describe('a stage that fails or ends', () => {
       await b.clock.advance(3000);
       expect(JSON.parse(await b.p.get('held')).state).toBe('run');
       gateOf(b.pool).resume();
-      const r = await parse(j.finished);
+      const r = await parseResult(j.finished);
       expect(r).toMatchObject({ critical_error: null, finish_reason: 'finish', timing: { timeout_triggered: false } });
       expect(r.timing.counted_elapsed).toBeLessThan(1);
     } finally {
@@ -407,7 +405,7 @@ describe('StageRunner on its own', () => {
   function runner() {
     const clock = new ManualClock();
     const config = ServerConfig.parse({ cancel_grace_ms: 100 });
-    const pool = new BackendPool(LlmPoolConfig.parse({}), clients);
+    const pool = new BackendPool(LlmPoolConfig.parse({}), modelLessClients);
     const finished: string[] = [];
     const next: string[] = [];
     const sr = new StageRunner({
@@ -488,10 +486,10 @@ describe('Pipeline bookkeeping', () => {
     b.p.cancel('r2');
     b.p.cancel('e2');
     expect(b.p.status()).toMatchObject({ jobs: 4, queued: 1, queues: { init: 1, run: 0, eval: 0 } });
-    expect((await parse(r2.finished)).critical_error).toBe('cancelled');
-    expect((await parse(e2.finished)).critical_error).toBe('cancelled');
+    expect((await parseResult(r2.finished)).critical_error).toBe('cancelled');
+    expect((await parseResult(e2.finished)).critical_error).toBe('cancelled');
     await b.clock.advance(3000);
-    for (const j of [e1, r1, i1, i2]) expect((await parse(j.finished)).critical_error).toBeNull();
+    for (const j of [e1, r1, i1, i2]) expect((await parseResult(j.finished)).critical_error).toBeNull();
   });
 
   it("queued time is the job's life less its stage time, from when it was submitted", async () => {
@@ -499,7 +497,7 @@ describe('Pipeline bookkeeping', () => {
     await b.clock.advance(5000);
     const j = await b.p.submit({ instance: { data_source: 'staged', init_ms: 100 } });
     await b.clock.advance(200);
-    const r = await parse(j.finished);
+    const r = await parseResult(j.finished);
     expect(r.timing).toMatchObject({ init_s: 0.1, queued_s: 0, others_time: 0 });
   });
 
@@ -514,7 +512,7 @@ describe('Pipeline bookkeeping', () => {
     b.p.start();
     await b.clock.advance(100);
     await stopping;
-    expect((await parse(j.finished)).critical_error).toBe('cancelled');
+    expect((await parseResult(j.finished)).critical_error).toBe('cancelled');
     expect(b.p.state).toBe('running');
   });
 
@@ -555,7 +553,7 @@ describe('Pipeline bookkeeping', () => {
     let wall = 1_000_000;
     const clock = new ManualClock();
     const config = ServerConfig.parse({ result_ttl_s: 30 });
-    const pool = new BackendPool(LlmPoolConfig.parse({}), clients);
+    const pool = new BackendPool(LlmPoolConfig.parse({}), modelLessClients);
     pool.add('http://127.0.0.1:9');
     const p = new Pipeline({ config, registry: new HandlerRegistry([stagedHandler(clock)]), pool, tokenizer: qwen3Tokenizer, clock, wallNow: () => wall, log: { debug() {}, info() {}, warn() {}, error() {} } });
     b = { p, clock, warns: [], debugs: [], pool };
