@@ -4,6 +4,7 @@ import type { Sandbox } from '../../sandbox/types.js';
 import type { AgentHandler, StageContext } from '../types.js';
 import { configNumber, firstMessages, runToolAgent, taskSchema } from '../common/run.js';
 import { runHiddenTests } from './tests.js';
+import { agentOomReason, firstFilter, limitReason } from '../common/filter.js';
 
 export { runHiddenTests, outputsMatch } from './tests.js';
 
@@ -66,7 +67,9 @@ export const codeHandler: AgentHandler<CodeInstance> = {
       python: typeof ctx.config.python === 'string' ? ctx.config.python : 'python3',
     });
     const reward = mode === 'fraction' ? r.passed / r.total : r.passed === r.total ? 1 : 0;
-    return { reward, resolved: r.passed === r.total, details: { passed: r.passed, total: r.total, reward_mode: mode, tests: r.results } };
+    const resolved = r.passed === r.total;
+    const filter = firstFilter(ctx.config, agentOomReason(ctx.run), limitReason(ctx.run, resolved));
+    return { reward, resolved, details: { passed: r.passed, total: r.total, reward_mode: mode, tests: r.results }, ...(filter ? { filter_reason: filter } : {}) };
   },
 };
 
