@@ -36,7 +36,7 @@ export function parseLogUnittest(log: string): StatusMap {
     if (had === 'FAILED' || had === 'ERROR') return;
     map.set(id, status);
   };
-  // The last bare description line (a docstring's first line follows it), and the test whose status is still owed.
+  // The id of the line before (a docstring's first line follows a bare description), and the test whose status is still owed.
   let described: string | undefined;
   let awaiting: string | undefined;
   for (const raw of log.split('\n')) {
@@ -65,7 +65,7 @@ export function parseLogUnittest(log: string): StatusMap {
       awaiting = undefined;
       continue;
     }
-    described = DESCRIPTION.test(line) ? line : undefined;
+    described = unittestId(line);
   }
   return map;
 }
