@@ -91,18 +91,25 @@ export async function gradeByLog(g: GradeInput): Promise<SweEvalOutcome> {
       canary = undefined;
     }
   }
-  const run = await runTests(sb, plan, [...plan.args, ...(canary?.args ?? [])], g.timeoutS, cfg.max_log_bytes ?? MAX_LOG_BYTES, signal);
-  details.test_exit_code = run.exitCode;
-  details.test_log_tail = tail(run.log);
-  const oom = oomKills(sb) > 0 ? 'eval_oom' : undefined;
   const ids = [...inst.FAIL_TO_PASS, ...inst.PASS_TO_PASS];
-  const unreliable = (reason: FilterReason, note: string): SweEvalOutcome => {
+  const unreliable = (reason: FilterReason | undefined, note: string): SweEvalOutcome => {
     details.error = note;
     for (const t of inst.FAIL_TO_PASS) details.FAIL_TO_PASS[t] = 'FAILED';
     for (const t of inst.PASS_TO_PASS) details.PASS_TO_PASS[t] = 'FAILED';
-    const filter = firstFilter(ctx.config, oom, reason);
+    const filter = firstFilter(ctx.config, oomKills(sb) > 0 ? 'eval_oom' : undefined, reason);
     return { resolved: false, details, ...(filter ? { filter_reason: filter } : {}) };
   };
+  let run: TestRun;
+  try {
+    run = await runTests(sb, plan, [...plan.args, ...(canary?.args ?? [])], g.timeoutS, cfg.max_log_bytes ?? MAX_LOG_BYTES, signal);
+  } catch (err) {
+    // The memory limit killed the tool server mid-run: no log, an eval killed for memory.
+    if (!signal.aborted && err instanceof RaasError && err.code === 'sandbox_limit' && oomKills(sb) > 0) return unreliable(undefined, err.message);
+    throw err;
+  }
+  details.test_exit_code = run.exitCode;
+  details.test_log_tail = tail(run.log);
+  const oom = oomKills(sb) > 0 ? 'eval_oom' : undefined;
   // SWE-bench: a timed-out run is not graded (TESTS_TIMEOUT, grading.py@726c546:61-73).
   if (run.timedOut) return unreliable('eval_timeout', `the test command ran past handlers.swe.test_timeout_s (${g.timeoutS} s)`);
   if (run.truncated) return unreliable('eval_log_truncated', `the test log is over handlers.swe.max_log_bytes (${cfg.max_log_bytes ?? MAX_LOG_BYTES} bytes): not graded`);
@@ -209,12 +216,20 @@ export async function gradeByExitStatus(g: GradeInput): Promise<SweEvalOutcome> 
     for (const t of inst.PASS_TO_PASS) if (!only || only === t) details.PASS_TO_PASS[t] = status;
   };
   let resolved: boolean;
-  if (await passes(all)) {
-    mark('PASSED');
-    resolved = true;
-  } else {
-    for (const t of all) mark((await passes([t])) ? 'PASSED' : 'FAILED', t);
-    resolved = Object.values(details.FAIL_TO_PASS).every((s) => s === 'PASSED') && Object.values(details.PASS_TO_PASS).every((s) => s === 'PASSED');
+  try {
+    if (await passes(all)) {
+      mark('PASSED');
+      resolved = true;
+    } else {
+      for (const t of all) mark((await passes([t])) ? 'PASSED' : 'FAILED', t);
+      resolved = Object.values(details.FAIL_TO_PASS).every((s) => s === 'PASSED') && Object.values(details.PASS_TO_PASS).every((s) => s === 'PASSED');
+    }
+  } catch (err) {
+    if (ctx.signal.aborted || !(err instanceof RaasError) || err.code !== 'sandbox_limit' || oomKills(sb) === 0) throw err;
+    // The memory limit killed the tool server mid-run.
+    details.error = err.message;
+    for (const t of all) if (!(t in details.FAIL_TO_PASS) && !(t in details.PASS_TO_PASS)) mark('FAILED', t);
+    resolved = false;
   }
   const filter = firstFilter(ctx.config, oomKills(sb) > 0 ? 'eval_oom' : undefined, timedOut ? 'eval_timeout' : undefined);
   if (timedOut) resolved = false;
