@@ -77,6 +77,11 @@ export function gradingPlan(inst: SweInstance, cfg: SweHandlerConfig): GradingPl
       args = directives.length ? directives : repo === 'django/django' ? ids.map(djangoTestLabel) : ids;
     }
   } else if (sweBenchRow && repo === 'django/django') args = ids.map(djangoTestLabel);
+  else if (parser && parser !== 'unittest' && ids.length > 1 && ids.every((t) => /^[^:\s]+\.py::/.test(t))) {
+    // pytest node ids: their files, as SWE-bench's eval script runs the test files (collecting a
+    // file once instead of once per id; the log names every test of them).
+    args = [...new Set(ids.map((t) => t.slice(0, t.indexOf('::'))))];
+  }
   return {
     mode: parser ? 'log' : 'exit_status',
     command,

@@ -15,11 +15,19 @@ import type { SweEvalDetails, SweEvalOutcome } from './evaluate.js';
 
 /**
  * Environment of the test processes: HOME outside the repository (a patch could otherwise add a
- * user site-packages or dotfiles under it), no user site directory, and bytecode cached outside
- * the repository (a `__pycache__` in a patch, e.g. an unchecked hash-based .pyc of a test module,
- * is never read).
+ * user site-packages or dotfiles under it), no user site directory, no bytecode written. Bytecode
+ * the patch brought (a `__pycache__`, e.g. an unchecked hash-based .pyc of a test module) is
+ * deleted from the repository before the run (dropPycache); the interpreter's own precompiled
+ * standard library stays usable, which a PYTHONPYCACHEPREFIX would forgo (every module compiled
+ * again, about a third of a small suite's run).
  */
-export const TEST_ENV = { HOME: '/tmp', PYTHONNOUSERSITE: '1', PYTHONDONTWRITEBYTECODE: '1', PYTHONPYCACHEPREFIX: '/tmp/raas-pycache' };
+export const TEST_ENV = { HOME: '/tmp', PYTHONNOUSERSITE: '1', PYTHONDONTWRITEBYTECODE: '1' };
+
+/** Removes every `__pycache__` directory of the repository (a patch can add them; git tracks them when it does). */
+export async function dropPycache(sb: Sandbox, signal: AbortSignal): Promise<void> {
+  const r = await sb.exec(['find', '.', '-path', './.git', '-prune', '-o', '-name', '__pycache__', '-type', 'd', '-prune', '-exec', 'rm', '-rf', '--', '{}', '+'], { timeout_s: 120, signal });
+  if (r.exit_code !== 0) throw new RaasError('sandbox_error', `swe: could not remove the repository's __pycache__ directories: ${r.stderr.slice(-1000)}`);
+}
 
 /** Default bound of one test log (handlers.swe.max_log_bytes): every parser reads it in one pass. */
 export const MAX_LOG_BYTES = 16 << 20;
@@ -49,6 +57,7 @@ interface TestRun {
  * process that exits 124 by itself does not fake one.
  */
 async function runTests(sb: Sandbox, plan: GradingPlan, args: string[], timeoutS: number, maxBytes: number, signal: AbortSignal): Promise<TestRun> {
+  await dropPycache(sb, signal);
   const t0 = performance.now();
   const r = await sb.exec(['timeout', '-k', '5', String(timeoutS), 'bash', '--noprofile', '--norc', '-c', `exec 2>&1; ${plan.command} "$@"`, 'raas', ...args], {
     timeout_s: timeoutS + 15,
