@@ -64,6 +64,10 @@ export const ServerConfig = z.strictObject({
   port: z.number().int().min(0).max(65_535).default(8006),
   /** Bearer token required on every route but GET /health; mandatory for non-loopback binds. */
   token: z.string().min(8, 'token must be at least 8 characters').optional(),
+  /** A file holding the token (relative to the config file's folder), readable by its owner only (chmod 600). */
+  token_file: z.string().min(1).optional(),
+  /** The name of an environment variable holding the token (the command line then shows only the name). */
+  token_env: z.string().min(1).optional(),
   /** Allow a non-loopback bind without a token. */
   insecure: z.boolean().default(false),
   /** Open intake at boot. */
