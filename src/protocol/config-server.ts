@@ -93,6 +93,16 @@ export const ServerConfig = z.strictObject({
   shutdown_grace_s: z.number().positive().default(10),
   /** `qwen3` (bundled), a folder with tokenizer.json and tokenizer_config.json, or a Hugging Face model id in the local hub cache (src/tokens/resolve.ts). */
   tokenizer: z.string().min(1).default('qwen3'),
+  /**
+   * Long texts (observations, prompts) are encoded on worker threads, so a tool's flood of output
+   * never stalls the event loop; each worker holds its own copy of the tokenizer (~200 MB for
+   * Qwen3). `workers: 0` encodes everything on the main thread.
+   */
+  tokenizer_pool: z.strictObject({
+    workers: z.number().int().min(0).max(64).default(1),
+    /** Texts shorter than this many characters are encoded on the main thread. */
+    min_chars: z.number().int().min(1).default(2048),
+  }).default({ workers: 1, min_chars: 2048 }),
   llm: LlmPoolConfig.default(LlmPoolConfig.parse({})),
   journal: JournalConfig.default(JournalConfig.parse({})),
   /** Handler modules loaded by path (default export: a handler or an array); relative to the config file. */
