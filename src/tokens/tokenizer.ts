@@ -58,6 +58,14 @@ export interface Tokenizer {
    * template that transforms them, where contents are encoded with the rendering.
    */
   readonly plainContent: boolean;
+  /** The added tokens (`<|im_start|>`, `<tool_call>`, …) by id. */
+  readonly addedTokens: ReadonlyMap<number, string>;
+  /**
+   * The text of ids as a model tells them apart: added tokens as their text, and any added-token
+   * text inside ordinary ids broken by a word joiner (U+2060), so a text-level reader (the
+   * simulator's policies) cannot mistake a tool's printed `<|im_start|>` for a turn.
+   */
+  decodeStructured(ids: readonly number[]): string;
   /** Where the tokenizer was loaded from, so a worker thread can load the same one. */
   readonly source?: TokenizerOrigin;
 }
@@ -126,6 +134,26 @@ export function makeTokenizer(
   };
   const probe = sectionsOf([{ role: 'system', content: 's' }, { role: 'user', content: 'u' }, { role: 'assistant', content: 'a' }, { role: 'tool', content: 't' }], {});
   const plainContent = probe.filter((x) => x.plain).length === 3;
+  const addedTokens = new Map<number, string>([...lt.added_tokens_map].map(([content, t]) => [t.id, content]));
+  const addedText = new RegExp([...addedTokens.values()].sort((a, b) => b.length - a.length).map((c) => c.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')).join('|'), 'g');
+  const decodeStructured = (ids: readonly number[]): string => {
+    let out = '';
+    let run: number[] = [];
+    const flush = (): void => {
+      if (run.length > 0) out += tok.decode(run, { skip_special_tokens: false }).replace(addedText, (m) => `${m[0]}\u2060${m.slice(1)}`);
+      run = [];
+    };
+    for (const id of ids) {
+      const added = addedTokens.get(id);
+      if (added === undefined) run.push(id);
+      else {
+        flush();
+        out += added;
+      }
+    }
+    flush();
+    return out;
+  };
   return {
     name,
     eosId: special.eosId,
@@ -140,6 +168,8 @@ export function makeTokenizer(
     observationChunks,
     encodeChunks: (chunks) => encodeChunks(lt, chunks),
     plainContent,
+    addedTokens,
+    decodeStructured,
   };
 }
 
