@@ -75,6 +75,7 @@ export function resolvePaths(cfg: TrainConfig, base: string): TrainConfig {
     dataset: { ...cfg.dataset, path: abs(cfg.dataset.path) },
     eval: { ...cfg.eval, ...(cfg.eval.dataset ? { dataset: { ...cfg.eval.dataset, path: abs(cfg.eval.dataset.path) } } : {}) },
     trainer: { ...cfg.trainer, ...(cfg.trainer.cwd ? { cwd: abs(cfg.trainer.cwd) } : {}) },
+    servers: cfg.servers.map((s) => (s.token_file === undefined ? s : { ...s, token_file: abs(s.token_file) })),
   };
 }
 
