@@ -4,6 +4,7 @@
 // apply give `filter_reason` (the pipeline then sets `filter: true`), each one configurable.
 import { afterAll, describe, expect, it } from 'vitest';
 import { createSandboxRuntime } from '../../src/server/sandbox/index.js';
+import type { SandboxRuntime } from '../../src/server/sandbox/types.js';
 import { evaluatePatch, sweHandler } from '../../src/server/handlers/swe/index.js';
 import { mathHandler } from '../../src/server/handlers/math/index.js';
 import { agentOomReason, filterEnabled, limitReason } from '../../src/server/handlers/common/filter.js';
@@ -19,7 +20,7 @@ afterAll(async () => {
 });
 
 const TEST = (body: string) => `import unittest\n\n\nclass T(unittest.TestCase):\n    def test_a(self):\n${body}\n`;
-async function sweEval(body: string, patch: string, config: Record<string, unknown> = {}, runtime = rt, timeoutS = 60) {
+async function sweEval(body: string, patch: string, config: Record<string, unknown> = {}, runtime: SandboxRuntime = rt, timeoutS = 60) {
   const inst = await parseInstance<any>(sweHandler.instance, { problem_statement: 'x', files: { 'm.py': 'X = 1\n', 'test_m.py': TEST(body) }, FAIL_TO_PASS: ['test_m.T.test_a'] });
   const ctx = stageContext(inst, runtime, config);
   try {
