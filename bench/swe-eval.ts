@@ -8,7 +8,8 @@
  *   (b) EVAL of a patch that breaks one PASS_TO_PASS test (SortedList.__copy__).
  *   (c) the baseline: the same command on the same checkout, run directly on the host.
  *   (d) the floor inside: the same command in an already-open sandbox (no setup, no grading).
- * Target: (a) and (b) ≤ 1.2 × (c). Flags: --quick (fewer runs), --json.
+ * Target: (a) and (b) ≤ 1.2 × (c). It also prints where (a)'s time goes: each process EVAL starts in
+ * the sandbox, by kind, and the rest. Flags: --quick (fewer runs), --json.
  */
 import { execFileSync, spawnSync } from 'node:child_process';
 import fs from 'node:fs';
@@ -72,6 +73,20 @@ function patchOf(dir: string, file: string, edit: (s: string) => string): string
   return diff;
 }
 
+/** What a process EVAL starts in the sandbox is: the test run, a git subcommand, a script, … */
+function phaseOf(argv: readonly string[]): string {
+  if (argv[0] === 'timeout') return 'test command (with the canaries)';
+  if (argv[0] === 'git') {
+    let i = 1;
+    while (argv[i] === '-c') i += 2;
+    return `git ${argv[i] ?? ''}`;
+  }
+  if (argv[0] === 'bash') return 'bash scripts (repository set-up, patch staging, canary files)';
+  if (argv[0] === 'find') return 'find: drop __pycache__';
+  if (argv[0] === 'python3') return 'python3: standard-library shadow check';
+  return argv[0] ?? '?';
+}
+
 function loadavg(): string {
   return os.loadavg().map((x) => x.toFixed(2)).join(' ');
 }
@@ -106,28 +121,64 @@ async function main(): Promise<void> {
     // The instance a researcher would send: files, the test command, the ids (appended as arguments).
     const inst: SweInstance = SweInstanceSchema.parse({ problem_statement: 'bench', files: filesOf(repo), test_command: COMMAND, FAIL_TO_PASS: [f2p], PASS_TO_PASS: p2p });
     const opened: Sandbox[] = [];
+    // Where EVAL's time goes: each process it starts in the sandbox, by what it is, per run.
+    let phases = new Map<string, number>();
+    const phase = (name: string, t0: number): void => {
+      phases.set(name, (phases.get(name) ?? 0) + performance.now() - t0);
+    };
+    const timed = (sb: Sandbox): Sandbox => {
+      const exec = async (argv: string[], o?: Parameters<Sandbox['exec']>[1]): ReturnType<Sandbox['exec']> => {
+        const t = performance.now();
+        try {
+          return await sb.exec(argv, o);
+        } finally {
+          phase(phaseOf(argv), t);
+        }
+      };
+      return new Proxy(sb, {
+        get: (target, k) => {
+          if (k === 'exec') return exec;
+          const v: unknown = Reflect.get(target, k, target);
+          return typeof v === 'function' ? (v as (...a: unknown[]) => unknown).bind(target) : v;
+        },
+      });
+    };
     const ctx: StageContext<SweInstance> = {
       job: { id: 'bench', instance: inst, samplingParams: {}, groupId: undefined, policyVersion: undefined, seed: 1 },
       signal: new AbortController().signal,
       config: {},
       log: { debug: () => undefined, info: () => undefined, warn: () => undefined, error: () => undefined },
-      sandboxes: { open: async (spec: SandboxSpec, s?: AbortSignal) => { const sb = await rt.open(spec, s); opened.push(sb); return sb; } },
+      sandboxes: {
+        open: async (spec: SandboxSpec, s?: AbortSignal) => {
+          const t = performance.now();
+          const sb = await rt.open(spec, s);
+          phase('sandbox open', t);
+          opened.push(sb);
+          return timed(sb);
+        },
+      },
       tokenizer: qwen3Tokenizer(),
     };
-    const evalOnce = async (patch: string): Promise<{ ms: number; failed: string[]; resolved: boolean }> => {
+    const evalOnce = async (patch: string): Promise<{ ms: number; failed: string[]; resolved: boolean; phases: Map<string, number> }> => {
+      phases = new Map();
       const t = performance.now();
       const r = await evaluatePatch(ctx, patch, { testTimeoutS: 300 });
       const ms = performance.now() - t;
+      // evaluatePatch closes its sandbox itself (inside `ms`); this only catches a leftover.
       await Promise.all(opened.splice(0).map((s) => s.close()));
+      let inSandbox = 0;
+      for (const v of phases.values()) inSandbox += v;
+      phases.set('the rest: host side (repository files, log parsing, report) and sandbox close', ms - inSandbox);
       const failed = Object.entries({ ...r.details.FAIL_TO_PASS, ...r.details.PASS_TO_PASS }).filter(([, s]) => s !== 'PASSED').map(([k]) => k);
       if (r.filter_reason) throw new Error(`bench:swe-eval: EVAL filtered the run (${r.filter_reason}): ${JSON.stringify(r.details).slice(0, 2000)}`);
-      return { ms, failed, resolved: r.resolved };
+      return { ms, failed, resolved: r.resolved, phases };
     };
 
     const a: number[] = [];
     const b: number[] = [];
     const c: number[] = [];
     const d: number[] = [];
+    const aPhases: Array<Map<string, number>> = [];
     let aOut: Awaited<ReturnType<typeof evalOnce>> | undefined;
     let bOut: Awaited<ReturnType<typeof evalOnce>> | undefined;
     // An open sandbox with the repository, for the floor inside (d).
@@ -144,6 +195,7 @@ async function main(): Promise<void> {
     for (let i = 0; i < N; i++) {
       aOut = await evalOnce(keep);
       a.push(aOut.ms);
+      aPhases.push(aOut.phases);
       bOut = await evalOnce(breaking);
       b.push(bOut.ms);
       c.push(direct().ms);
@@ -170,6 +222,12 @@ async function main(): Promise<void> {
       `| (a) / (c) | ${(rows[0]!.p50 / rows[2]!.p50).toFixed(2)}× | ≤ 1.2× |`,
       `| (b) / (c) | ${(rows[1]!.p50 / rows[2]!.p50).toFixed(2)}× | ≤ 1.2× |`,
       `| (a) / (d) | ${(rows[0]!.p50 / rows[3]!.p50).toFixed(2)}× | (grading's own cost) |`,
+      '',
+      'where (a) spends its time (p50 of each phase over its runs):',
+      '',
+      '| phase | p50 ms | min ms | max ms |',
+      '|---|---:|---:|---:|',
+      ...[...new Set(aPhases.flatMap((m) => [...m.keys()]))].map((k) => stat(k, aPhases.map((m) => m.get(k) ?? 0))).map((r) => `| ${r.name} | ${r.p50.toFixed(0)} | ${r.min.toFixed(0)} | ${r.max.toFixed(0)} |`),
       '',
       `(a) resolved ${aOut?.resolved}, failing ${aOut?.failed.length}; (b) resolved ${bOut?.resolved}, failing ${JSON.stringify(bOut?.failed)}`,
       `load average now: ${loadavg()}`,
