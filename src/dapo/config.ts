@@ -32,7 +32,20 @@ export function parseTrainConfig(input: unknown, source: string | IssueSource = 
   for (const b of c.backends) apis.add(typeof b === 'string' ? 'vllm' : (b.api ?? 'vllm'));
   const bad = [...apis].flatMap((api) => unsupportedSampling(api, c.sampling_params));
   if (bad.length) throw new RaasError('config_invalid', bad.map((l) => `${src.file}: ${l}`).join('\n'), { retryable: false });
+  const sel = selectionProblems(c);
+  if (sel.length) throw new RaasError('config_invalid', sel.map((l) => `${src.file}: ${l}`).join('\n'), { retryable: false });
   return c;
+}
+
+/** Checks across keys the schema cannot express (adaptive n's bounds against n). */
+function selectionProblems(c: TrainConfig): string[] {
+  const a = c.selection.adaptive_n;
+  if (!a) return [];
+  const out: string[] = [];
+  if (a.min > a.max) out.push(`\`selection.adaptive_n.min\`: ${a.min} is above \`selection.adaptive_n.max\` (${a.max}); set min ≤ max`);
+  if (c.n < 2) out.push(`\`selection.adaptive_n\`: needs n ≥ 2 (a group of one is never informative), got n=${c.n}`);
+  if (a.batch === 'fixed' && a.max < c.n) out.push(`\`selection.adaptive_n.max\`: ${a.max} is below n=${c.n}; a fixed batch keeps n rollouts per group, so groups grow from n up to max (set max ≥ n)`);
+  return out;
 }
 
 /** Reads a YAML (or JSON) config file into a mapping; errors name the file. */

@@ -31,6 +31,27 @@ export interface StepRecord extends StepSummary {
   buffered_after_handover: number;
   max_inflight_jobs: number;
   staleness_histogram: Record<string, number>;
+  /** Prompt turns selection skipped in the window (by the way their recent groups were uniform), and prompts it submitted on the exploration floor. */
+  skipped: number;
+  skipped_easy: number;
+  skipped_hard: number;
+  explored: number;
+  /** Mean group size submitted in the window (n, unless adaptive n). */
+  mean_group_size: number;
+  /** Fixed-n batches of adaptive n: rollouts left out of the batch, and their tokens (counted as waste). */
+  rollouts_trimmed: number;
+  tokens_trimmed: number;
+  /** The prompt history at handover: prompts submitted at least once (and their share of the dataset), with a finished group, by how their latest group ended, skipped at least once. */
+  prompts_visited: number;
+  visited_share: number;
+  prompts_seen: number;
+  prompts_mixed: number;
+  prompts_none_solved: number;
+  prompts_all_solved: number;
+  prompts_skipped: number;
+  /** Selection's keep bases (GRESO's p_easy, p_hard) at handover. */
+  keep_easy: number;
+  keep_hard: number;
 }
 
 const num = (v: unknown): number => (typeof v === 'number' && Number.isFinite(v) ? v : 0);
@@ -51,12 +72,17 @@ export function stepRecord(b: Batch, elapsed_s: number, now: Date = new Date()):
     jobs_submitted: num(s.jobs_submitted), jobs_cancelled: num(s.jobs_cancelled), tokens_used: num(s.tokens_used), tokens_filtered: num(s.tokens_filtered),
     running_at_handover: num(s.running_at_handover), buffered_after_handover: num(s.buffered_after_handover), max_inflight_jobs: num(s.max_inflight_jobs),
     staleness_histogram: (s.staleness_histogram as Record<string, number> | undefined) ?? {},
+    skipped: num(s.skipped), skipped_easy: num(s.skipped_easy), skipped_hard: num(s.skipped_hard), explored: num(s.explored),
+    mean_group_size: num(s.mean_group_size), rollouts_trimmed: num(s.rollouts_trimmed), tokens_trimmed: num(s.tokens_trimmed),
+    prompts_visited: num(s.prompts_visited), visited_share: num(s.visited_share), prompts_seen: num(s.prompts_seen), prompts_mixed: num(s.prompts_mixed),
+    prompts_none_solved: num(s.prompts_none_solved), prompts_all_solved: num(s.prompts_all_solved), prompts_skipped: num(s.prompts_skipped),
+    keep_easy: num(s.keep_easy), keep_hard: num(s.keep_hard),
   };
 }
 
 /** The per-step line `raas train` prints: "accepted 4 of 16 finished groups (12 filtered)". */
 export function stepLine(r: StepRecord): string {
-  const dropped = r.dropped_error ? `, ${r.dropped_error} dropped on error` : '';
+  const dropped = (r.dropped_error ? `, ${r.dropped_error} dropped on error` : '') + (r.skipped ? `, ${r.skipped} prompts skipped` : '');
   return (
     `step ${String(r.step).padStart(3)} | v${r.policy_version} | ${r.wall_s.toFixed(2)}s | accepted ${r.accepted} of ${r.finished} finished groups (${r.filtered} filtered${dropped}), ` +
     `${r.groups} in the batch (${r.carried_over} carried over), ${r.cancelled} cancelled | reward ${r.mean_reward.toFixed(3)} (batch ${r.batch_mean_reward.toFixed(3)}) | ` +
