@@ -17,6 +17,8 @@ export const CheckpointGroup = z.object({
   results: z.array(Result.nullable()),
   /** In-flight job ids (for operators; the ids are also derivable from name and index). */
   in_flight: z.array(z.string()),
+  /** The probability selection submitted the prompt with, when below 1. */
+  select_keep: z.number().optional(),
 });
 export type CheckpointGroup = z.infer<typeof CheckpointGroup>;
 

@@ -141,6 +141,7 @@ export class Coordinator {
         index: cg.index, id: `${this.config.name}-g${cg.index}`, prompt, requests: groupRequests(this.config, prompt, cg.index, cg.submitted_version, cg.results.length),
         submittedVersion: cg.submitted_version, submittedStep: cg.submitted_step, state: cg.state,
         results: cg.results.map((r) => r ?? undefined), ended: cg.results.filter((r) => r !== null).length, tokens: 0, server: cg.server,
+        ...(cg.select_keep !== undefined ? { selectKeep: cg.select_keep } : {}),
       };
       core.restoreGroup(g);
     }
@@ -427,6 +428,7 @@ export class Coordinator {
         ...(where(g) ? { server: where(g) } : {}),
         results: g.results.map((r) => r ?? null),
         in_flight: g.requests.filter((_, k) => g.results[k] === undefined).map((q) => q.job_id!),
+        ...(g.selectKeep !== undefined ? { select_keep: g.selectKeep } : {}),
       }));
     return {
       format: 'raas.coordinator/1', name: this.config.name, policy_version: core.version, step: core.step, next_group_index: core.nextIndex,

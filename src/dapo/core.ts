@@ -166,9 +166,10 @@ export class DapoCore {
     const g: GroupRecord = {
       index, id: groupId(this.cfg.name, index), prompt, requests: groupRequests(this.cfg, prompt, index, this.version, n),
       submittedVersion: this.version, submittedStep: this.step, state: 'running', results: new Array(n).fill(undefined), ended: 0, tokens: 0,
+      ...(next.keep < 1 ? { selectKeep: next.keep } : {}),
     };
     this.track(g);
-    if (next.keep < 1) this.window.explored++;
+    if (next.keep < 1 || next.forced) this.window.explored++;
     this.window.submitted++;
     this.window.nSum += n;
     this.window.jobsSubmitted += n;
@@ -351,6 +352,9 @@ export class DapoCore {
       running_at_handover: this.runningGroups, buffered_after_handover: this.bufferedGroups.length, batch_size: chosen.length,
       selection: this.selectionStats(),
     });
+    // Per batch group, the probability its prompt was submitted with: a trainer may weight a group by
+    // 1 / keep to undo selection's tilt toward prompts that were informative lately (docs/training.md).
+    (stats as Record<string, unknown>).group_keep = chosen.map((g) => g.selectKeep ?? 1);
     const batch: Batch = { step: this.step, policy_version: v, groups, stats };
     this.step++;
     this.window = new StepWindow(now);

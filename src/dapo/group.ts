@@ -35,6 +35,8 @@ export interface GroupRecord {
   server?: string;
   /** Fixed-n batches of adaptive n: the rollouts (ascending indices) that go into the batch; absent: all. */
   keep?: number[];
+  /** The probability selection submitted the prompt with (absent: 1, it was not a candidate to skip). */
+  selectKeep?: number;
 }
 
 /** Deterministic ids: a seeded run is reproducible and a restart re-attaches by id. */

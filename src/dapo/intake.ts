@@ -9,8 +9,9 @@ import type { Decision, Selector } from './selection.js';
 export interface NextPrompt {
   prompt: Prompt;
   n: number;
-  /** The probability selection submitted it with (1: its recent groups were not all equal). */
+  /** The probability selection submitted it with (1: its recent groups were not all equal, or it was forced). */
   keep: number;
+  /** Submitted regardless of the draw: skipped max_skips times in a row (or a whole pass skipped in one call). */
   forced: boolean;
 }
 
@@ -55,7 +56,9 @@ export class PromptIntake {
       if (!fits(n)) return undefined;
       this.dataset.next();
       this.history.recordSubmit(prompt);
-      return { prompt, n, keep: d.keep, forced: d.forced === true || d.skip };
+      // A forced submission (max_skips, or a whole pass skipped) happened with probability 1.
+      const forced = d.forced === true || d.skip;
+      return { prompt, n, keep: forced ? 1 : d.keep, forced };
     }
   }
 

@@ -178,5 +178,12 @@ describe('selection on the discrete-event fleet (real DapoCore, virtual time)', 
     expect(perAccepted(hist)).toBeLessThan(perAccepted(none) / 1.5);
     expect(hist.core.totals.skipped).toBeGreaterThan(0);
     expect(hist.core.history.all().every((r) => r.submitted > 0)).toBe(true); // every prompt still visited
+    // each batch says with which probability each of its groups' prompts was submitted
+    for (const b of hist.batches) {
+      const keep = b.stats.group_keep as number[];
+      expect(keep).toHaveLength(b.groups.length);
+      for (const k of keep) expect(k >= 0.05 && k <= 1).toBe(true);
+    }
+    expect(none.batches.every((b) => (b.stats.group_keep as number[]).every((k) => k === 1))).toBe(true);
   });
 });
