@@ -2,12 +2,12 @@
  * `npm run bench:select`: pre-rollout prompt selection and adaptive group size against plain DAPO
  * dynamic sampling, on the same seeds, side by side in one run.
  *
- * Workload (bench/select-task.ts): 256 one-turn question prompts whose pass rates come from the
+ * Workload (bench/select-task.ts): 128 one-turn question prompts whose pass rates come from the
  * simulator's `logit` difficulty model (many near 0 and 1, a band between, moving as the weights
  * update: most prompts get easier, some harder, 10 % never solvable); answers of ~150 tokens
  * (lognormal) decoded at 2 ms/token on two simulated vLLM backends in a child process; a real
  * rollout server in this process (32 RUN workers); the coordinator in async mode with carry-over
- * (η = 1), n = 8, batch_size = 16, 30 steps; the "trainer" sleeps 300 ms per step, then the
+ * (η = 1), n = 8, batch_size = 8, 60 steps (about 12 passes over the data without selection); the "trainer" sleeps 300 ms per step, then the
  * backends get a weight update (`/finish_weight_update`) and the coordinator `updateWeights`.
  * Every variant reaches the same number of accepted groups (steps × batch_size).
  *
@@ -20,7 +20,7 @@
  * the filtered share, skips, and the share of the dataset still visited (over the run, and in its
  * second half); then the ratios none ÷ variant with the targets (≥ 1.5× fewer rollouts per accepted
  * group, ≥ 1.3× less wall time). Writes bench/results/select.json.
- * Flags: --seeds 1,2 (default), --steps N, --quick (1 seed, 12 steps: does it work), --only TEXT.
+ * Flags: --seeds 1,2 (default), --steps N, --quick (1 seed, 16 steps: does it work), --only TEXT.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
@@ -40,11 +40,11 @@ const opt = (name: string): string | undefined => {
 };
 const quick = args.includes('--quick');
 const SEEDS = (opt('--seeds') ?? (quick ? '1' : '1,2')).split(',').map(Number);
-const STEPS = Number(opt('--steps') ?? (quick ? 12 : 30));
+const STEPS = Number(opt('--steps') ?? (quick ? 16 : 60));
 const ONLY = opt('--only');
 const N = 8;
-const B = 16;
-const PROMPTS = 256;
+const B = 8;
+const PROMPTS = 128;
 const RUN_WORKERS = 32;
 const TRAIN_MS = 300;
 const here = path.dirname(new URL(import.meta.url).pathname);

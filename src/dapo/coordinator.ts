@@ -10,9 +10,10 @@ import { systemClock, type Clock } from '../util/clock.js';
 import { CoordinatorState } from './checkpoint.js';
 import { parseTrainConfig } from './config.js';
 import { DapoCore } from './core.js';
-import { loadDataset, type Prompt } from './dataset.js';
+import { loadDataset } from './dataset.js';
 import { startEnvironment, type Environment } from './environment.js';
-import { groupRequests, type GroupRecord } from './group.js';
+import { type GroupRecord } from './group.js';
+import { coordinatorState, restoreCore } from './coordinator-state.js';
 import { PromptHistory, type PromptRecord } from './history.js';
 import { syntheticResult } from './synthetic.js';
 import { registerBackends } from './backends.js';
@@ -120,7 +121,7 @@ export class Coordinator {
     if (st?.prompts) history.load(st.prompts);
     const core = new DapoCore(cfg, dataset, this.clock, this.fleet.liveCapacity(cfg.max_inflight_jobs), { history, selector: st?.selector });
     if (st) {
-      this.restoreInto(core, st);
+      restoreCore(core, st, cfg);
       // The earlier coordinator may have sent groups it had not checkpointed: at most an admission
       // burst past the last one found can be missing (admitted, not yet sent when it stopped).
       this.lookup = { from: st.next_group_index, found: st.next_group_index - 1, pending: 0, window: (cfg.max_staleness + 1) * cfg.batch_size + 1 };
@@ -129,22 +130,6 @@ export class Coordinator {
     await registerBackends(this.fleet.clients(), this.backends, String(core.version), cfg.placement_mode);
     if (st) for (const g of core.groups.values()) if (g.state === 'running') this.submit(g);
     this.pump();
-  }
-
-  private restoreInto(core: DapoCore, st: CoordinatorState): void {
-    core.version = st.policy_version;
-    core.step = st.step;
-    core.nextIndex = st.next_group_index;
-    for (const cg of st.groups) {
-      const prompt = cg.prompt as Prompt;
-      const g: GroupRecord = {
-        index: cg.index, id: `${this.config.name}-g${cg.index}`, prompt, requests: groupRequests(this.config, prompt, cg.index, cg.submitted_version, cg.results.length),
-        submittedVersion: cg.submitted_version, submittedStep: cg.submitted_step, state: cg.state,
-        results: cg.results.map((r) => r ?? undefined), ended: cg.results.filter((r) => r !== null).length, tokens: 0, server: cg.server,
-        ...(cg.select_keep !== undefined ? { selectKeep: cg.select_keep } : {}),
-      };
-      core.restoreGroup(g);
-    }
   }
 
   /**
@@ -421,19 +406,7 @@ export class Coordinator {
       const k = g.results.findIndex((r) => r === undefined);
       return (k >= 0 ? this.fleet?.serverOf(g.requests[k]!.job_id!) : undefined) ?? g.server;
     };
-    const groups = [...core.groups.values()]
-      .filter((g) => g.state === 'running' || g.state === 'buffered')
-      .map((g) => ({
-        index: g.index, state: g.state as 'running' | 'buffered', prompt: g.prompt, submitted_version: g.submittedVersion, submitted_step: g.submittedStep,
-        ...(where(g) ? { server: where(g) } : {}),
-        results: g.results.map((r) => r ?? null),
-        in_flight: g.requests.filter((_, k) => g.results[k] === undefined).map((q) => q.job_id!),
-        ...(g.selectKeep !== undefined ? { select_keep: g.selectKeep } : {}),
-      }));
-    return {
-      format: 'raas.coordinator/1', name: this.config.name, policy_version: core.version, step: core.step, next_group_index: core.nextIndex,
-      cursor: { ...core.dataset.cursor }, groups, prompts: core.history.all(), selector: core.selector.state(), saved_at: new Date().toISOString(),
-    };
+    return coordinatorState(core, this.config, where);
   }
 
   /** Counts over the prompt history (visited, seen, by how their latest group ended, skipped). */

@@ -107,6 +107,7 @@ export class CoordinatorMetrics {
   private readonly steps: Counter;
   private readonly groups: Counter<'outcome'>;
   private readonly tokens: Counter<'kind'>;
+  private readonly skipped: Counter<'kind'>;
   private readonly last: Map<string, Gauge>;
 
   constructor() {
@@ -142,6 +143,7 @@ export class CoordinatorMetrics {
     this.steps = new Counter({ name: 'raas_coordinator_steps_total', help: 'Batches handed over', registers });
     this.groups = new Counter({ name: 'raas_coordinator_groups_total', help: 'Groups by outcome in handed-over windows (accepted, filtered, cancelled, dropped_stale, dropped_error)', labelNames: ['outcome'], registers });
     this.tokens = new Counter({ name: 'raas_coordinator_tokens_total', help: 'Tokens by kind in handed-over windows (generated, used, wasted, filtered)', labelNames: ['kind'], registers });
+    this.skipped = new Counter({ name: 'raas_coordinator_prompts_skipped_total', help: 'Prompt turns selection skipped in handed-over windows, by the way their recent groups were uniform (easy, hard)', labelNames: ['kind'], registers });
     const g = (name: string, help: string): [string, Gauge] => [name, new Gauge({ name: `raas_coordinator_last_step_${name}`, help: `Last step: ${help}`, registers })];
     this.last = new Map([
       g('mean_reward', 'mean reward of all rollouts completed in the window'),
@@ -167,6 +169,8 @@ export class CoordinatorMetrics {
     this.steps.inc();
     for (const [k, v] of [['accepted', r.accepted], ['filtered', r.filtered], ['cancelled', r.cancelled], ['dropped_stale', r.dropped_stale], ['dropped_error', r.dropped_error]] as const) this.groups.inc({ outcome: k }, v);
     for (const [k, v] of [['generated', r.tokens_generated], ['used', r.tokens_used], ['wasted', r.tokens_wasted], ['filtered', r.tokens_filtered]] as const) this.tokens.inc({ kind: k }, v);
+    this.skipped.inc({ kind: 'easy' }, r.skipped_easy);
+    this.skipped.inc({ kind: 'hard' }, r.skipped_hard);
     const set = (k: string, v: number): void => this.last.get(k)!.set(v);
     set('mean_reward', r.mean_reward);
     set('batch_mean_reward', r.batch_mean_reward);

@@ -113,7 +113,7 @@ export const SelectionConfig = z.strictObject({
   /** A prompt skipped this many times in a row is submitted on its next turn (no prompt starves). */
   max_skips: z.number().int().nonnegative().default(40),
   /** Evidence from older policies counts less: a group's weight halves every this many versions; null: never. */
-  half_life_versions: z.number().positive().nullable().default(20),
+  half_life_versions: z.number().positive().nullable().default(100),
   /** Keep base of a prompt with one all-equal group at the start (GRESO's initial p). */
   initial_keep: z.number().gt(0).lt(1).default(0.5),
   /** How far the keep bases move after each finished group (toward target_informative). */
