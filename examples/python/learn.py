@@ -160,6 +160,7 @@ def main() -> int:
     ap.add_argument("--tis-cap", type=float, default=2.0, help="truncation of the importance weights (veRL's rollout_is_threshold)")
     ap.add_argument("--colocate", choices=["drain", "abort", "none"], default="drain",
                     help="run each training step inside pause_generation/resume_generation (none: generation continues)")
+    ap.add_argument("--prompts", type=int, default=100, help="dataset size (prompt i asks for digit i mod 10)")
     ap.add_argument("--selection", choices=["none", "history"], default="none",
                     help="raas's pre-rollout prompt selection (selection.mode)")
     ap.add_argument("--metrics", help="write one JSON line per step here")
@@ -175,7 +176,7 @@ def main() -> int:
     try:
         dataset = os.path.join(work, "digits.jsonl")
         with open(dataset, "w") as f:
-            for i in range(100):
+            for i in range(args.prompts):
                 f.write(json.dumps({"data_source": "digits", "instance_id": f"d{i}", "target": str(i % 10)}) + "\n")
         table = np.zeros(SHAPE)  # uniform: every digit and <|im_end|> at 1/11
         np.save(os.path.join(work, "table-0.npy"), table)

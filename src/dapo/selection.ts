@@ -83,8 +83,8 @@ export function streakOf(r: PromptRecord | undefined, now: number, halfLife: num
  *   a much older policy returns sooner;
  * - the floor is `explore` (GRESO: 0.01, fixed), and `max_skips` bounds the skips in a row, so no
  *   prompt is starved however the probabilities move;
- * - the bases adapt after every finished group on a moving share (GRESO: once per step), since an
- *   asynchronous step has no fixed set of groups;
+ * - the bases adapt a little after every finished group (adapt_step per batch_size groups, GRESO's
+ *   rate per step) on a moving share, since an asynchronous step has no fixed set of groups;
  * - any reward scale: "easy" is all rewards equal and > 0, "hard" all equal and ≤ 0.
  * Pure: randomness comes in as a number, time as the policy version.
  */
@@ -92,10 +92,13 @@ export class Selector {
   private st: SelectorState;
   /** Finished groups the moving share averages over (then exponentially). */
   private readonly horizon: number;
+  /** The bases' move per finished group: adapt_step per batch_size groups (GRESO's rate per step). */
+  private readonly step: number;
 
   constructor(private readonly cfg: SelectionConfig, batchSize: number, state?: SelectorState) {
     this.st = state ? { ...state } : { keep_easy: cfg.initial_keep, keep_hard: cfg.initial_keep, share_easy: 0, share_hard: 0, observed: 0 };
     this.horizon = Math.max(8, 2 * batchSize);
+    this.step = cfg.adapt_step / batchSize;
   }
 
   get enabled(): boolean {
@@ -128,7 +131,7 @@ export class Selector {
     this.st.share_hard += a * ((kind === 'hard' ? 1 : 0) - this.st.share_hard);
     if (!this.enabled) return;
     const uniform = 1 - this.cfg.target_informative;
-    const step = this.cfg.adapt_step;
+    const step = this.step;
     // Too many uniform groups of a kind: submit fewer such prompts (lower keep), else more.
     this.st.keep_hard = clamp(this.st.keep_hard + (this.st.share_hard >= (2 * uniform) / 3 ? -step : step));
     this.st.keep_easy = clamp(this.st.keep_easy + (this.st.share_easy >= uniform / 3 ? -step : step));

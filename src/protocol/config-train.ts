@@ -116,7 +116,7 @@ export const SelectionConfig = z.strictObject({
   half_life_versions: z.number().positive().nullable().default(100),
   /** Keep base of a prompt with one all-equal group at the start (GRESO's initial p). */
   initial_keep: z.number().gt(0).lt(1).default(0.5),
-  /** How far the keep bases move after each finished group (toward target_informative). */
+  /** How far the keep bases move (toward target_informative) per batch_size finished groups: GRESO's 0.01 per step. */
   adapt_step: z.number().positive().max(0.5).default(0.01),
   /** Opt-in adaptive group size. */
   adaptive_n: AdaptiveNConfig.optional(),

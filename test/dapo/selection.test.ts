@@ -75,8 +75,8 @@ describe('Selector.decide', () => {
 });
 
 describe('Selector.observe: keep bases adapt toward target_informative', () => {
-  it('too many uniform hard groups lower keep_hard, and it stays within [0.05, 0.95]', () => {
-    const s = new Selector(cfgOf({ target_informative: 0.75, adapt_step: 0.1, initial_keep: 0.5 }), 4);
+  it('too many uniform hard groups lower keep_hard by adapt_step per batch_size groups, and it stays within [0.05, 0.95]', () => {
+    const s = new Selector(cfgOf({ target_informative: 0.75, adapt_step: 0.4, initial_keep: 0.5 }), 4);
     for (let i = 0; i < 3; i++) s.observe(grp('filtered', [0, 0]));
     expect(s.state().keep_hard).toBeCloseTo(0.2, 12);
     for (let i = 0; i < 20; i++) s.observe(grp('filtered', [0, 0]));
@@ -85,7 +85,7 @@ describe('Selector.observe: keep bases adapt toward target_informative', () => {
     expect(s.state().keep_easy).toBe(0.95);
   });
   it('informative groups raise both bases (the selector backs off), errors change nothing', () => {
-    const s = new Selector(cfgOf({ adapt_step: 0.05, initial_keep: 0.5 }), 4);
+    const s = new Selector(cfgOf({ adapt_step: 0.2, initial_keep: 0.5 }), 4);
     s.observe(grp('dropped_error', [1]));
     expect(s.state()).toMatchObject({ keep_easy: 0.5, keep_hard: 0.5, observed: 0 });
     s.observe(grp('accepted', [0, 1]));
