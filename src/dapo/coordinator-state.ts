@@ -24,7 +24,9 @@ export function coordinatorState(core: DapoCore, cfg: TrainConfig, where: (g: Gr
     });
   return {
     format: 'raas.coordinator/1', name: cfg.name, policy_version: core.version, step: core.step, next_group_index: core.nextIndex,
-    cursor: { ...core.dataset.cursor }, groups, prompts: core.history.all(), selector: core.selector.state(), saved_at: new Date().toISOString(),
+    // Copies: the state may be serialised later (a sidecar answer) while results keep arriving.
+    cursor: { ...core.dataset.cursor }, groups, prompts: core.history.all().map((r) => ({ ...r, groups: [...r.groups] })), selector: core.selector.state(),
+    saved_at: new Date().toISOString(),
   };
 }
 
