@@ -9,7 +9,7 @@ import { SandboxConfig } from '../sandbox/config.js';
 /** A /process body after validation: the request, its handler, and the instance as the handler's schema returned it. */
 export interface Admitted {
   request: ProcessRequest;
-  handler: AgentHandler<any>;
+  handler: AgentHandler<unknown>;
   instance: unknown;
 }
 
