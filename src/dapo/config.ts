@@ -3,10 +3,11 @@ import path from 'node:path';
 import { parse as parseYaml } from 'yaml';
 import { TrainConfig, type TrainConfigInput } from '../protocol/config-train.js';
 import { ServerConfig } from '../protocol/config-server.js';
-import { applySets, checkAll, checkConfig, isMapping, parseSets, type IssueSource } from '../protocol/config-errors.js';
+import { checkAll, checkConfig, isMapping, type IssueSource } from '../protocol/config-errors.js';
+import { applySets, parseSets } from '../util/config-sets.js';
 import { RaasError } from '../protocol/errors.js';
 import { unsupportedSampling, type LlmApi } from '../protocol/llm.js';
-import { SandboxConfig } from '../server/sandbox/config.js';
+import { SandboxConfig } from '../protocol/config-sandbox.js';
 import { SimOptions } from '../sim/options.js';
 
 /**
