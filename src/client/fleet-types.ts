@@ -4,7 +4,7 @@ import type { ProcessInput, RolloutClient, RolloutClientOptions } from './client
 
 /** Options of {@link RolloutFleet}. */
 export interface RolloutFleetOptions {
-  servers: Array<{ url: string; token?: string }>;
+  servers: Array<{ url: string; token?: string; token_file?: string; token_env?: string }>;
   /** Period of GET /health per server (default 2000 ms). */
   health_interval_ms?: number;
   /**

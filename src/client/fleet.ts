@@ -3,6 +3,7 @@ import pLimit from 'p-limit';
 import { CancelledError, RaasError } from '../protocol/errors.js';
 import type { Result } from '../protocol/process.js';
 import { systemClock, type Clock } from '../util/clock.js';
+import { resolveToken } from '../util/secret.js';
 import { RolloutClient, type ProcessInput } from './client.js';
 import type { Attempt, FleetServerInfo, FleetStats, GroupRec, JobRec, RolloutFleetOptions, ServerState } from './fleet-types.js';
 
@@ -45,7 +46,7 @@ export class RolloutFleet {
     const clientOpts = { retries: 2, backoff: { base_ms: 100, max_ms: 1000 }, ...opts.client, clock: this.clock };
     const seen = new Set<string>();
     this.list = opts.servers.map((s, i) => {
-      const client = new RolloutClient({ ...clientOpts, url: s.url, token: s.token });
+      const client = new RolloutClient({ ...clientOpts, url: s.url, token: resolveToken(s, `servers[${i}]`) });
       if (seen.has(client.url)) throw new RaasError('config_invalid', `servers[${i}].url: ${s.url} is listed twice`);
       seen.add(client.url);
       return { url: client.url, client, healthy: true, inFlight: 0, checking: false, failedChecks: 0 };
@@ -338,7 +339,7 @@ export class RolloutFleet {
   }
 
   private async recover(job: JobRec, server: ServerState): Promise<void> {
-    let res;
+    let res: Awaited<ReturnType<typeof server.client.job>>;
     try {
       res = await server.client.job(job.id, { retries: 1 });
     } catch {

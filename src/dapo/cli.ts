@@ -9,7 +9,7 @@ import { planResume } from './resume.js';
 import { CoordinatorMetrics, plural } from './metrics.js';
 import { serveMetrics, type MetricsServer } from './metrics-server.js';
 import { TrainerCommandError } from './trainer-command.js';
-import { SET_HELP, collect, intArg } from '../protocol/config-flags.js';
+import { SET_HELP, collect, intArg } from '../util/config-flags.js';
 
 /** Ctrl-C (and SIGTERM) abort the signal once; a second Ctrl-C exits at once. */
 function interruptSignal(): { signal: AbortSignal; dispose(): void } {

@@ -3,10 +3,11 @@ import path from 'node:path';
 import { parse as parseYaml } from 'yaml';
 import { TrainConfig, type TrainConfigInput } from '../protocol/config-train.js';
 import { ServerConfig } from '../protocol/config-server.js';
-import { applySets, checkAll, checkConfig, isMapping, parseSets, type IssueSource } from '../protocol/config-errors.js';
+import { checkAll, checkConfig, isMapping, type IssueSource } from '../protocol/config-errors.js';
+import { applySets, parseSets } from '../util/config-sets.js';
 import { RaasError } from '../protocol/errors.js';
 import { unsupportedSampling, type LlmApi } from '../protocol/llm.js';
-import { SandboxConfig } from '../server/sandbox/config.js';
+import { SandboxConfig } from '../protocol/config-sandbox.js';
 import { SimOptions } from '../sim/options.js';
 
 /**
@@ -88,6 +89,7 @@ export function resolvePaths(cfg: TrainConfig, base: string): TrainConfig {
     dataset: { ...cfg.dataset, path: abs(cfg.dataset.path) },
     eval: { ...cfg.eval, ...(cfg.eval.dataset ? { dataset: { ...cfg.eval.dataset, path: abs(cfg.eval.dataset.path) } } : {}) },
     trainer: { ...cfg.trainer, ...(cfg.trainer.cwd ? { cwd: abs(cfg.trainer.cwd) } : {}) },
+    servers: cfg.servers.map((s) => (s.token_file === undefined ? s : { ...s, token_file: abs(s.token_file) })),
   };
 }
 

@@ -403,7 +403,7 @@ export class Coordinator {
     if (!core) throw new RaasError('not_ready', 'checkpoint(): call start() first');
     // Where the group's jobs are now (the fleet may have moved them since the submission).
     const where = (g: GroupRecord): string | undefined => {
-      const k = g.results.findIndex((r) => r === undefined);
+      const k = g.results.indexOf(undefined);
       return (k >= 0 ? this.fleet?.serverOf(g.requests[k]!.job_id!) : undefined) ?? g.server;
     };
     return coordinatorState(core, this.config, where);

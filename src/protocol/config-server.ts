@@ -64,6 +64,10 @@ export const ServerConfig = z.strictObject({
   port: z.number().int().min(0).max(65_535).default(8006),
   /** Bearer token required on every route but GET /health; mandatory for non-loopback binds. */
   token: z.string().min(8, 'token must be at least 8 characters').optional(),
+  /** A file holding the token (relative to the config file's folder), readable by its owner only (chmod 600). */
+  token_file: z.string().min(1).optional(),
+  /** The name of an environment variable holding the token (the command line then shows only the name). */
+  token_env: z.string().min(1).optional(),
   /** Allow a non-loopback bind without a token. */
   insecure: z.boolean().default(false),
   /** Open intake at boot. */
@@ -89,6 +93,16 @@ export const ServerConfig = z.strictObject({
   shutdown_grace_s: z.number().positive().default(10),
   /** `qwen3` (bundled), a folder with tokenizer.json and tokenizer_config.json, or a Hugging Face model id in the local hub cache (src/tokens/resolve.ts). */
   tokenizer: z.string().min(1).default('qwen3'),
+  /**
+   * Long texts (observations, prompts) are encoded on worker threads, so a tool's flood of output
+   * never stalls the event loop; each worker holds its own copy of the tokenizer (~200 MB for
+   * Qwen3). `workers: 0` encodes everything on the main thread.
+   */
+  tokenizer_pool: z.strictObject({
+    workers: z.number().int().min(0).max(64).default(1),
+    /** Texts shorter than this many characters are encoded on the main thread. */
+    min_chars: z.number().int().min(1).default(2048),
+  }).default({ workers: 1, min_chars: 2048 }),
   llm: LlmPoolConfig.default(LlmPoolConfig.parse({})),
   journal: JournalConfig.default(JournalConfig.parse({})),
   /** Handler modules loaded by path (default export: a handler or an array); relative to the config file. */

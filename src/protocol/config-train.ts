@@ -6,6 +6,10 @@ import { BackendAddress, LlmApi } from './llm.js';
 export const ServerRef = z.strictObject({
   url: z.string().url(),
   token: z.string().optional(),
+  /** A file holding the server's token (relative to the config file's folder), chmod 600. */
+  token_file: z.string().min(1).optional(),
+  /** The name of an environment variable holding the server's token. */
+  token_env: z.string().min(1).optional(),
 });
 export type ServerRef = z.infer<typeof ServerRef>;
 

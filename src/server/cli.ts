@@ -1,7 +1,7 @@
 import path from 'node:path';
 import { Option, type Command } from 'commander';
 import type { ServerConfigInput } from '../protocol/config-server.js';
-import { SET_HELP, collect, intArg, numberArg, portArg } from '../protocol/config-flags.js';
+import { SET_HELP, collect, intArg, numberArg, portArg } from '../util/config-flags.js';
 import { loadServerConfig } from './config.js';
 import { startRolloutServer } from './index.js';
 
@@ -10,6 +10,8 @@ interface ServeFlags {
   host?: string;
   port?: number;
   token?: string;
+  tokenFile?: string;
+  tokenEnv?: string;
   insecure?: boolean;
   llm?: string[];
   api?: 'vllm' | 'sglang';
@@ -31,6 +33,9 @@ function overridesOf(f: ServeFlags): ServerConfigInput {
   if (f.host !== undefined) o.host = f.host;
   if (f.port !== undefined) o.port = f.port;
   if (f.token !== undefined) o.token = f.token;
+  // Flag paths are relative to the working directory (config-file paths to the file's folder).
+  if (f.tokenFile !== undefined) o.token_file = path.resolve(f.tokenFile);
+  if (f.tokenEnv !== undefined) o.token_env = f.tokenEnv;
   if (f.insecure) o.insecure = true;
   if (f.journalDir !== undefined) o.journal = { dir: f.journalDir };
   if (f.timeout !== undefined) o.timeout_s = f.timeout;
@@ -57,7 +62,9 @@ export function registerServe(program: Command): void {
     .option('--config <file>', 'YAML server config (configs/server.yaml); flags override it')
     .option('--host <host>', 'address to bind (default 127.0.0.1; non-loopback needs --token or --insecure)')
     .option('--port <n>', 'port (0 picks a free one; default 8006)', portArg('--port'))
-    .option('--token <secret>', 'require "Authorization: Bearer <secret>" on every route but GET /health')
+    .option('--token <secret>', 'require "Authorization: Bearer <secret>" on every route but GET /health (visible in ps: prefer --token-file or --token-env on shared nodes)')
+    .option('--token-file <file>', 'read the token from a file readable by its owner only (chmod 600)')
+    .option('--token-env <name>', 'read the token from the environment variable <name> (e.g. RAAS_TOKEN)')
     .option('--insecure', 'allow a non-loopback bind without a token')
     .option('--llm <address...>', 'LLM backends to register at start (replaces the config list)')
     .addOption(new Option('--api <api>', 'API of the --llm backends').choices(['vllm', 'sglang']))

@@ -3,8 +3,10 @@ import path from 'node:path';
 import { parse as parseYaml } from 'yaml';
 import { RaasError } from '../protocol/errors.js';
 import { ServerConfig, type ServerConfigInput } from '../protocol/config-server.js';
-import { applySets, checkAll, checkConfig, parseSets } from '../protocol/config-errors.js';
-import { SandboxConfig } from './sandbox/config.js';
+import { checkAll, checkConfig } from '../protocol/config-errors.js';
+import { applySets, parseSets } from '../util/config-sets.js';
+import { SandboxConfig } from '../protocol/config-sandbox.js';
+import { resolveToken } from '../util/secret.js';
 
 /** Deep-merges plain objects; arrays and scalars of `over` replace those of `base`. */
 function merge(base: Record<string, unknown>, over: Record<string, unknown>): Record<string, unknown> {
@@ -54,5 +56,15 @@ export async function loadServerConfig(file: string | undefined, overrides: Serv
     // The sandbox section is the sandbox runtime's (checked again when the first sandbox opens): checked now too.
     () => isPlain(doc.sandbox) && checkConfig(SandboxConfig, doc.sandbox, src, ['sandbox']),
   ]);
-  return { config: config!, baseDir };
+  return { config: withToken(config!, baseDir), baseDir };
+}
+
+/** Reads `token_file` / `token_env` into `token`, so no secret has to be passed on a command line. */
+function withToken(config: ServerConfig, baseDir: string): ServerConfig {
+  if (config.token_file === undefined && config.token_env === undefined) return config;
+  const { token_file, token_env, ...rest } = config;
+  const file = token_file === undefined ? undefined : path.resolve(baseDir, token_file);
+  const token = resolveToken({ token: config.token, token_file: file, token_env }, 'token');
+  if (token !== undefined && token.length < 8) throw new RaasError('config_invalid', 'token: must be at least 8 characters (from token_file / token_env)', { retryable: false });
+  return { ...rest, token };
 }

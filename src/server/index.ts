@@ -4,7 +4,8 @@ import { RaasError } from '../protocol/errors.js';
 import { ServerConfig, type ServerConfigInput } from '../protocol/config-server.js';
 import { parseOrThrow } from '../protocol/validation.js';
 import { systemClock, type Clock } from '../util/clock.js';
-import { qwen3Tokenizer, type Tokenizer } from '../tokens/tokenizer.js';
+import type { Tokenizer } from '../tokens/tokenizer.js';
+import { offloadTokenizer, type EncoderPool } from '../tokens/pool.js';
 import { resolveTokenizerSpec } from '../tokens/resolve.js';
 import { TokenizerGuard } from '../tokens/backend-check.js';
 import { buildApp } from './app.js';
@@ -35,7 +36,7 @@ export type { ServerConfigInput } from '../protocol/config-server.js';
 /** Collaborators a caller may inject (tests, the bench, embedding). */
 export interface RolloutServerOptions {
   /** Extra handlers, registered over the built-ins and the config's handler_modules. */
-  handlers?: AgentHandler<any>[];
+  handlers?: AgentHandler<unknown>[];
   registry?: HandlerRegistry;
   clock?: Clock;
   wallNow?: () => number;
@@ -76,8 +77,15 @@ export async function startRolloutServer(config: ServerConfigInput = {}, opts: R
   for (const h of await loadHandlerModules(cfg.handler_modules, opts.baseDir)) registry.register(h, { replace: true });
   for (const h of opts.handlers ?? []) registry.register(h, { replace: true });
   const clock = opts.clock ?? systemClock;
-  let tok = opts.tokenizer;
-  const tokenizer = (): Tokenizer => (tok ??= resolveTokenizer(cfg.tokenizer, opts.baseDir));
+  let tok: Tokenizer | undefined;
+  let encoderPool: EncoderPool | undefined;
+  const tokenizer = (): Tokenizer => {
+    if (tok) return tok;
+    const loaded = opts.tokenizer ?? resolveTokenizer(cfg.tokenizer, opts.baseDir);
+    const off = offloadTokenizer(loaded, { workers: cfg.tokenizer_pool.workers, minChars: cfg.tokenizer_pool.min_chars });
+    encoderPool = off?.pool;
+    return (tok = off?.tokenizer ?? loaded);
+  };
 
   let pipeline!: Pipeline;
   const metrics = new ServerMetrics({
@@ -148,6 +156,7 @@ export async function startRolloutServer(config: ServerConfigInput = {}, opts: R
         await pipeline.close();
         pool.close();
         await app.close();
+        await encoderPool?.close();
       })();
       return closing;
     },

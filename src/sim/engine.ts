@@ -199,7 +199,8 @@ export class SimEngine {
     }
     if (this.policies.length > 0) {
       const ctx = {
-        promptText: this.tokenizer.decode(req.prompt_ids),
+        // As a model reads it: a tool's printed `<|im_start|>` is not a turn.
+        promptText: this.tokenizer.decodeStructured(req.prompt_ids),
         promptIds: req.prompt_ids,
         rng: rng(seedOf('policy', seed)),
         weightVersion: this.weightVersion,

@@ -4,7 +4,7 @@
  * seeded filler text when none recognises the instance. Policies never grade; handlers do.
  */
 export interface PolicyContext {
-  /** The whole prompt, decoded (special tokens kept). */
+  /** The whole prompt, decoded: special tokens kept, their text in ordinary ids broken by U+2060 (Tokenizer.decodeStructured). */
   promptText: string;
   promptIds: readonly number[];
   /** Seeded by the request's seed: a rerun of one request is identical, a group's rollouts differ. */

@@ -52,7 +52,7 @@ export function loadTokenizer(dir: string): Tokenizer {
   const stopIds = [eosId];
   const pad = idOf(text(config.pad_token));
   if (pad !== undefined && pad !== eosId) stopIds.push(pad);
-  const t = makeTokenizer(path.basename(abs), tok, template, { eosId, stopIds, bosToken: text(config.bos_token), eosToken });
+  const t: Tokenizer = { ...makeTokenizer(path.basename(abs), tok, template, { eosId, stopIds, bosToken: text(config.bos_token), eosToken }), source: { kind: 'folder', dir: abs } };
   cache.set(abs, t);
   return t;
 }

@@ -73,14 +73,6 @@ export function resolveTokenizerSpec(spec: string, baseDir = process.cwd(), env:
   const src = locateTokenizer(spec, baseDir, env);
   if (src.kind === 'bundled') return qwen3Tokenizer();
   const tok = loadTokenizer(src.dir!);
-  return src.model_id ? { ...bind(tok), name: src.model_id } : tok;
-}
-
-/** A copy of a tokenizer object whose methods still work (they are closures or bound). */
-function bind(t: Tokenizer): Tokenizer {
-  return {
-    name: t.name, eosId: t.eosId, stopIds: t.stopIds,
-    encode: (s) => t.encode(s), decode: (ids, o) => t.decode(ids, o), renderText: (m, o) => t.renderText(m, o),
-    renderPrompt: (m, o) => t.renderPrompt(m, o), observationIds: (m, o) => t.observationIds(m, o),
-  };
+  // The methods are closures over the loaded tokenizer, so a copy with another name still works.
+  return src.model_id ? { ...tok, name: src.model_id } : tok;
 }

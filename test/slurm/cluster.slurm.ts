@@ -1,8 +1,9 @@
+import { randomBytes } from 'node:crypto';
 import { mkdtempSync, readFileSync, readdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ROOT, cancel, clusterNodes, hostOf, jobState, jsonLines, processes, queued, sleep, submit, waitFile, waitJob, type JournalLine, type PlacementRecord } from './slurm.js';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { ROOT, cancel, clusterNodes, hostOf, jobState, jsonLines, nodeState, processes, queued, setNodeState, sleep, submit, waitFile, waitJob, type JournalLine, type PlacementRecord } from './slurm.js';
 
 /**
  * configs/slurm/raas.sbatch — the project's template, not a copy — submitted with real sbatch to a
@@ -16,7 +17,9 @@ describe('raas.sbatch on a local multi-node Slurm cluster', () => {
   const N = nodes.length;
   const dirs: string[] = [];
   const jobs: string[] = [];
-  const env = { RAAS_HOME: ROOT, LAUNCHER: 'sim', SERVE_ARGS: '--workers-init 4 --workers-run 4 --workers-eval 4' };
+  // A known token, so the test can look for it in every process's command line.
+  const TOKEN = `slurmtest${randomBytes(12).toString('hex')}`;
+  const env = { RAAS_HOME: ROOT, LAUNCHER: 'sim', SERVE_ARGS: '--workers-init 4 --workers-run 4 --workers-eval 4', RAAS_TOKEN: TOKEN };
   // The template asks for GPUs and 64 CPUs per task; the local nodes have neither.
   const sbatchArgs = [`--nodes=${N}`, '--gpus-per-node=0', '--cpus-per-task=1'];
 
@@ -66,6 +69,17 @@ describe('raas.sbatch on a local multi-node Slurm cluster', () => {
     expect(new Set(nodes.map((n) => n.address)).size).toBe(N);
   });
 
+  // Each scenario starts from an idle cluster: a failed test's job is cancelled, and the servers of
+  // a finished job (still closing after the batch script ended) are gone before the next job binds
+  // the same ports.
+  afterEach(async () => {
+    for (const id of jobs) if (!['COMPLETED', 'FAILED', 'CANCELLED', 'TIMEOUT'].includes(jobState(id).state)) cancel(id);
+    for (let i = 0; i < 120; i++) {
+      if (queued().filter((j) => jobs.includes(j)).length === 0 && nodes.every((n) => processes(`--host ${n.address} `).length === 0)) return;
+      await sleep(250);
+    }
+  });
+
   afterAll(async () => {
     for (const id of jobs) if (!['COMPLETED', 'FAILED', 'CANCELLED', 'TIMEOUT'].includes(jobState(id).state)) cancel(id);
     // Nothing of the jobs may outlive them: no job in squeue, no raas process on a node address.
@@ -84,8 +98,20 @@ describe('raas.sbatch on a local multi-node Slurm cluster', () => {
 
   it(`runs the whole template on ${N} nodes: every inference server placed on the rollout server of its own node, and the rollouts ran there`, async () => {
     const { dir, id, runDir, journal } = start('--smoke');
+    await waitFile(path.join(runDir, 'batches', 'step-0.json'), id, 300);
+    // While every server and the coordinator run: the token is on no process's command line (any
+    // user of a shared node can read those through ps), nor in the coordinator's generated config.
+    const servers = processes('cli.js serve', '--token-env RAAS_TOKEN');
+    const withToken = processes(TOKEN);
+    const generated = readdirSync(path.join(ROOT, 'configs/slurm')).filter((f) => f.startsWith('.train-') && f.endsWith(`-${id}.yaml`));
+    const configText = generated.map((f) => readFileSync(path.join(ROOT, 'configs/slurm', f), 'utf8')).join('\n');
     const state = await waitJob(id, 480);
     await checks(dir, id, () => {
+      expect(servers, 'one raas serve per node, each given --token-env RAAS_TOKEN').toHaveLength(N);
+      expect(withToken.map((p) => p.cmd), 'processes whose command line holds the token').toEqual([]);
+      expect(generated, "the coordinator's generated config").toHaveLength(1);
+      expect(configText).toContain('token_env: RAAS_TOKEN');
+      expect(configText).not.toContain(TOKEN);
       expect(state).toEqual({ state: 'COMPLETED', exit: '0:0' });
       const summary = json<{ steps: Array<{ step: number; groups: number }> }>(path.join(runDir, 'summary.json'));
       expect(summary.steps.map((s) => [s.step, s.groups])).toEqual([[0, 4], [1, 4], [2, 4]]);
@@ -170,4 +196,58 @@ describe('raas.sbatch on a local multi-node Slurm cluster', () => {
       expect(ids.filter((j) => !done.has(j)), 'batch rollouts not found in any node journal').toEqual([]);
     });
   });
+
+  // What each side does when Slurm itself takes a node away mid-run (docs/slurm.md): DOWN ends the
+  // job's steps on that node (the template's --no-kill keeps the allocation alive), and the
+  // coordinator routes around the dead server as it does for a crash; DRAIN only stops new
+  // allocations there, so the node's servers keep serving the running job to its end.
+  for (const how of ['down', 'drain'] as const) {
+    it(`a node set ${how.toUpperCase()} with scontrol after the first step: the run finishes all its steps`, async () => {
+      const victim = nodes[N - 1];
+      const { dir, id, runDir, journal } = start('--smoke --steps 5');
+      await waitFile(path.join(runDir, 'batches', 'step-0.json'), id, 300);
+      const at = Date.now();
+      setNodeState(victim.node, how);
+      let stateOfNode = '';
+      let serveGone = false;
+      let state: { state: string; exit: string };
+      try {
+        // Slurm's part: DOWN kills the job's steps on that node (its raas serve ends; the node may come
+        // back to idle at once under ReturnToService=2, since its slurmd still answers); DRAIN leaves
+        // them running and only marks the node.
+        for (let i = 0; i < 120; i++) {
+          stateOfNode = nodeState(victim.node);
+          serveGone = processes('cli.js serve', `--host ${victim.address} `).length === 0;
+          if (how === 'down' ? serveGone : /drain/.test(stateOfNode)) break;
+          await sleep(250);
+        }
+        state = await waitJob(id, 480);
+      } finally {
+        if (/down|drain/.test(nodeState(victim.node))) setNodeState(victim.node, 'resume');
+      }
+      await checks(dir, id, () => {
+        if (how === 'down') expect(serveGone, `Slurm ended the job's raas serve step on ${victim.node}`).toBe(true);
+        else expect(stateOfNode).toMatch(/drain/);
+        expect(state).toEqual({ state: 'COMPLETED', exit: '0:0' });
+        const summary = json<{ steps: Array<{ step: number; groups: number }> }>(path.join(runDir, 'summary.json'));
+        expect(summary.steps.map((s) => [s.step, s.groups])).toEqual([0, 1, 2, 3, 4].map((s) => [s, 4]));
+        const done = new Set(nodes.flatMap((n) => journalOf(journal, n.node)).filter((l) => l.state === 'done').map((l) => l.job_id));
+        const ids = rolloutIds(runDir);
+        expect(ids.length).toBe(5 * 4 * 4);
+        expect(ids.filter((j) => !done.has(j)), 'batch rollouts not found in any node journal').toEqual([]);
+        const placed = json<PlacementRecord>(path.join(runDir, 'placement.json'));
+        const victimRec = placed.nodes.find((n) => n.node === victim.node)!;
+        const laterOnVictim = journalOf(journal, victim.node).filter((l) => l.state === 'done' && l.ended_at > at + 2000);
+        if (how === 'down') {
+          // Its rollout server was killed with its step: unreachable at the end, no rollout ended there later.
+          expect(victimRec.reachable).toBe(false);
+          expect(laterOnVictim).toEqual([]);
+        } else {
+          // Draining does not touch running steps: the node kept running rollouts to the end.
+          expect(victimRec.reachable).toBe(true);
+          expect(laterOnVictim.length, `rollouts finished on the drained ${victim.node}`).toBeGreaterThan(0);
+        }
+      });
+    });
+  }
 });

@@ -61,6 +61,16 @@ export async function waitFile(file: string, jobId: string, timeoutS: number): P
   }
 }
 
+/** `scontrol update nodename=<node> state=<state> [reason=...]` (down, drain, resume). */
+export function setNodeState(node: string, state: 'down' | 'drain' | 'resume'): void {
+  run('scontrol', ['update', `nodename=${node}`, `state=${state}`, ...(state === 'resume' ? [] : ['reason=raas-test'])]);
+}
+
+/** A node's state as sinfo reports it (idle, mixed, allocated, down, drained, draining…). */
+export function nodeState(node: string): string {
+  return run('sinfo', ['-h', '-n', node, '-o', '%T']).split('\n')[0] ?? '';
+}
+
 export function cancel(id: string): void {
   try {
     run('scancel', [id]);

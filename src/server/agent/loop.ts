@@ -1,6 +1,6 @@
 import { ContextLengthError, RaasError, cancellationKind } from '../../protocol/errors.js';
 import type { FinishReason, Message, ToolCall } from '../../protocol/process.js';
-import type { ChatMessage } from '../../tokens/tokenizer.js';
+import type { ChatMessage, Chunk } from '../../tokens/tokenizer.js';
 import { parseToolCalls } from './parse.js';
 import { TrajectoryBuilder } from './trajectory.js';
 import type { AgentOptions, AgentTrajectory, AgentTurn, AgentTurnPart } from './types.js';
@@ -21,7 +21,7 @@ interface TurnOutput {
 }
 
 /**
- * The token-level agent loop (issue 4): renders the first prompt once, then only appends. Each model
+ * The token-level agent loop: renders the first prompt once, then only appends. Each model
  * turn's ids go in unchanged; tool calls are parsed from its text and run; the tool results are
  * tokenised alone (with the template's generation prompt) and appended. Stops at `finish`,
  * max_iterations, max_response_tokens or max_model_len; on cancellation it resolves with the
@@ -36,7 +36,10 @@ export async function runAgent(opts: AgentOptions): Promise<AgentTrajectory> {
   const stopIds = sp.stop_token_ids ?? [...tok.stopIds];
   const withInputIds = sp.token_level_generation === true || sp.return_message_ids === true;
 
-  const traj = new TrajectoryBuilder(opts.promptIds ? [...opts.promptIds] : tok.renderPrompt(opts.messages, { tools: opts.tools, enableThinking }));
+  // Long texts (a problem statement, a tool's flood of output) are encoded off the event loop when
+  // the server runs a tokenizer pool.
+  const encode = (chunks: Chunk[]): Promise<number[]> => (tok.encodeChunksAsync ? tok.encodeChunksAsync(chunks, signal) : Promise.resolve(tok.encodeChunks(chunks)));
+  const traj = new TrajectoryBuilder(opts.promptIds ? [...opts.promptIds] : await encode(tok.promptChunks(opts.messages, { tools: opts.tools, enableThinking })));
   for (const m of opts.messages) traj.addPromptMessage(toMessage(m));
   const turns: AgentTurn[] = [];
   let generated = 0;
@@ -155,7 +158,7 @@ export async function runAgent(opts: AgentOptions): Promise<AgentTrajectory> {
 
       // The observation: the template's end-of-turn for a turn that did not end with eos, the
       // messages as the template renders them, and the generation prompt.
-      const obs = tok.observationIds(next.map((m) => ({ role: m.role, content: m.content })), { enableThinking });
+      const obs = await encode(tok.observationChunks(next.map((m) => ({ role: m.role, content: m.content })), { enableThinking }));
       const ids = endedWithEos ? obs : [tok.eosId, ...obs];
       const stop = turns.length >= maxIterations ? 'max_iterations' : generated >= responseBudget ? 'max_response_tokens' : traj.length + ids.length >= maxModelLen ? 'max_model_len' : undefined;
       if (stop) {

@@ -3,7 +3,7 @@ import type { z } from 'zod';
 import type { LlmApi, BackendInfo } from '../../protocol/llm.js';
 import type { LlmPoolConfig } from '../../protocol/config-server.js';
 import { systemClock, type Clock } from '../../util/clock.js';
-import type { Logger } from '../handlers/types.js';
+import type { Logger } from '../../util/logger.js';
 import type { BackendClient } from './types.js';
 import { BackendUnreachableError, normalizeAddress } from './http.js';
 import { BackendHealth, type Watched } from './health.js';
@@ -177,7 +177,7 @@ export class BackendPool {
     if (!least) return undefined;
     let chosen = least;
     const group = groupId !== undefined && this.config.group_affinity ? this.groups.get(groupId) : undefined;
-    if (group && group.backend.inHeap && !exclude?.has(group.backend) && this.key(group.backend) - this.key(least) <= this.config.affinity_margin) {
+    if (group?.backend.inHeap && !exclude?.has(group.backend) && this.key(group.backend) - this.key(least) <= this.config.affinity_margin) {
       chosen = group.backend;
     }
     this.bump(chosen, +1, true);

@@ -1,11 +1,10 @@
 import { randomBytes } from 'node:crypto';
-import fs from 'node:fs';
 import path from 'node:path';
 import { RaasError } from '../../protocol/errors.js';
-import type { Logger } from '../handlers/types.js';
+import type { Logger } from '../../util/logger.js';
 import type { ToolServerOptions } from '../tools/protocol.js';
 import type { Sandbox, SandboxRuntime, SandboxSpec } from './types.js';
-import type { SandboxConfig } from './config.js';
+import type { SandboxConfig } from '../../protocol/config-sandbox.js';
 import { apptainerArgs, findApptainer, installApptainerSeccomp } from './apptainer.js';
 import { bwrapArgs, INSIDE } from './bwrap.js';
 import { checkReadableByOthers, checkSocketPath, defaultRoot, findBinary, resolveIdentity, type SandboxIdentity } from './host.js';
