@@ -12,7 +12,7 @@ import { parseTrainConfig } from './config.js';
 import { DapoCore } from './core.js';
 import { loadDataset } from './dataset.js';
 import { startEnvironment, type Environment } from './environment.js';
-import { type GroupRecord } from './group.js';
+import type { GroupRecord } from './group.js';
 import { coordinatorState, restoreCore } from './coordinator-state.js';
 import { PromptHistory, type PromptRecord } from './history.js';
 import { syntheticResult } from './synthetic.js';

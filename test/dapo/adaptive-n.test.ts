@@ -35,9 +35,9 @@ describe('the pass-rate posterior', () => {
     fc.assert(fc.property(fc.double({ min: 0.05, max: 50, noNaN: true }), fc.double({ min: 0.05, max: 50, noNaN: true }), fc.integer({ min: 2, max: 40 }), (a, b, n) => {
       expect(mixedProbability({ a, b }, n + 1)).toBeGreaterThanOrEqual(mixedProbability({ a, b }, n) - 1e-12);
     }));
-    const after = (groups: number) => mixedProbability(posteriorOf(rec(Array.from({ length: groups }, () => Array(8).fill(0))), 0, null), 8);
-    expect(after(1)).toBeLessThan(mixedProbability(PRIOR, 8));
-    expect(after(3)).toBeLessThan(after(1));
+    const afterGroups = (groups: number) => mixedProbability(posteriorOf(rec(Array.from({ length: groups }, () => Array(8).fill(0))), 0, null), 8);
+    expect(afterGroups(1)).toBeLessThan(mixedProbability(PRIOR, 8));
+    expect(afterGroups(3)).toBeLessThan(afterGroups(1));
   });
 });
 

@@ -31,7 +31,7 @@ describe('prompt history across checkpoint and resume', () => {
   it('Coordinator.checkpoint() carries every prompt\'s groups and the selector state; Coordinator.resume keeps and extends them', async () => {
     const cfg = parseTrainConfig({ ...base, name: 'hist-api' });
     const a = new Coordinator(cfg, { onWarning: () => {} });
-    let state;
+    let state: ReturnType<typeof a.checkpoint>;
     try {
       for (let s = 0; s < 3; s++) {
         await a.nextBatch();

@@ -3,7 +3,6 @@ import { parseTrainConfig } from '../../src/dapo/config.js';
 import { DapoCore } from '../../src/dapo/core.js';
 import { PromptDataset, type Prompt } from '../../src/dapo/dataset.js';
 import type { HistoryGroup, PromptRecord } from '../../src/dapo/history.js';
-import { PromptHistory } from '../../src/dapo/history.js';
 import { Selector, recency, streakOf } from '../../src/dapo/selection.js';
 import type { SelectionConfig } from '../../src/protocol/config-train.js';
 import { makeResult, runDes } from './des.js';
