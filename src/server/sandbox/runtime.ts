@@ -365,6 +365,9 @@ export class Runtime implements SandboxRuntime {
         file: p.binary,
         args,
         env: { PATH: BASE_ENV.PATH },
+        // Not the server's working directory: bwrap (the sandbox's pid 1) keeps its cwd and
+        // environment, both readable from inside through /proc/1.
+        cwd: '/',
         uid: p.identity?.uid,
         gid: p.identity?.gid,
         socket,
