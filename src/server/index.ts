@@ -92,6 +92,7 @@ export async function startRolloutServer(config: ServerConfigInput = {}, opts: R
     queueDepth: (s) => pipeline.pools[s].depth,
     busyWorkers: (s) => pipeline.pools[s].busy,
     backends: () => pool.list(),
+    offloadedChars: () => encoderPool?.offloadedChars ?? 0,
   });
   // The pipeline logs through fastify's logger, which exists only once the app does.
   const logRef: { log?: FastifyInstance['log'] } = {};
