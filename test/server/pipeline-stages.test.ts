@@ -363,10 +363,11 @@ describe('a stage that fails or ends', () => {
       const j = await b.p.submit({ instance: { data_source: name }, job_id: name });
       await flush();
       b.p.cancel(name);
-      expect(b.clock.pending).toBe(3); // the handler's sleep, the grace and the job's timeout
+      // The handler's sleep, the grace and the job's timeout, besides the results sweep (result_ttl_s).
+      expect(b.clock.pending).toBe(4);
       await b.clock.advance(40);
       expect((await parseResult(j.finished)).critical_error).toBe('cancelled');
-      expect(b.clock.pending).toBe(0);
+      expect(b.clock.pending).toBe(1);
     }
   });
 
@@ -593,7 +594,6 @@ describe('Pipeline bookkeeping', () => {
   });
 
   it('finished results past result_ttl_s leave memory even when nobody asks for them; close() stops the sweep', async () => {
-    vi.useFakeTimers({ toFake: ['setInterval', 'clearInterval'] });
     let wall = 1_000_000;
     const clock = new ManualClock();
     const config = ServerConfig.parse({ result_ttl_s: 30 });
@@ -605,12 +605,14 @@ describe('Pipeline bookkeeping', () => {
     const store = (p as unknown as { done: { size: number } }).done;
     expect(store.size).toBe(1);
     wall += 31_000;
-    vi.advanceTimersByTime(29_999);
-    expect(store.size).toBe(1); // the sweep runs every min(60 s, result_ttl_s)
-    vi.advanceTimersByTime(1);
+    // The sweep runs on the pipeline's clock, every min(60 s, result_ttl_s).
+    // (Armed at construction, clock time 0; the job itself took no clock time.)
+    await clock.advance(29_999 - clock.now(), 5_000);
+    expect(store.size).toBe(1);
+    await clock.advance(1, 1);
     expect(store.size).toBe(0);
-    expect(vi.getTimerCount()).toBe(1);
+    expect(clock.pending).toBe(1);
     await p.close();
-    expect(vi.getTimerCount()).toBe(0);
+    expect(clock.pending).toBe(0);
   });
 });

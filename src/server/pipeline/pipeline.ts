@@ -70,7 +70,7 @@ export class Pipeline {
   private readonly env: LifecycleEnv;
   private readonly wallNow: () => number;
   private readonly pending = new Set<Promise<unknown>>();
-  private sweeper: ReturnType<typeof setInterval> | undefined;
+  private sweeper: unknown;
   /** Unknown /process keys already logged (each is logged once; the metric counts every one). */
   private readonly loggedKeys = new Set<string>();
   state: 'running' | 'stopped' | 'stopping';
@@ -89,8 +89,17 @@ export class Pipeline {
       background: (p) => this.track(p),
     };
     if (o.config.result_ttl_s > 0) {
-      this.sweeper = setInterval(() => this.done.sweep(), Math.min(60_000, o.config.result_ttl_s * 1000));
-      this.sweeper.unref();
+      const every = Math.min(60_000, o.config.result_ttl_s * 1000);
+      const sweep = (): void => {
+        this.done.sweep();
+        arm();
+      };
+      const arm = (): void => {
+        this.sweeper = o.clock.setTimeout(sweep, every);
+        // The sweep alone never keeps the process alive (the real clock's timers can be unref'd).
+        (this.sweeper as { unref?: () => void }).unref?.();
+      };
+      arm();
     }
   }
 
@@ -199,7 +208,7 @@ export class Pipeline {
   /** Stops everything and flushes the journal. Safe twice. */
   close(): Promise<void> {
     this.closing ??= (async () => {
-      if (this.sweeper) clearInterval(this.sweeper);
+      if (this.sweeper !== undefined) this.o.clock.clearTimeout(this.sweeper);
       await this.stop('the server is shutting down');
       this.state = 'stopped';
       await this.sandboxes.close();
