@@ -15,6 +15,8 @@ for bin in bwrap tmux git slirp4netns pasta scmp_sys_resolver; do command -v "$b
 [ -x /usr/bin/python3 ] || missing+=(python3)
 # numpy and torch for the Python bridge's conformance tests (bridges/python/tests)
 for mod in numpy torch; do /usr/bin/python3 -c "import $mod" >/dev/null 2>&1 || missing+=("python3-$mod"); done
+# pytest for the swe grading tests (pytest-run instances and the Debian-patch fixture)
+/usr/bin/python3 -c "import pytest" >/dev/null 2>&1 || missing+=(python3-pytest)
 
 if [ "$(id -u)" = 0 ]; then
   if [ ${#missing[@]} -gt 0 ]; then

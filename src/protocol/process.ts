@@ -152,6 +152,8 @@ export const Result = z.looseObject({
   resolved: z.boolean(),
   critical_error: CriticalError,
   filter: z.boolean(),
+  /** Why `filter` is true (null when it is false): a critical error, `not_finished`, or the handler's reason. */
+  filter_reason: z.string().nullable().optional(),
   error: z.string().nullable(),
   /** The stack of the exception that failed a stage (with critical_error init, run or eval). */
   traceback: z.string().optional(),

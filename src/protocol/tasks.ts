@@ -103,6 +103,13 @@ const RepoPath = z
     message: 'must be a path relative to the repository root, without "..", outside .git',
   });
 
+/**
+ * The test-log parsers of the swe handler: SWE-bench's (pytest and its variants, django, sympy,
+ * seaborn, matplotlib), SWE-Gym's pydantic one, R2E-Gym's, and `unittest` for `python -m unittest -v`.
+ */
+export const SWE_LOG_PARSERS = ['pytest', 'pytest_options', 'pytest_v2', 'pytest_pydantic', 'django', 'sympy', 'seaborn', 'matplotlib', 'unittest', 'r2e'] as const;
+const LogParserName = z.enum(SWE_LOG_PARSERS, { error: `must be one of ${SWE_LOG_PARSERS.join(', ')}` });
+
 /** A GitHub repository name as SWE-bench writes it (`owner/name`); it names host paths, so nothing else. */
 const REPO_NAME = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}\/[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$/;
 const REPO_MESSAGE = 'instance.repo must be "owner/name" (letters, digits, "_", ".", "-"), as in SWE-bench';
@@ -134,7 +141,17 @@ export const SweInstance = z
      * SWE-bench's command for its repository (see testRunner in the swe handler), else `python3 -m unittest`.
      */
     test_command: z.string().min(1).optional(),
-    FAIL_TO_PASS: z.array(z.string().min(1)).min(1, 'instance.FAIL_TO_PASS needs at least one test id'),
+    /** SWE-bench's spelling of test_command (its specs' `test_cmd`; a list means its last entry, as SWE-bench's grading reads it). */
+    test_cmd: z.union([z.string().min(1), z.array(z.string().min(1)).min(1)]).optional(),
+    /**
+     * How the test log is read: one of SWE_LOG_PARSERS. Default: SWE-bench's parser for the row's
+     * repository, else the one the test command implies (pytest with -rA, python -m unittest),
+     * else none: each test is then decided by exit status.
+     */
+    log_parser: LogParserName.optional(),
+    /** An R2E-Gym row's expected per-test outcome (a JSON object, or its text): graded by comparing the parsed run_tests.sh log with it. */
+    expected_output_json: z.union([z.string(), z.record(z.string(), z.string())]).optional(),
+    FAIL_TO_PASS: z.array(z.string().min(1)).default([]),
     PASS_TO_PASS: z.array(z.string().min(1)).default([]),
     /**
      * SWE-bench's test patch: applied with `git apply` after the model's patch, once every file it
@@ -146,6 +163,9 @@ export const SweInstance = z
     gold_patch: z.string().optional(),
   })
   .superRefine((i, ctx) => {
+    if (i.FAIL_TO_PASS.length === 0 && i.expected_output_json === undefined) {
+      ctx.addIssue({ code: 'custom', path: ['FAIL_TO_PASS'], message: 'instance.FAIL_TO_PASS needs at least one test id (or, for an R2E-Gym row, instance.expected_output_json)' });
+    }
     if (i.files !== undefined || i.tarball !== undefined) return;
     if (i.repo === undefined && i.base_commit === undefined) {
       ctx.addIssue({
@@ -182,8 +202,16 @@ export const SweHandlerConfig = z.looseObject({
   images_dir: HostDir('images_dir').optional(),
   /** The test command of every row without its own `test_command` (ids are appended). */
   test_command: z.string().min(1).optional(),
+  /** How test logs are read when the instance does not say (instance.log_parser). */
+  log_parser: LogParserName.optional(),
   /** Seconds one test command may run. */
   test_timeout_s: z.number().positive().optional(),
+  /** Tamper canaries in every graded log run (default true). */
+  canaries: z.boolean().optional(),
+  /** Largest test log read, in bytes (default 16 MiB); a longer log is not graded (filter_reason eval_log_truncated). */
+  max_log_bytes: z.number().int().positive().max(64 << 20).optional(),
+  /** Which unreliable-reward reasons mark a result `filter: true`: false for none, or `{reason: false}` to turn one off. */
+  filter: z.union([z.literal(false), z.record(z.string(), z.boolean())]).optional(),
   /** Largest git_patch captured, in bytes. */
   max_patch_bytes: z.number().int().positive().optional(),
   /** Largest repository snapshot (the base commit, gzipped) taken from repos_dir or images_dir, in bytes. */

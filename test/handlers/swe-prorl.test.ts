@@ -9,7 +9,8 @@ import { HandlerRegistry } from '../../src/server/handlers/registry.js';
 import { evaluatePatch, sweHandler } from '../../src/server/handlers/swe/index.js';
 import { resetPlan } from '../../src/server/handlers/swe/protect.js';
 import { sweImageNames } from '../../src/server/handlers/swe/source.js';
-import { djangoTestLabel, sweBenchTestCommand, testRunner } from '../../src/server/handlers/swe/testcmd.js';
+import { djangoTestLabel, specTestCommand } from '../../src/server/handlers/swe/specs.js';
+import { gradingPlan } from '../../src/server/handlers/swe/plan.js';
 import { admit } from '../../src/server/pipeline/intake.js';
 import { startRolloutServer, type RolloutServer } from '../../src/server/index.js';
 import { createSandboxRuntime } from '../../src/server/sandbox/index.js';
@@ -232,20 +233,20 @@ describe('data sources and instance shapes ProRL accepts', () => {
 
   it('derives the test command as SWE-bench does for the repository; overrides win', () => {
     // swebench/harness/constants/python.py@726c546: lines 5, 9, 11-14, 178, 603-605.
-    expect(sweBenchTestCommand('django/django', '4.0')).toBe('./tests/runtests.py --verbosity 2 --settings=test_sqlite --parallel 1');
-    expect(sweBenchTestCommand('django/django', '1.9')).toBe('./tests/runtests.py --verbosity 2');
-    expect(sweBenchTestCommand('astropy/astropy', '1.3')).toBe('pytest -rA -vv -o console_output_style=classic --tb=no');
-    expect(sweBenchTestCommand('astropy/astropy', '5.0')).toBe('pytest -rA');
-    expect(sweBenchTestCommand('sympy/sympy', '1.12')).toMatch(/bin\/test -C --verbose$/);
-    expect(sweBenchTestCommand('sphinx-doc/sphinx', 5.0)).toBe('tox --current-env -epy39 -v --');
-    expect(sweBenchTestCommand('someone/else')).toBe('pytest -rA');
+    expect(specTestCommand('django/django', '4.0')).toBe('./tests/runtests.py --verbosity 2 --settings=test_sqlite --parallel 1');
+    expect(specTestCommand('django/django', '1.9')).toBe('./tests/runtests.py --verbosity 2');
+    expect(specTestCommand('astropy/astropy', '1.3')).toBe('pytest -rA -vv -o console_output_style=classic --tb=no');
+    expect(specTestCommand('astropy/astropy', '5.0')).toBe('pytest -rA');
+    expect(specTestCommand('sympy/sympy', '1.12')).toMatch(/bin\/test -C --verbose$/);
+    expect(specTestCommand('sphinx-doc/sphinx', 5.0)).toBe('tox --current-env -epy39 -v --');
     const swe = { problem_statement: 'x', FAIL_TO_PASS: ['t'], PASS_TO_PASS: [] } as any;
-    const django = testRunner({ ...swe, repo: 'django/django', base_commit: 'a'.repeat(40) }, {});
-    expect(django.args(['test_foo (admin_views.tests.AdminTest)', 'test_bar (m.C.test_bar)', 'Docstring-only id'])).toEqual(['admin_views.tests.AdminTest.test_foo', 'm.C.test_bar', 'Docstring-only id']);
+    expect(gradingPlan({ ...swe, repo: 'someone/else', base_commit: 'a'.repeat(40) }, {}).command).toBe('pytest -rA');
+    const django = gradingPlan({ ...swe, repo: 'django/django', base_commit: 'a'.repeat(40), FAIL_TO_PASS: ['test_foo (admin_views.tests.AdminTest)', 'test_bar (m.C.test_bar)', 'Docstring-only id'] }, {});
+    expect(django.args).toEqual(['admin_views.tests.AdminTest.test_foo', 'm.C.test_bar', 'Docstring-only id']);
     expect(djangoTestLabel('test_x (a.b.C)\nLong description')).toBe('a.b.C.test_x');
-    expect(testRunner({ ...swe, repo: 'psf/requests', base_commit: 'a'.repeat(40) }, { test_command: 'python -m pytest' }).command).toBe('python -m pytest');
-    expect(testRunner({ ...swe, repo: 'psf/requests', base_commit: 'a'.repeat(40), test_command: 'tox' }, { test_command: 'python -m pytest' }).command).toBe('tox');
-    expect(testRunner({ ...swe, files: { 'a.py': '' } }, {}).command).toBe('python3 -m unittest');
+    expect(gradingPlan({ ...swe, repo: 'psf/requests', base_commit: 'a'.repeat(40) }, { test_command: 'python -m pytest' }).command).toBe('python -m pytest');
+    expect(gradingPlan({ ...swe, repo: 'psf/requests', base_commit: 'a'.repeat(40), test_command: 'tox' }, { test_command: 'python -m pytest' }).command).toBe('tox');
+    expect(gradingPlan({ ...swe, files: { 'a.py': '' } }, {}).command).toBe('python3 -m unittest -v');
   });
 
   it('names images as ProRL and SWE-bench do', () => {

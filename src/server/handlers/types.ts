@@ -61,6 +61,11 @@ export interface EvalResult {
   reward: number;
   resolved: boolean;
   details?: Record<string, unknown>;
+  /**
+   * Why this reward is unreliable (a grader run that timed out, tampering seen, …): the result gets
+   * `filter: true` and this as `filter_reason`, whatever ProRL's rule says.
+   */
+  filter_reason?: string;
 }
 
 export interface EvalContext<I> extends StageContext<I> {

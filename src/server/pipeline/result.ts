@@ -22,7 +22,7 @@ const PROPER: ReadonlySet<FinishReason> = new Set(['finish', 'max_iterations', '
  * resolved false, `filter` as ProRL's final_result sets it, messages end with the last assistant
  * message, and token fields on messages only when the client asked for them.
  */
-export function buildResult(job: Job, parts: { eval?: { reward: number; resolved: boolean; details?: Record<string, unknown> } }, timing: Result['timing']): Result {
+export function buildResult(job: Job, parts: { eval?: { reward: number; resolved: boolean; details?: Record<string, unknown>; filter_reason?: string } }, timing: Result['timing']): Result {
   const inst = job.instance as { instance_id?: string | number; trajectory_id?: string | number };
   const raw = job.request.instance as { instance_id?: string | number; trajectory_id?: string | number };
   const run = job.run;
@@ -39,6 +39,7 @@ export function buildResult(job: Job, parts: { eval?: { reward: number; resolved
     resolved: false,
     critical_error: null,
     filter: false,
+    filter_reason: null,
     error: null,
     job_id: job.id,
     data_source: job.handler.name,
@@ -88,6 +89,13 @@ export function buildResult(job: Job, parts: { eval?: { reward: number; resolved
     r.resolved = false;
   }
   r.filter = prorlFilter(r);
+  r.filter_reason = r.filter ? filterReason(r) : null;
+  // The handler's reason marks the result whatever ProRL's rule said (a critical error keeps its own).
+  const handlerReason = parts.eval?.filter_reason;
+  if (handlerReason && r.critical_error === null) {
+    r.filter = true;
+    r.filter_reason = handlerReason;
+  }
   r.timing = timing;
   const sp = job.request.sampling_params;
   const ids = sp.token_level_generation === true || sp.return_message_ids === true;
@@ -116,6 +124,11 @@ export function prorlFilter(r: Pick<Result, 'critical_error' | 'success' | 'erro
   if (r.critical_error !== null) return true;
   if (r.success) return false;
   return !(r.error ?? '').includes('AgentToolCallError');
+}
+
+/** Why ProRL's rule filtered a result: its critical error, else that the agent did not finish on its own. */
+function filterReason(r: Pick<Result, 'critical_error'>): string {
+  return r.critical_error ?? 'not_finished';
 }
 
 /** Splits off the messages after the last assistant message (all of them when there is none), as ProRL trims its output. */

@@ -4,6 +4,7 @@ import type { Sandbox } from '../../sandbox/types.js';
 import type { AgentHandler, StageContext } from '../types.js';
 import { configNumber, firstMessages, runToolAgent, taskSchema } from '../common/run.js';
 import { runHiddenTests } from './tests.js';
+import { agentOomReason, firstFilter, limitReason } from '../common/filter.js';
 
 export { runHiddenTests, outputsMatch } from './tests.js';
 
@@ -66,7 +67,9 @@ export const codeHandler: AgentHandler<CodeInstance> = {
       python: typeof ctx.config.python === 'string' ? ctx.config.python : 'python3',
     });
     const reward = mode === 'fraction' ? r.passed / r.total : r.passed === r.total ? 1 : 0;
-    return { reward, resolved: r.passed === r.total, details: { passed: r.passed, total: r.total, reward_mode: mode, tests: r.results } };
+    const resolved = r.passed === r.total;
+    const filter = firstFilter(ctx.config, agentOomReason(ctx.run), limitReason(ctx.run, resolved));
+    return { reward, resolved, details: { passed: r.passed, total: r.total, reward_mode: mode, tests: r.results }, ...(filter ? { filter_reason: filter } : {}) };
   },
 };
 
@@ -85,10 +88,42 @@ async function readSolution(sb: Sandbox | undefined, signal: AbortSignal): Promi
   }
 }
 
+/** How much of a message the fenced-block extraction reads: its last MAX_SCAN_CHARS characters. */
+export const MAX_SCAN_CHARS = 1 << 20;
+
 /** The last ```python fenced block of a text (for models that answer in prose instead of a file). */
 export function lastPythonBlock(text: string): string | undefined {
-  const blocks = [...text.matchAll(/```(?:python|py)?\n([\s\S]*?)```/g)];
-  return blocks.length ? blocks[blocks.length - 1]![1] : undefined;
+  return scanLastPythonBlock(text).value;
+}
+
+/**
+ * lastPythonBlock with the characters it searched (`steps`): the blocks of
+ * `/```(?:python|py)?\n([\s\S]*?)```/g`, found left to right without backtracking. An opening
+ * fence whose block never closes ends the search (no later fence can close either), so a text of
+ * unclosed fences costs one pass instead of one scan to its end per fence.
+ */
+export function scanLastPythonBlock(full: string): { value: string | undefined; steps: number } {
+  const text = full.length > MAX_SCAN_CHARS ? full.slice(-MAX_SCAN_CHARS) : full;
+  let steps = 0;
+  let last: string | undefined;
+  let from = 0;
+  for (;;) {
+    const open = text.indexOf('```', from);
+    steps += (open < 0 ? text.length : open) - from + 1;
+    if (open < 0) break;
+    const header = ['python\n', 'py\n', '\n'].find((h) => text.startsWith(h, open + 3));
+    if (header === undefined) {
+      from = open + 1;
+      continue;
+    }
+    const body = open + 3 + header.length;
+    const end = text.indexOf('```', body);
+    steps += (end < 0 ? text.length : end) - body + 1;
+    if (end < 0) break;
+    last = text.slice(body, end);
+    from = end + 3;
+  }
+  return { value: last, steps };
 }
 
 export default codeHandler;

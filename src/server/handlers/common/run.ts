@@ -6,6 +6,7 @@ import { runAgent } from '../../agent/index.js';
 import type { AgentTrajectory } from '../../agent/types.js';
 import type { RunContext, RunResult } from '../types.js';
 import { sandboxExecutor } from './executor.js';
+import { oomKills } from './filter.js';
 import { toolDefinitions, type ToolName } from './tools.js';
 
 /** A task schema that first normalises veRL's row form onto the plain form (see normaliseRow). */
@@ -67,7 +68,8 @@ export async function runToolAgent<I>(
     messages: trajectory.messages,
     tokens: trajectory.tokens,
     finish_reason: trajectory.finish_reason,
-    artifacts: { final: trajectory.final ?? null, malformed_tool_calls: trajectory.malformed_tool_calls },
+    // Processes the kernel killed for the sandbox's memory limit during RUN: NeMo-Gym masks such samples.
+    artifacts: { final: trajectory.final ?? null, malformed_tool_calls: trajectory.malformed_tool_calls, agent_oom_kills: oomKills(ctx.runtime) },
     num_turns: trajectory.num_turns,
     tools,
   };

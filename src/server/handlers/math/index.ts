@@ -2,6 +2,7 @@ import { MathInstance, aliasesOf } from '../../../protocol/tasks.js';
 import type { AgentHandler } from '../types.js';
 import { firstMessages, runToolAgent, taskSchema } from '../common/run.js';
 import { answersMatch, lastBoxed } from './grade.js';
+import { agentOomReason, firstFilter, limitReason } from '../common/filter.js';
 
 export { answersMatch, lastBoxed, normaliseAnswer, toRational } from './grade.js';
 
@@ -45,7 +46,8 @@ export const mathHandler: AgentHandler<MathInstance> = {
   async eval(ctx) {
     const answer = typeof ctx.run.artifacts.answer === 'string' ? ctx.run.artifacts.answer : undefined;
     const ok = answersMatch(answer, ctx.job.instance.answer);
-    return { reward: ok ? 1 : 0, resolved: ok, details: { answer: answer ?? null, ground_truth: ctx.job.instance.answer } };
+    const filter = firstFilter(ctx.config, agentOomReason(ctx.run), limitReason(ctx.run, ok));
+    return { reward: ok ? 1 : 0, resolved: ok, details: { answer: answer ?? null, ground_truth: ctx.job.instance.answer }, ...(filter ? { filter_reason: filter } : {}) };
   },
 };
 

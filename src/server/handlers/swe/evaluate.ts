@@ -2,18 +2,28 @@ import { RaasError } from '../../../protocol/errors.js';
 import type { SweHandlerConfig, SweInstance } from '../../../protocol/tasks.js';
 import type { Sandbox } from '../../sandbox/types.js';
 import type { StageContext } from '../types.js';
+import { firstFilter, type FilterReason } from '../common/filter.js';
 import { SHADOW_CHECK, numstatPaths, resetPlan } from './protect.js';
 import { git, script } from './git.js';
 import { initRepo, repoMaterial, repoSpec } from './repo.js';
-import { testRunner, type TestRunner } from './testcmd.js';
+import { gradingPlan } from './plan.js';
+import { TEST_ENV, gradeByExitStatus, gradeByLog } from './run-tests.js';
 
-/** Per-test outcome of an evaluation. */
+/** Per-test outcome of an evaluation (see docs/tasks.md, "How swe grades"). */
 export interface SweEvalDetails extends Record<string, unknown> {
   applied: boolean;
   apply_error?: string;
   test_patch_error?: string;
-  FAIL_TO_PASS: Record<string, 'PASSED' | 'FAILED'>;
-  PASS_TO_PASS: Record<string, 'PASSED' | 'FAILED'>;
+  /** Each test's status in the log (PASSED, FAILED, SKIPPED, ERROR, XFAIL); a test the log lacks is FAILED and listed in `missing`. */
+  FAIL_TO_PASS: Record<string, string>;
+  PASS_TO_PASS: Record<string, string>;
+}
+
+/** An evaluation: the verdict, its details, and why the reward is unreliable when it is. */
+export interface SweEvalOutcome {
+  resolved: boolean;
+  details: SweEvalDetails;
+  filter_reason?: FilterReason;
 }
 
 /** The patches arrive as workspace files (any size), then move to PATCH_DIR, outside the repository. */
@@ -23,34 +33,38 @@ const PATCH_DIR = '/tmp/raas';
 const inSandbox = (file: string): string => `${PATCH_DIR}/${file.slice('.raas-'.length)}`;
 
 /**
- * Environment of the test processes: HOME outside the repository (a patch could otherwise add a
- * user site-packages or dotfiles under it), no user site directory, and bytecode cached outside
- * the repository (a `__pycache__` in a patch, e.g. an unchecked hash-based .pyc of a test module,
- * is never read).
- */
-const TEST_ENV = { HOME: '/tmp', PYTHONNOUSERSITE: '1', PYTHONDONTWRITEBYTECODE: '1', PYTHONPYCACHEPREFIX: '/tmp/raas-pycache' };
-
-/**
  * Grades `patch` the way SWE-bench does, in a fresh sandbox the agent never touched: the base
- * commit, the model's patch applied with `git apply`, then the instance's tests laid over it (the
- * test files reset to the base commit, `test_patch` applied), then the listed tests run by a
- * fresh `bash --noprofile --norc`, each verdict the exit status of that process. All tests run
- * together first; only when that fails does each run alone, to say which failed.
+ * commit, the model's patch applied (`git apply`, else `patch --fuzz=5`, SWE-bench's
+ * GIT_APPLY_CMDS, run_evaluation.py@726c546:64-68), then the eval script's steps
+ * (test_spec/python.py@726c546:405-453): the test files reset to the base commit, `test_patch`
+ * applied, the test command run once. Its log is read by the repository's parser and resolved as
+ * get_eval_report resolves it; tamper canaries run beside the tests. An instance whose command has
+ * no parser is graded by exit status instead.
  */
-export async function evaluatePatch(ctx: StageContext<SweInstance>, patch: string, opts: { testTimeoutS: number }): Promise<{ resolved: boolean; details: SweEvalDetails }> {
+export async function evaluatePatch(ctx: StageContext<SweInstance>, patch: string, opts: { testTimeoutS: number }): Promise<SweEvalOutcome> {
   const inst = ctx.job.instance;
+  const cfg = ctx.config as SweHandlerConfig;
   const signal = ctx.signal;
-  const details: SweEvalDetails = { applied: false, FAIL_TO_PASS: {}, PASS_TO_PASS: {} };
-  const all = [...inst.FAIL_TO_PASS, ...inst.PASS_TO_PASS];
-  const mark = (status: 'PASSED' | 'FAILED', only?: string) => {
-    for (const t of inst.FAIL_TO_PASS) if (!only || only === t) details.FAIL_TO_PASS[t] = status;
-    for (const t of inst.PASS_TO_PASS) if (!only || only === t) details.PASS_TO_PASS[t] = status;
+  const plan = gradingPlan(inst, cfg);
+  const details: SweEvalDetails = {
+    applied: false,
+    grading: plan.mode,
+    ...(plan.parser ? { log_parser: plan.parser } : {}),
+    test_command: plan.command,
+    FAIL_TO_PASS: {},
+    PASS_TO_PASS: {},
   };
-  const fail = (key: 'apply_error' | 'test_patch_error', text: string) => {
+  const mark = (status: string): void => {
+    for (const t of inst.FAIL_TO_PASS) details.FAIL_TO_PASS[t] = status;
+    for (const t of inst.PASS_TO_PASS) details.PASS_TO_PASS[t] = status;
+  };
+  const fail = (key: 'apply_error' | 'test_patch_error', text: string, reason?: FilterReason): SweEvalOutcome => {
     details[key] = text.trim().slice(0, 2000);
     mark('FAILED');
-    return { resolved: false, details };
+    const filter = firstFilter(ctx.config, reason);
+    return { resolved: false, details, ...(filter ? { filter_reason: filter } : {}) };
   };
+  // An empty patch is the model's answer (it changed nothing), graded 0 and trained on.
   if (patch.trim() === '') return fail('apply_error', 'empty patch: the model changed nothing');
 
   const hasTestPatch = !!inst.test_patch?.trim();
@@ -62,8 +76,8 @@ export async function evaluatePatch(ctx: StageContext<SweInstance>, patch: strin
     // Out of the worktree before the model's patch applies: a patch cannot reach /tmp.
     const moved = await script(sb, `set -e; mkdir -p ${PATCH_DIR}; for f in "$@"; do mv -- ".raas-$f" "${PATCH_DIR}/$f"; done`, Object.keys(patches).map((f) => f.slice('.raas-'.length)), { signal });
     if (moved.exit_code !== 0) throw new RaasError('sandbox_error', `swe: could not stage the patches: ${moved.stderr.slice(-2000)}`);
-    const applied = await git(sb, ['apply', '--whitespace=nowarn', inSandbox(MODEL_PATCH)], { timeout_s: 60, signal });
-    if (applied.exit_code !== 0) return fail('apply_error', applied.stderr || applied.stdout || `git apply exited with ${applied.exit_code ?? applied.signal}`);
+    const applyError = await applyModelPatch(sb, inSandbox(MODEL_PATCH), signal);
+    if (applyError !== undefined) return fail('apply_error', applyError, 'patch_apply_failed');
     details.applied = true;
 
     const tree = await git(sb, ['ls-tree', '-r', '-z', '--name-only', 'HEAD'], { timeout_s: 60, maxOutputBytes: 64 << 20, signal });
@@ -79,12 +93,12 @@ export async function evaluatePatch(ctx: StageContext<SweInstance>, patch: strin
     let testPatchPaths: string[] = [];
     if (hasTestPatch) {
       const stat = await git(sb, ['apply', '--numstat', '-z', inSandbox(TEST_PATCH)], { timeout_s: 60, signal });
-      if (stat.exit_code !== 0) return fail('test_patch_error', `instance.test_patch is not a patch git can read: ${stat.stderr}`);
+      if (stat.exit_code !== 0) return fail('test_patch_error', `instance.test_patch is not a patch git can read: ${stat.stderr}`, 'patch_apply_failed');
       testPatchPaths = numstatPaths(stat.stdout);
     }
     const modelStat = await git(sb, ['apply', '--numstat', '-z', inSandbox(MODEL_PATCH)], { timeout_s: 60, signal });
-    if (modelStat.exit_code !== 0) throw new RaasError('sandbox_error', `swe: could not list the paths of the model's patch: ${modelStat.stderr.slice(-2000)}`);
-    const resetError = await resetTests(sb, resetPlan(inst, testPatchPaths, baseFiles, numstatPaths(modelStat.stdout)), signal);
+    const modelPaths = modelStat.exit_code === 0 ? numstatPaths(modelStat.stdout) : [];
+    const resetError = await resetTests(sb, resetPlan(inst, testPatchPaths, baseFiles, modelPaths), signal);
     if (resetError) {
       details.applied = false;
       return fail('apply_error', `the patch leaves the test files in a state grading cannot reset to the base commit: ${resetError}`);
@@ -93,18 +107,11 @@ export async function evaluatePatch(ctx: StageContext<SweInstance>, patch: strin
       const tp = await git(sb, ['apply', '--whitespace=nowarn', inSandbox(TEST_PATCH)], { timeout_s: 60, signal });
       if (tp.exit_code !== 0) {
         ctx.log.warn({ job_id: ctx.job.id, err: tp.stderr.slice(-500) }, 'swe: instance.test_patch did not apply after the model patch');
-        return fail('test_patch_error', `instance.test_patch did not apply after the model's patch: ${tp.stderr || tp.stdout}`);
+        return fail('test_patch_error', `instance.test_patch did not apply after the model's patch: ${tp.stderr || tp.stdout}`, 'patch_apply_failed');
       }
     }
-
-    const runner = testRunner(inst, ctx.config as SweHandlerConfig);
-    if (await passes(sb, runner, all, opts.testTimeoutS, signal)) {
-      mark('PASSED');
-      return { resolved: true, details };
-    }
-    for (const t of all) mark((await passes(sb, runner, [t], opts.testTimeoutS, signal)) ? 'PASSED' : 'FAILED', t);
-    const resolved = Object.values(details.FAIL_TO_PASS).every((s) => s === 'PASSED') && Object.values(details.PASS_TO_PASS).every((s) => s === 'PASSED');
-    return { resolved, details };
+    const grade = plan.mode === 'log' ? gradeByLog : gradeByExitStatus;
+    return await grade({ ctx, sb, plan, details, baseFiles, testPatchPaths, timeoutS: opts.testTimeoutS });
   } finally {
     await sb.close();
   }
@@ -112,6 +119,16 @@ export async function evaluatePatch(ctx: StageContext<SweInstance>, patch: strin
 
 function withNewline(patch: string): string {
   return patch.endsWith('\n') ? patch : `${patch}\n`;
+}
+
+/** `git apply`, else `patch --batch --fuzz=5 -p1` (SWE-bench's fallback); answers what failed, if anything. */
+async function applyModelPatch(sb: Sandbox, file: string, signal: AbortSignal): Promise<string | undefined> {
+  const applied = await git(sb, ['apply', '--whitespace=nowarn', file], { timeout_s: 60, signal });
+  if (applied.exit_code === 0) return undefined;
+  const fuzzy = await sb.exec(['patch', '--batch', '--fuzz=5', '-p1', '--no-backup-if-mismatch', '-i', file], { timeout_s: 60, signal });
+  if (fuzzy.exit_code === 0) return undefined;
+  // Grading ends here: whatever `patch` half-applied goes with the sandbox.
+  return applied.stderr || applied.stdout || `git apply exited with ${applied.exit_code ?? applied.signal}`;
 }
 
 /** Removes the planned paths, then checks out those the base commit has; answers what failed, if anything. */
@@ -133,16 +150,4 @@ async function shadowedModules(sb: Sandbox, baseFiles: readonly string[], signal
   const r = await sb.exec(['python3', '-I', '-c', SHADOW_CHECK], { stdin: roots.join('\n'), timeout_s: 60, env: TEST_ENV, signal });
   if (r.exit_code !== 0) return [];
   return r.stdout.split('\n').filter(Boolean);
-}
-
-/** Runs the test command on `ids` in a fresh shell; passed means exit status 0 from that process. */
-async function passes(sb: Sandbox, runner: TestRunner, ids: string[], timeoutS: number, signal: AbortSignal): Promise<boolean> {
-  // The command is shell text (SWE-bench's start with assignments: `PYTHONWARNINGS=… bin/test`); the ids are its arguments.
-  const r = await sb.exec(['timeout', '-k', '5', String(timeoutS), 'bash', '--noprofile', '--norc', '-c', `${runner.command} "$@"`, 'raas', ...runner.args(ids)], {
-    timeout_s: timeoutS + 15,
-    env: TEST_ENV,
-    maxOutputBytes: 1 << 20,
-    signal,
-  });
-  return !r.timed_out && r.exit_code === 0;
 }

@@ -3,7 +3,8 @@ import { SweInstance, aliasesOf, type SweHandlerConfig } from '../../../protocol
 import type { AgentHandler } from '../types.js';
 import { configNumber, firstMessages, runToolAgent, taskSchema } from '../common/run.js';
 import { capturePatch, initRepo, repoMaterial, repoSpec } from './repo.js';
-import { testRunner } from './testcmd.js';
+import { gradingPlan } from './plan.js';
+import { agentOomReason, firstFilter, limitReason } from '../common/filter.js';
 import { evaluatePatch } from './evaluate.js';
 import { checkDataFile } from './tarball.js';
 
@@ -17,7 +18,7 @@ const SYSTEM = [
 
 /** The user message: the issue and how the tests are run (`config`: the server's handlers.swe). */
 export function swePrompt(inst: SweInstance, config: SweHandlerConfig = {}): string {
-  return `${inst.problem_statement}\n\nThe repository is in /workspace. Tests run with: ${testRunner(inst, config).command}`;
+  return `${inst.problem_statement}\n\nThe repository is in /workspace. Tests run with: ${gradingPlan(inst, config).command}`;
 }
 
 /**
@@ -25,8 +26,8 @@ export function swePrompt(inst: SweInstance, config: SweHandlerConfig = {}): str
  * sandbox.data_dirs, or a SWE-bench row's base commit from handlers.swe.repos_dir / images_dir;
  * nothing there: `critical_error: "init"` naming the paths tried); RUN lets the model edit it and captures `git diff` as
  * `git_patch`; EVAL applies the patch to a fresh copy in a fresh sandbox, resets the test files
- * (test_files, test_patch, the files the test ids name) and runs FAIL_TO_PASS and PASS_TO_PASS;
- * reward 1 only if all pass.
+ * (test_files, test_patch, the files the test ids name), runs the test command once and grades its
+ * log as SWE-bench does (evaluatePatch); reward 1 only when resolved.
  */
 export const sweHandler: AgentHandler<SweInstance> = {
   name: 'swe',
@@ -76,7 +77,8 @@ export const sweHandler: AgentHandler<SweInstance> = {
     if (typeof ctx.run.artifacts.patch_error === 'string') throw new RaasError('sandbox_limit', ctx.run.artifacts.patch_error, { retryable: false });
     const patch = typeof ctx.run.artifacts.git_patch === 'string' ? ctx.run.artifacts.git_patch : '';
     const r = await evaluatePatch(ctx, patch, { testTimeoutS: configNumber(ctx.config, 'test_timeout_s', 300) });
-    return { reward: r.resolved ? 1 : 0, resolved: r.resolved, details: r.details };
+    const filter = r.filter_reason ?? firstFilter(ctx.config, agentOomReason(ctx.run), limitReason(ctx.run, r.resolved));
+    return { reward: r.resolved ? 1 : 0, resolved: r.resolved, details: r.details, ...(filter ? { filter_reason: filter } : {}) };
   },
 };
 
