@@ -309,6 +309,23 @@ describe('buildResult', () => {
     expect(buildResult(t, { eval: { reward: 1, resolved: true } }, timing)).toMatchObject({ critical_error: 'timeout', finish_reason: 'timeout', reward: 0, num_turns: 2, success: true });
   });
 
+  it("filter_reason: ProRL's rule names the critical error or not_finished; a handler's reason marks a clean job and never replaces a critical error", () => {
+    const done = (finish: 'finish' | 'max_iterations'): ReturnType<typeof job> => {
+      const j = job();
+      j.state = 'done';
+      j.run = fallbackRun(finish);
+      return j;
+    };
+    expect(buildResult(done('finish'), { eval: { reward: 1, resolved: true } }, timing)).toMatchObject({ filter: false, filter_reason: null });
+    expect(buildResult(done('max_iterations'), { eval: { reward: 0, resolved: false } }, timing)).toMatchObject({ filter: true, filter_reason: 'not_finished' });
+    // The handler's reason wins over ProRL's not_finished and marks a job ProRL's rule keeps; the reward stays.
+    expect(buildResult(done('max_iterations'), { eval: { reward: 1, resolved: true, filter_reason: 'resolved_at_max_iterations' } }, timing)).toMatchObject({ filter: true, filter_reason: 'resolved_at_max_iterations', reward: 1 });
+    expect(buildResult(done('finish'), { eval: { reward: 0, resolved: false, filter_reason: 'grader_tampered' } }, timing)).toMatchObject({ filter: true, filter_reason: 'grader_tampered', reward: 0 });
+    const t = done('finish');
+    t.state = 'timed_out';
+    expect(buildResult(t, { eval: { reward: 0, resolved: false, filter_reason: 'eval_timeout' } }, timing)).toMatchObject({ filter: true, filter_reason: 'timeout', critical_error: 'timeout' });
+  });
+
   it('end_properly for every normal finish; success as a hook sets it; an init failure is never a success', () => {
     for (const fr of ['finish', 'max_iterations', 'max_response_tokens', 'max_model_len'] as const) {
       const j = job();
@@ -363,7 +380,7 @@ describe('buildResult', () => {
     j.state = 'cancelled';
     expect(buildResult(j, {}, timing)).toEqual({
       instance_id: 'i1', trajectory_id: null, git_patch: null, success: false, finish: false, messages: [], tools: [], end_properly: false,
-      resolved: false, critical_error: 'cancelled', filter: true, error: null, job_id: 'q', data_source: 'unit', reward: 0, finish_reason: 'cancelled',
+      resolved: false, critical_error: 'cancelled', filter: true, filter_reason: 'cancelled', error: null, job_id: 'q', data_source: 'unit', reward: 0, finish_reason: 'cancelled',
       backend: null, policy_version: null, weight_versions: [], num_turns: 0, timing, tokens: { prompt_ids: [], response_ids: [], response_mask: [], logprobs: [] },
       trailing_messages: [],
     });
