@@ -7,7 +7,7 @@ import { registerPlace } from './placement/cli.js';
 import { registerSidecar } from './sidecar/cli.js';
 import { registerAuditDrift } from './tokens/audit-cli.js';
 import { RAAS_VERSION } from './version.js';
-import { flagErrorLine } from './protocol/config-flags.js';
+import { flagErrorLine } from './util/config-flags.js';
 
 const program = new Command('raas')
   .description('rollout-as-a-service for RL of multi-turn LLM agents')

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """A closed loop that learns: GRPO with truncated importance sampling on a tiny real policy, through raas.
 
-    python3 examples/python/learn.py [--steps 12] [--seed 0] [--colocate drain|abort|none] [--metrics m.jsonl]
+    python3 examples/python/learn.py [--steps 12] [--seed 0] [--colocate drain|abort|none] [--selection none|history] [--metrics m.jsonl]
 
 What runs (all on this machine, a CPU is enough):
 
@@ -21,8 +21,11 @@ table is saved and loaded by the policy server → ``update_weights``. With ``--
 ``drain``) the step runs inside ``pause_generation`` / ``resume_generation``, as a co-located trainer
 whose engines sleep while it trains. Nothing in raas improves the policy: only this trainer does.
 
-It prints one line per step and, with ``--metrics``, writes them as JSON lines. ``--require R``
-exits 1 unless the mean reward of the rollouts reached R by the last step.
+It prints one line per step and, with ``--metrics``, writes them as JSON lines (with the rollouts
+the step started, ``jobs_submitted``, and the prompts selection skipped). ``--selection history``
+turns on raas's pre-rollout prompt selection (prompts whose recent groups all had equal rewards
+are skipped with an adaptive probability). ``--require R`` exits 1 unless the mean reward of the
+rollouts reached R by the last step.
 """
 from __future__ import annotations
 
@@ -157,6 +160,9 @@ def main() -> int:
     ap.add_argument("--tis-cap", type=float, default=2.0, help="truncation of the importance weights (veRL's rollout_is_threshold)")
     ap.add_argument("--colocate", choices=["drain", "abort", "none"], default="drain",
                     help="run each training step inside pause_generation/resume_generation (none: generation continues)")
+    ap.add_argument("--prompts", type=int, default=100, help="dataset size (prompt i asks for digit i mod 10)")
+    ap.add_argument("--selection", choices=["none", "history"], default="none",
+                    help="raas's pre-rollout prompt selection (selection.mode)")
     ap.add_argument("--metrics", help="write one JSON line per step here")
     ap.add_argument("--require", type=float, help="exit 1 unless the rollouts' mean reward reached this by the last step")
     args = ap.parse_args()
@@ -170,7 +176,7 @@ def main() -> int:
     try:
         dataset = os.path.join(work, "digits.jsonl")
         with open(dataset, "w") as f:
-            for i in range(100):
+            for i in range(args.prompts):
                 f.write(json.dumps({"data_source": "digits", "instance_id": f"d{i}", "target": str(i % 10)}) + "\n")
         table = np.zeros(SHAPE)  # uniform: every digit and <|im_end|> at 1/11
         np.save(os.path.join(work, "table-0.npy"), table)
@@ -183,13 +189,14 @@ def main() -> int:
             "dataset": {"path": dataset}, "n": args.n, "batch_size": args.batch_size, "steps": args.steps,
             "mode": "async", "carry_over": True, "max_staleness": 1, "max_inflight_jobs": 32,
             "sampling_params": {"temperature": 1.0, "max_tokens_per_turn": MAX_RESPONSE, "seed": args.seed},
+            "selection": {"mode": args.selection},
         }
         config_path = os.path.join(work, "learn.yaml")
         with open(config_path, "w") as f:
             json.dump(config, f)  # JSON is YAML
         rs = RaasSidecar(config_path)
         print(f"policy {policy_url}, rollout server {serve_url}; {args.batch_size} groups x {args.n} rollouts per step, "
-              f"lr {args.lr}, truncated IS at {args.tis_cap}, colocate {args.colocate}")
+              f"lr {args.lr}, truncated IS at {args.tis_cap}, colocate {args.colocate}, selection {args.selection}")
         t0 = time.monotonic()
         for step in range(args.steps):
             batch = rs.next_batch()
@@ -216,12 +223,13 @@ def main() -> int:
                 "step": batch.step, "policy_version": batch.policy_version,
                 "mean_reward": stats["mean_reward"], "batch_mean_reward": stats.get("batch_mean_reward"),
                 "policy_reward": policy_reward(table), "completed": stats["completed"], "accepted": stats["accepted"],
-                "filtered": stats["filtered"], "rollouts": len(batch), **seen, "elapsed_s": round(time.monotonic() - t0, 2),
+                "filtered": stats["filtered"], "rollouts": len(batch), "jobs_submitted": stats.get("jobs_submitted", 0),
+                "skipped": stats.get("skipped", 0), **seen, "elapsed_s": round(time.monotonic() - t0, 2),
             }
             rows.append(row)
             stale = "-" if row["stale_is_weight_mean"] is None else f"{row['stale_is_weight_mean']:.3f}"
             print(f"step {row['step']:2d} v{row['policy_version']:<2d} mean reward {row['mean_reward']:.3f} "
-                  f"(over {row['completed']} groups; {row['filtered']} filtered)  policy after the step {row['policy_reward']:.3f}  "
+                  f"(over {row['completed']} groups; {row['filtered']} filtered, {row['skipped']} skipped)  policy after the step {row['policy_reward']:.3f}  "
                   f"stale rows {row['stale_rows']:2d}/{row['rollouts']} (IS weight {stale}, {row['stale_truncated']} truncated)  "
                   f"fresh |w-1| {row['fresh_max_abs_is_dev']:.1e}  {row['elapsed_s']:.1f} s", flush=True)
     finally:

@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { z } from 'zod';
+import type { z } from 'zod';
 import { RaasError, fieldPath } from '../protocol/errors.js';
 import { CancelResponse, ProcessRequest, type JobResponse, type Result } from '../protocol/process.js';
 import { JobResponseFast, ResultFast } from './fast-schemas.js';

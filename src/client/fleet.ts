@@ -339,7 +339,7 @@ export class RolloutFleet {
   }
 
   private async recover(job: JobRec, server: ServerState): Promise<void> {
-    let res;
+    let res: Awaited<ReturnType<typeof server.client.job>>;
     try {
       res = await server.client.job(job.id, { retries: 1 });
     } catch {

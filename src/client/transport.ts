@@ -1,6 +1,6 @@
 import http from 'node:http';
 import https from 'node:https';
-import got, { type Got } from 'got';
+import got, { type Got, type Response } from 'got';
 import type { z } from 'zod';
 import { ERROR_CODES, RaasError, CancelledError, fieldPath, type ErrorCode } from '../protocol/errors.js';
 import { systemClock, type Clock } from '../util/clock.js';
@@ -128,7 +128,7 @@ export class Transport {
     opts: CallOptions & { notFoundAsUndefined?: boolean },
     timeoutMs: number | null,
   ): Promise<z.infer<S> | undefined> {
-    let res;
+    let res: Response<string>;
     try {
       res = await this.got(this.url + path, {
         method,

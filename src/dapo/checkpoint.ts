@@ -1,6 +1,8 @@
 import { z } from 'zod';
 import { Result } from '../protocol/process.js';
 import { DatasetCursor } from './dataset.js';
+import { HistoryState } from './history.js';
+import { SelectorState } from './selection.js';
 
 /** A group as a checkpoint keeps it: enough to rebuild its requests and re-attach to its jobs by id. */
 export const CheckpointGroup = z.object({
@@ -15,6 +17,8 @@ export const CheckpointGroup = z.object({
   results: z.array(Result.nullable()),
   /** In-flight job ids (for operators; the ids are also derivable from name and index). */
   in_flight: z.array(z.string()),
+  /** The probability selection submitted the prompt with, when below 1. */
+  select_keep: z.number().optional(),
 });
 export type CheckpointGroup = z.infer<typeof CheckpointGroup>;
 
@@ -27,6 +31,10 @@ export const CoordinatorState = z.object({
   next_group_index: z.number().int().nonnegative(),
   cursor: DatasetCursor,
   groups: z.array(CheckpointGroup),
+  /** Per prompt: its groups' rewards, submissions and skips (absent in checkpoints of older versions). */
+  prompts: HistoryState.optional(),
+  /** Selection's adaptive keep probabilities. */
+  selector: SelectorState.optional(),
   saved_at: z.string(),
 });
 export type CoordinatorState = z.infer<typeof CoordinatorState>;

@@ -9,7 +9,7 @@ import { planResume } from './resume.js';
 import { CoordinatorMetrics, plural } from './metrics.js';
 import { serveMetrics, type MetricsServer } from './metrics-server.js';
 import { TrainerCommandError } from './trainer-command.js';
-import { SET_HELP, collect, intArg } from '../protocol/config-flags.js';
+import { SET_HELP, collect, intArg } from '../util/config-flags.js';
 
 /** Ctrl-C (and SIGTERM) abort the signal once; a second Ctrl-C exits at once. */
 function interruptSignal(): { signal: AbortSignal; dispose(): void } {
@@ -39,7 +39,8 @@ export function registerTrain(program: Command): void {
     .option('--output-dir <dir>', 'override output_dir')
     .option('--resume <run-dir>', 'continue an interrupted run from <run-dir>/checkpoint.json: re-attach to its jobs in flight, append to its outputs')
     .option('--metrics-port <port>', 'serve the coordinator\'s Prometheus metrics on 127.0.0.1:<port>/metrics (0: a free port, printed)', (v) => metricsPort(v))
-    .action(async (file: string | undefined, o: { smoke?: boolean; steps?: number; name?: string; outputDir?: string; metricsPort?: number; resume?: string; set?: string[] }) => {
+    .option('--progress-interval-s <s>', 'when stderr is not a terminal, a progress line every <s> seconds while a step waits (0: none)', intArg('--progress-interval-s', { min: 0 }), 30)
+    .action(async (file: string | undefined, o: { smoke?: boolean; steps?: number; name?: string; outputDir?: string; metricsPort?: number; resume?: string; set?: string[]; progressIntervalS: number }) => {
       if (file === undefined && !o.resume) throw new RaasError('config_invalid', 'raas train: give a training config (raas train <config>) or a run to continue (raas train --resume <run-dir>)');
       if (o.resume && o.outputDir) throw new RaasError('config_invalid', '--output-dir: not with --resume (a resumed run writes into its own directory)');
       if (o.resume && o.smoke) throw new RaasError('config_invalid', '--smoke: not with --resume (the run keeps the n and batch_size it started with; --steps sets how many steps)');
@@ -66,7 +67,7 @@ export function registerTrain(program: Command): void {
           prom = await serveMetrics(metrics.registry, o.metricsPort!);
           process.stderr.write(`raas train: Prometheus metrics on ${prom.url}\n`);
         }
-        const s = await runTraining(cfg, { signal, stderr: process.stderr, metrics, ...(plan ? { resume: plan.resume } : {}) });
+        const s = await runTraining(cfg, { signal, stderr: process.stderr, metrics, progressIntervalS: o.progressIntervalS, ...(plan ? { resume: plan.resume } : {}) });
         const first = s.first_mean_reward as number | undefined;
         const last = s.last_mean_reward as number | undefined;
         process.stderr.write(`raas train: ${plural(s.steps.length, 'step')} in ${(s.wall_s as number).toFixed(1)}s; mean reward ${first?.toFixed(3)} → ${last?.toFixed(3)}; outputs in ${s.run_dir}\n`);

@@ -3,10 +3,11 @@ import path from 'node:path';
 import { parse as parseYaml } from 'yaml';
 import { TrainConfig, type TrainConfigInput } from '../protocol/config-train.js';
 import { ServerConfig } from '../protocol/config-server.js';
-import { applySets, checkAll, checkConfig, isMapping, parseSets, type IssueSource } from '../protocol/config-errors.js';
+import { checkAll, checkConfig, isMapping, type IssueSource } from '../protocol/config-errors.js';
+import { applySets, parseSets } from '../util/config-sets.js';
 import { RaasError } from '../protocol/errors.js';
 import { unsupportedSampling, type LlmApi } from '../protocol/llm.js';
-import { SandboxConfig } from '../server/sandbox/config.js';
+import { SandboxConfig } from '../protocol/config-sandbox.js';
 import { SimOptions } from '../sim/options.js';
 
 /**
@@ -32,7 +33,20 @@ export function parseTrainConfig(input: unknown, source: string | IssueSource = 
   for (const b of c.backends) apis.add(typeof b === 'string' ? 'vllm' : (b.api ?? 'vllm'));
   const bad = [...apis].flatMap((api) => unsupportedSampling(api, c.sampling_params));
   if (bad.length) throw new RaasError('config_invalid', bad.map((l) => `${src.file}: ${l}`).join('\n'), { retryable: false });
+  const sel = selectionProblems(c);
+  if (sel.length) throw new RaasError('config_invalid', sel.map((l) => `${src.file}: ${l}`).join('\n'), { retryable: false });
   return c;
+}
+
+/** Checks across keys the schema cannot express (adaptive n's bounds against n). */
+function selectionProblems(c: TrainConfig): string[] {
+  const a = c.selection.adaptive_n;
+  if (!a) return [];
+  const out: string[] = [];
+  if (a.min > a.max) out.push(`\`selection.adaptive_n.min\`: ${a.min} is above \`selection.adaptive_n.max\` (${a.max}); set min ≤ max`);
+  if (c.n < 2) out.push(`\`selection.adaptive_n\`: needs n ≥ 2 (a group of one is never informative), got n=${c.n}`);
+  if (a.batch === 'fixed' && a.max < c.n) out.push(`\`selection.adaptive_n.max\`: ${a.max} is below n=${c.n}; a fixed batch keeps n rollouts per group, so groups grow from n up to max (set max ≥ n)`);
+  return out;
 }
 
 /** Reads a YAML (or JSON) config file into a mapping; errors name the file. */

@@ -10,9 +10,11 @@ import { systemClock, type Clock } from '../util/clock.js';
 import { CoordinatorState } from './checkpoint.js';
 import { parseTrainConfig } from './config.js';
 import { DapoCore } from './core.js';
-import { loadDataset, type Prompt } from './dataset.js';
+import { loadDataset } from './dataset.js';
 import { startEnvironment, type Environment } from './environment.js';
-import { groupRequests, type GroupRecord } from './group.js';
+import type { GroupRecord } from './group.js';
+import { coordinatorState, restoreCore } from './coordinator-state.js';
+import { PromptHistory, type PromptRecord } from './history.js';
 import { syntheticResult } from './synthetic.js';
 import { registerBackends } from './backends.js';
 
@@ -25,6 +27,8 @@ const debug = (msg: string): void => {
 /** Options beside the config (tests inject a clock). */
 export interface CoordinatorOptions {
   clock?: Clock;
+  /** Where warnings go (a step with too few informative groups); default stderr as `raas: warning: …`. */
+  onWarning?: (message: string) => void;
 }
 
 /** What pause() answers. */
@@ -66,7 +70,7 @@ export interface CoordinatorStatus {
   /** The pause mode while generation is paused (pause()), else false. */
   paused: PauseMode | false;
   /** The current step window (since the last handover). */
-  window: { submitted: number; accepted: number; filtered: number; cancelled: number; elapsed_s: number };
+  window: { submitted: number; accepted: number; filtered: number; cancelled: number; skipped: number; dropped_error: number; elapsed_s: number };
   closed: boolean;
 }
 
@@ -79,6 +83,7 @@ export interface CoordinatorStatus {
 export class Coordinator {
   readonly config: TrainConfig;
   private readonly clock: Clock;
+  private readonly onWarning: (message: string) => void;
   private core: DapoCore | undefined;
   private fleet: RolloutFleet | undefined;
   private env: Environment | undefined;
@@ -93,6 +98,7 @@ export class Coordinator {
   constructor(config: TrainConfig | TrainConfigInput, opts: CoordinatorOptions = {}) {
     this.config = parseTrainConfig(config, 'Coordinator config');
     this.clock = opts.clock ?? systemClock;
+    this.onWarning = opts.onWarning ?? ((m) => process.stderr.write(`raas: warning: ${m}\n`));
   }
 
   /** Starts (embedded servers, fleet, backends registration, dataset) and begins admission. Idempotent. */
@@ -111,9 +117,11 @@ export class Coordinator {
     // A server going down or coming back changes the admission cap (pump() reads it again).
     this.fleet = new RolloutFleet({ servers: this.env.servers, clock: this.clock, on_change: () => this.pump(), ...(cfg.health_interval_ms ? { health_interval_ms: cfg.health_interval_ms } : {}) });
     await this.fleet.readCapacity();
-    const core = new DapoCore(cfg, dataset, this.clock, this.fleet.liveCapacity(cfg.max_inflight_jobs));
+    const history = new PromptHistory();
+    if (st?.prompts) history.load(st.prompts);
+    const core = new DapoCore(cfg, dataset, this.clock, this.fleet.liveCapacity(cfg.max_inflight_jobs), { history, selector: st?.selector });
     if (st) {
-      this.restoreInto(core, st);
+      restoreCore(core, st, cfg);
       // The earlier coordinator may have sent groups it had not checkpointed: at most an admission
       // burst past the last one found can be missing (admitted, not yet sent when it stopped).
       this.lookup = { from: st.next_group_index, found: st.next_group_index - 1, pending: 0, window: (cfg.max_staleness + 1) * cfg.batch_size + 1 };
@@ -122,21 +130,6 @@ export class Coordinator {
     await registerBackends(this.fleet.clients(), this.backends, String(core.version), cfg.placement_mode);
     if (st) for (const g of core.groups.values()) if (g.state === 'running') this.submit(g);
     this.pump();
-  }
-
-  private restoreInto(core: DapoCore, st: CoordinatorState): void {
-    core.version = st.policy_version;
-    core.step = st.step;
-    core.nextIndex = st.next_group_index;
-    for (const cg of st.groups) {
-      const prompt = cg.prompt as Prompt;
-      const g: GroupRecord = {
-        index: cg.index, id: `${this.config.name}-g${cg.index}`, prompt, requests: groupRequests(this.config, prompt, cg.index, cg.submitted_version),
-        submittedVersion: cg.submitted_version, submittedStep: cg.submitted_step, state: cg.state,
-        results: cg.results.map((r) => r ?? undefined), ended: cg.results.filter((r) => r !== null).length, tokens: 0, server: cg.server,
-      };
-      core.restoreGroup(g);
-    }
   }
 
   /**
@@ -247,8 +240,13 @@ export class Coordinator {
       core.demand = this.waiters.length > 0;
       admit();
     }
+    for (const m of core.warnings.splice(0)) this.onWarning(m);
+    if (this.waiters.length > 0 && core.stalled) {
+      for (const w of this.waiters.splice(0)) w.reject(core.stalled);
+    }
     if (this.waiters.length > 0 && core.exhausted()) {
-      const err = new RaasError('dataset_exhausted', `dataset ${this.config.dataset.path}: all ${this.config.dataset.epochs ?? '∞'} epochs served and fewer than batch_size=${this.config.batch_size} accepted groups remain; raise dataset.epochs`, { retryable: false });
+      const skipped = core.totals.skipped ? ` (selection skipped ${core.totals.skipped} prompt turns; they count as visited)` : '';
+      const err = new RaasError('dataset_exhausted', `dataset ${this.config.dataset.path}: all ${this.config.dataset.epochs ?? '∞'} epochs served${skipped} and fewer than batch_size=${this.config.batch_size} accepted groups remain; raise dataset.epochs`, { retryable: false });
       for (const w of this.waiters.splice(0)) w.reject(err);
     }
   }
@@ -389,8 +387,8 @@ export class Coordinator {
       totals: core ? { ...core.totals } : ({} as DapoCore['totals']),
       servers: this.fleet?.servers() ?? [], paused: this.pausedMode ?? false, closed: this.closing !== undefined,
       window: core
-        ? { submitted: core.window.submitted, accepted: core.window.accepted, filtered: core.window.filtered, cancelled: core.window.cancelled, elapsed_s: (this.clock.now() - core.window.startedAt) / 1000 }
-        : { submitted: 0, accepted: 0, filtered: 0, cancelled: 0, elapsed_s: 0 },
+        ? { submitted: core.window.submitted, accepted: core.window.accepted, filtered: core.window.filtered, cancelled: core.window.cancelled, skipped: core.window.skipped, dropped_error: core.window.droppedError, elapsed_s: (this.clock.now() - core.window.startedAt) / 1000 }
+        : { submitted: 0, accepted: 0, filtered: 0, cancelled: 0, skipped: 0, dropped_error: 0, elapsed_s: 0 },
     };
   }
 
@@ -405,18 +403,22 @@ export class Coordinator {
     if (!core) throw new RaasError('not_ready', 'checkpoint(): call start() first');
     // Where the group's jobs are now (the fleet may have moved them since the submission).
     const where = (g: GroupRecord): string | undefined => {
-      const k = g.results.findIndex((r) => r === undefined);
+      const k = g.results.indexOf(undefined);
       return (k >= 0 ? this.fleet?.serverOf(g.requests[k]!.job_id!) : undefined) ?? g.server;
     };
-    const groups = [...core.groups.values()]
-      .filter((g) => g.state === 'running' || g.state === 'buffered')
-      .map((g) => ({
-        index: g.index, state: g.state as 'running' | 'buffered', prompt: g.prompt, submitted_version: g.submittedVersion, submitted_step: g.submittedStep,
-        ...(where(g) ? { server: where(g) } : {}),
-        results: g.results.map((r) => r ?? null),
-        in_flight: g.requests.filter((_, k) => g.results[k] === undefined).map((q) => q.job_id!),
-      }));
-    return { format: 'raas.coordinator/1', name: this.config.name, policy_version: core.version, step: core.step, next_group_index: core.nextIndex, cursor: { ...core.dataset.cursor }, groups, saved_at: new Date().toISOString() };
+    return coordinatorState(core, this.config, where);
+  }
+
+  /** Counts over the prompt history (visited, seen, by how their latest group ended, skipped). */
+  promptSummary(): ReturnType<PromptHistory['summary']> & { dataset_size: number } {
+    const h = this.core?.history ?? new PromptHistory();
+    if (!this.core && this.restore?.prompts) h.load(this.restore.prompts);
+    return { ...h.summary(), dataset_size: this.core?.dataset.rows.length ?? 0 };
+  }
+
+  /** Per prompt: every group's rewards (step, policy version, verdict), submissions and skips (`prompts.jsonl`). */
+  promptHistory(): PromptRecord[] {
+    return this.core?.history.all() ?? this.restore?.prompts ?? [];
   }
 
   /** A coordinator that continues from `state`: it re-attaches to in-flight jobs by id at start(). */

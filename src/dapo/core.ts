@@ -2,8 +2,13 @@ import type { Batch, BatchStats } from '../protocol/batch.js';
 import type { TrainConfig } from '../protocol/config-train.js';
 import type { Result } from '../protocol/process.js';
 import type { Clock } from '../util/clock.js';
-import type { PromptDataset } from './dataset.js';
-import { type GroupRecord, groupId, groupRequests, judgeGroup, resultTokens, toBatchGroup, isErrorResult } from './group.js';
+import type { RaasError } from '../protocol/errors.js';
+import type { Prompt, PromptDataset } from './dataset.js';
+import { type GroupRecord, groupId, groupRequests, judgeGroup, resultTokens, toBatchGroup, isErrorResult, type Verdict } from './group.js';
+import { StepGuard } from './guard.js';
+import { PromptHistory, type HistoryGroup } from './history.js';
+import { PromptIntake, type NextPrompt } from './intake.js';
+import { Selector, type Decision, type SelectorState } from './selection.js';
 import { StepWindow } from './window.js';
 
 /** Why the coordinator cancels a running group. */
@@ -23,6 +28,16 @@ export interface CoreTotals {
   tokens_used: number;
   tokens_wasted: number;
   tokens_filtered: number;
+  /** Prompts selection skipped. */
+  skipped: number;
+  /** Fixed-n batches: rollouts of larger groups left out of their batch. */
+  rollouts_trimmed: number;
+}
+
+/** What a core starts from besides the config (a resumed run's history and selector state). */
+export interface CoreRestore {
+  history?: PromptHistory;
+  selector?: SelectorState;
 }
 
 /**
@@ -47,8 +62,17 @@ export class DapoCore {
   window: StepWindow;
   readonly totals: CoreTotals = {
     groups_submitted: 0, jobs_submitted: 0, accepted: 0, handed: 0, filtered: 0, cancelled: 0, dropped_stale: 0,
-    dropped_error: 0, tokens_generated: 0, tokens_used: 0, tokens_wasted: 0, tokens_filtered: 0,
+    dropped_error: 0, tokens_generated: 0, tokens_used: 0, tokens_wasted: 0, tokens_filtered: 0, skipped: 0, rollouts_trimmed: 0,
   };
+  /** Per prompt: its groups' rewards, submissions and skips (checkpointed, `prompts.jsonl`). */
+  readonly history: PromptHistory;
+  readonly selector: Selector;
+  private readonly intake: PromptIntake;
+  private readonly guard: StepGuard;
+  /** Set when a step finished max_groups_per_step groups without a batch: nothing is admitted any more. */
+  stalled: RaasError | undefined;
+  /** Warnings for the driver to show (it drains the list). */
+  readonly warnings: string[] = [];
 
   constructor(
     readonly cfg: TrainConfig,
@@ -56,8 +80,13 @@ export class DapoCore {
     private readonly clock: Clock,
     /** max_inflight_jobs: admission cap and the utilization denominator (see setCapacity). */
     public capacity: number,
+    restore: CoreRestore = {},
   ) {
     this.window = new StepWindow(clock.now());
+    this.history = restore.history ?? new PromptHistory();
+    this.selector = new Selector(cfg.selection, cfg.batch_size, restore.selector);
+    this.intake = new PromptIntake(cfg, dataset, this.history, this.selector);
+    this.guard = new StepGuard(cfg);
   }
 
   get runningGroups(): number {
@@ -92,13 +121,13 @@ export class DapoCore {
   /** Groups to submit now (already counted as running); none while paused. */
   admit(): GroupRecord[] {
     const out: GroupRecord[] = [];
-    if (this.paused) return out;
-    const { n, batch_size: B, max_staleness } = this.cfg;
+    if (this.paused || this.stalled) return out;
+    const { batch_size: B, max_staleness } = this.cfg;
     if (this.cfg.mode === 'sync') {
       if (!this.demand || this.runningGroups > 0 || this.cancellingGroups > 0) return out;
       const missing = B - this.bufferedGroups.length;
       for (let i = 0; i < missing; i++) {
-        const g = this.newGroup();
+        const g = this.newGroup(() => true);
         if (!g) break;
         out.push(g);
       }
@@ -108,8 +137,9 @@ export class DapoCore {
     // keeps the number of groups in the system (and so the staleness they can reach) within the bound.
     const held = this.bufferedGroups.length + this.cancellingGroups;
     let running = this.runningGroups;
-    while (held + running < (max_staleness + 1) * B && (this.runningJobs + n <= this.capacity || this.runningJobs === 0)) {
-      const g = this.newGroup();
+    const fits = (n: number): boolean => this.runningJobs + n <= this.capacity || this.runningJobs === 0;
+    while (held + running < (max_staleness + 1) * B) {
+      const g = this.newGroup(fits);
       if (!g) break;
       out.push(g);
       running++;
@@ -117,19 +147,34 @@ export class DapoCore {
     return out;
   }
 
-  private newGroup(): GroupRecord | undefined {
-    const prompt = this.dataset.next();
-    if (!prompt) return undefined;
+  /** The next group, if the dataset has a prompt selection submits and its size `fits`. */
+  private newGroup(fits: (n: number) => boolean): GroupRecord | undefined {
+    const next = this.intake.next(this.version, this.step, fits, (p, d) => this.countSkip(p, d));
+    return next ? this.startGroup(next) : undefined;
+  }
+
+  private countSkip(_p: Prompt, d: Decision): void {
+    this.window.skipped++;
+    if (d.streak?.kind === 'easy') this.window.skippedEasy++;
+    else this.window.skippedHard++;
+    this.totals.skipped++;
+  }
+
+  private startGroup(next: NextPrompt): GroupRecord {
+    const { prompt, n } = next;
     const index = this.nextIndex++;
     const g: GroupRecord = {
-      index, id: groupId(this.cfg.name, index), prompt, requests: groupRequests(this.cfg, prompt, index, this.version),
-      submittedVersion: this.version, submittedStep: this.step, state: 'running', results: new Array(this.cfg.n).fill(undefined), ended: 0, tokens: 0,
+      index, id: groupId(this.cfg.name, index), prompt, requests: groupRequests(this.cfg, prompt, index, this.version, n),
+      submittedVersion: this.version, submittedStep: this.step, state: 'running', results: new Array(n).fill(undefined), ended: 0, tokens: 0,
+      ...(next.keep < 1 ? { selectKeep: next.keep } : {}),
     };
     this.track(g);
+    if (next.keep < 1 || next.forced) this.window.explored++;
     this.window.submitted++;
-    this.window.jobsSubmitted += this.cfg.n;
+    this.window.nSum += n;
+    this.window.jobsSubmitted += n;
     this.totals.groups_submitted++;
-    this.totals.jobs_submitted += this.cfg.n;
+    this.totals.jobs_submitted += n;
     return g;
   }
 
@@ -171,10 +216,10 @@ export class DapoCore {
     if (g.state === 'cancelling' || g.state === 'dropped' || g.state === 'cancelled') {
       // A result for a discarded group is waste and never enters a batch.
       this.waste(tokens);
-      if (g.state === 'cancelling' && g.ended === this.cfg.n) this.finishGroup(g, 'cancelled');
+      if (g.state === 'cancelling' && g.ended === g.results.length) this.finishGroup(g, 'cancelled');
       return;
     }
-    if (g.state !== 'running' || g.ended < this.cfg.n) return;
+    if (g.state !== 'running' || g.ended < g.results.length) return;
     this.window.completed++;
     for (const r of g.results as Result[]) if (!isErrorResult(r)) { this.window.rewardSum += r.reward; this.window.rewardCount++; }
     const verdict = judgeGroup(g, this.cfg);
@@ -194,6 +239,22 @@ export class DapoCore {
       this.totals.dropped_error++;
       this.waste(g.tokens);
     }
+    this.learn(g, verdict);
+  }
+
+  /** A finished group enters the prompt's history, the selector adapts, and the step guard looks. */
+  private learn(g: GroupRecord, verdict: Verdict): void {
+    const results = g.results as Result[];
+    const clean = results.filter((r) => !isErrorResult(r));
+    // What acceptance judged: with on_error zero_reward a failed rollout counts as reward 0.
+    const rewards = this.cfg.on_error === 'zero_reward' ? results.map((r) => (isErrorResult(r) ? 0 : r.reward)) : clean.map((r) => r.reward);
+    const h: HistoryGroup = { step: this.step, version: g.submittedVersion, rewards, errors: results.length - clean.length, verdict };
+    this.history.recordGroup(g.prompt, h);
+    this.selector.observe(h);
+    if (verdict === 'filtered') this.window.uniformAt.set(rewards[0] ?? 0, (this.window.uniformAt.get(rewards[0] ?? 0) ?? 0) + 1);
+    const { warning, error } = this.guard.check(this.window, this.step, this.ready());
+    if (warning) this.warnings.push(warning);
+    if (error) this.stalled ??= error;
   }
 
   private waste(tokens: number): void {
@@ -204,7 +265,7 @@ export class DapoCore {
   /** Terminal groups leave the tables (their late duplicates are then ignored by id). */
   private finishGroup(g: GroupRecord, state: 'handed' | 'filtered' | 'dropped' | 'cancelled'): void {
     g.state = state;
-    if (state === 'cancelled' || g.ended === this.cfg.n) {
+    if (state === 'cancelled' || g.ended === g.results.length) {
       this.groups.delete(g.index);
       for (const r of g.requests) this.byJob.delete(r.job_id!);
     }
@@ -272,7 +333,7 @@ export class DapoCore {
     let tokensUsed = 0;
     let carried = 0;
     for (const g of chosen) {
-      tokensUsed += g.tokens;
+      tokensUsed += g.tokens - this.trim(g);
       if (g.submittedStep < this.step) carried++;
       this.finishGroup(g, 'handed');
     }
@@ -289,11 +350,42 @@ export class DapoCore {
     const stats: BatchStats = this.window.finish(now, this.capacity, {
       carried_over: carried, tokens_used: tokensUsed, staleness, batch_rewards: rewards,
       running_at_handover: this.runningGroups, buffered_after_handover: this.bufferedGroups.length, batch_size: chosen.length,
+      selection: this.selectionStats(),
     });
+    // Per batch group, the probability its prompt was submitted with: a trainer may weight a group by
+    // 1 / keep to undo selection's tilt toward prompts that were informative lately (docs/training.md).
+    (stats as Record<string, unknown>).group_keep = chosen.map((g) => g.selectKeep ?? 1);
     const batch: Batch = { step: this.step, policy_version: v, groups, stats };
     this.step++;
     this.window = new StepWindow(now);
     return { batch, cancels };
+  }
+
+  /** Fixed-n batches: the tokens of a group's rollouts left out of the batch (counted as waste). */
+  private trim(g: GroupRecord): number {
+    if (!g.keep) return 0;
+    const kept = new Set(g.keep);
+    let tokens = 0;
+    (g.results as Result[]).forEach((r, k) => {
+      if (!kept.has(k)) tokens += resultTokens(r);
+    });
+    const rollouts = g.results.length - g.keep.length;
+    this.window.rolloutsTrimmed += rollouts;
+    this.window.tokensTrimmed += tokens;
+    this.totals.rollouts_trimmed += rollouts;
+    this.waste(tokens);
+    return tokens;
+  }
+
+  /** The history and selector figures every batch's stats carry (metrics.jsonl). */
+  selectionStats(): Record<string, number> {
+    const h = this.history.summary();
+    const st = this.selector.state();
+    const size = this.dataset.rows.length;
+    return {
+      ...h, dataset_size: size, visited_share: size ? h.prompts_visited / size : 0,
+      keep_easy: st.keep_easy, keep_hard: st.keep_hard, uniform_share_easy: st.share_easy, uniform_share_hard: st.share_hard,
+    };
   }
 
   /** A weight update: the version rises; groups that can no longer meet the bound are cancelled or dropped. */

@@ -33,11 +33,17 @@ export class PromptDataset {
     return this.cfg.epochs !== undefined && this.cursor.epoch >= this.cfg.epochs;
   }
 
-  /** The next prompt, or undefined when the configured epochs are exhausted. */
-  next(): Prompt | undefined {
+  /** The prompt next() would return, without advancing. */
+  peek(): Prompt | undefined {
     if (this.exhausted) return undefined;
     if (this.orderEpoch !== this.cursor.epoch) this.buildOrder(this.cursor.epoch);
-    const row = this.rows[this.order[this.cursor.index]];
+    return this.rows[this.order[this.cursor.index]];
+  }
+
+  /** The next prompt, or undefined when the configured epochs are exhausted. */
+  next(): Prompt | undefined {
+    const row = this.peek();
+    if (!row) return undefined;
     this.cursor.index += 1;
     if (this.cursor.index >= this.rows.length) this.cursor = { epoch: this.cursor.epoch + 1, index: 0 };
     return row;

@@ -3,6 +3,7 @@ import type { Group, Rollout } from '../protocol/batch.js';
 import type { TrainConfig } from '../protocol/config-train.js';
 import type { Prompt } from './dataset.js';
 import { generatedTokens, groupAdvantages, isInformative, shapedReward } from './rewards.js';
+import { keepSeed, keptRollouts } from './adaptive-n.js';
 
 /**
  * Where a group is in its life. `running`: submitted, some rollouts not ended. `buffered`: accepted,
@@ -32,6 +33,10 @@ export interface GroupRecord {
   advantages?: number[];
   /** Server the group went to, when the fleet says (checkpoints re-attach there). */
   server?: string;
+  /** Fixed-n batches of adaptive n: the rollouts (ascending indices) that go into the batch; absent: all. */
+  keep?: number[];
+  /** The probability selection submitted the prompt with (absent: 1, it was not a candidate to skip). */
+  selectKeep?: number;
 }
 
 /** Deterministic ids: a seeded run is reproducible and a restart re-attaches by id. */
@@ -43,10 +48,10 @@ export function jobId(run: string, index: number, k: number): string {
 }
 
 /** Builds the n /process requests of a group (the fleet sends them with `attach: true`, so a resume re-attaches by id). */
-export function groupRequests(cfg: TrainConfig, prompt: Prompt, index: number, version: number): ProcessRequest[] {
+export function groupRequests(cfg: TrainConfig, prompt: Prompt, index: number, version: number, n: number = cfg.n): ProcessRequest[] {
   const sampling = { ...cfg.sampling_params, seed: cfg.sampling_params.seed ?? cfg.seed };
   const out: ProcessRequest[] = [];
-  for (let k = 0; k < cfg.n; k++) {
+  for (let k = 0; k < n; k++) {
     out.push({
       instance: { ...prompt, trajectory_id: k },
       sampling_params: sampling,
@@ -74,16 +79,21 @@ export type Verdict = 'accepted' | 'filtered' | 'dropped_error';
 
 /**
  * Decides acceptance (docs/training.md): errors follow on_error; the group is accepted when its task
- * rewards (before shaping) are not all equal. Fills rewards, shaped rewards and advantages.
+ * rewards (before shaping) are not all equal. Fills rewards, shaped rewards and advantages; with
+ * adaptive n's fixed batches, a group larger than n keeps n rollouts (`keep`) and its rewards and
+ * advantages are those of the kept ones, as the trainer will compute them.
  */
 export function judgeGroup(g: GroupRecord, cfg: TrainConfig): Verdict {
   const results = g.results as Result[];
   const errored = results.some(isErrorResult);
   if (errored && cfg.on_error === 'drop_group') return 'dropped_error';
-  const rewards = results.map((r) => (isErrorResult(r) ? 0 : r.reward));
-  if (!isInformative(rewards)) return 'filtered';
-  g.rewards = rewards;
-  g.shaped = results.map((r, i) => shapedReward(rewards[i], resultTokens(r), cfg.overlong));
+  const all = results.map((r) => (isErrorResult(r) ? 0 : r.reward));
+  if (!isInformative(all)) return 'filtered';
+  const fixed = cfg.selection.adaptive_n?.batch === 'fixed' && results.length > cfg.n;
+  g.keep = fixed ? keptRollouts(all, cfg.n, keepSeed(cfg.seed, g.index)) : undefined;
+  const kept = g.keep ?? all.map((_, i) => i);
+  g.rewards = kept.map((i) => all[i]!);
+  g.shaped = kept.map((i, j) => shapedReward(g.rewards![j]!, resultTokens(results[i]!), cfg.overlong));
   g.advantages = groupAdvantages(g.shaped);
   return 'accepted';
 }
@@ -91,12 +101,14 @@ export function judgeGroup(g: GroupRecord, cfg: TrainConfig): Verdict {
 /** The batch view of an accepted group at handover under policy version `version`. */
 export function toBatchGroup(g: GroupRecord, version: number, withMessages: boolean): Group {
   const staleness = version - g.submittedVersion;
-  const rollouts: Rollout[] = (g.results as Result[]).map((r, k) => ({
+  const results = g.results as Result[];
+  const kept = g.keep ?? results.map((_, k) => k);
+  const rollouts: Rollout[] = kept.map((k, j) => ({ r: results[k]!, k, j })).map(({ r, k, j }) => ({
     job_id: r.job_id,
     trajectory_id: r.trajectory_id ?? k,
-    reward: g.rewards![k],
-    shaped_reward: g.shaped![k],
-    advantage: g.advantages![k],
+    reward: g.rewards![j]!,
+    shaped_reward: g.shaped![j]!,
+    advantage: g.advantages![j]!,
     policy_version: g.submittedVersion,
     staleness,
     weight_versions: r.weight_versions ?? [],

@@ -31,6 +31,27 @@ export interface StepRecord extends StepSummary {
   buffered_after_handover: number;
   max_inflight_jobs: number;
   staleness_histogram: Record<string, number>;
+  /** Prompt turns selection skipped in the window (by the way their recent groups were uniform), and prompts it submitted on the exploration floor. */
+  skipped: number;
+  skipped_easy: number;
+  skipped_hard: number;
+  explored: number;
+  /** Mean group size submitted in the window (n, unless adaptive n). */
+  mean_group_size: number;
+  /** Fixed-n batches of adaptive n: rollouts left out of the batch, and their tokens (counted as waste). */
+  rollouts_trimmed: number;
+  tokens_trimmed: number;
+  /** The prompt history at handover: prompts submitted at least once (and their share of the dataset), with a finished group, by how their latest group ended, skipped at least once. */
+  prompts_visited: number;
+  visited_share: number;
+  prompts_seen: number;
+  prompts_mixed: number;
+  prompts_none_solved: number;
+  prompts_all_solved: number;
+  prompts_skipped: number;
+  /** Selection's keep bases (GRESO's p_easy, p_hard) at handover. */
+  keep_easy: number;
+  keep_hard: number;
 }
 
 const num = (v: unknown): number => (typeof v === 'number' && Number.isFinite(v) ? v : 0);
@@ -51,12 +72,17 @@ export function stepRecord(b: Batch, elapsed_s: number, now: Date = new Date()):
     jobs_submitted: num(s.jobs_submitted), jobs_cancelled: num(s.jobs_cancelled), tokens_used: num(s.tokens_used), tokens_filtered: num(s.tokens_filtered),
     running_at_handover: num(s.running_at_handover), buffered_after_handover: num(s.buffered_after_handover), max_inflight_jobs: num(s.max_inflight_jobs),
     staleness_histogram: (s.staleness_histogram as Record<string, number> | undefined) ?? {},
+    skipped: num(s.skipped), skipped_easy: num(s.skipped_easy), skipped_hard: num(s.skipped_hard), explored: num(s.explored),
+    mean_group_size: num(s.mean_group_size), rollouts_trimmed: num(s.rollouts_trimmed), tokens_trimmed: num(s.tokens_trimmed),
+    prompts_visited: num(s.prompts_visited), visited_share: num(s.visited_share), prompts_seen: num(s.prompts_seen), prompts_mixed: num(s.prompts_mixed),
+    prompts_none_solved: num(s.prompts_none_solved), prompts_all_solved: num(s.prompts_all_solved), prompts_skipped: num(s.prompts_skipped),
+    keep_easy: num(s.keep_easy), keep_hard: num(s.keep_hard),
   };
 }
 
 /** The per-step line `raas train` prints: "accepted 4 of 16 finished groups (12 filtered)". */
 export function stepLine(r: StepRecord): string {
-  const dropped = r.dropped_error ? `, ${r.dropped_error} dropped on error` : '';
+  const dropped = (r.dropped_error ? `, ${r.dropped_error} dropped on error` : '') + (r.skipped ? `, ${r.skipped} prompts skipped` : '');
   return (
     `step ${String(r.step).padStart(3)} | v${r.policy_version} | ${r.wall_s.toFixed(2)}s | accepted ${r.accepted} of ${r.finished} finished groups (${r.filtered} filtered${dropped}), ` +
     `${r.groups} in the batch (${r.carried_over} carried over), ${r.cancelled} cancelled | reward ${r.mean_reward.toFixed(3)} (batch ${r.batch_mean_reward.toFixed(3)}) | ` +
@@ -81,6 +107,7 @@ export class CoordinatorMetrics {
   private readonly steps: Counter;
   private readonly groups: Counter<'outcome'>;
   private readonly tokens: Counter<'kind'>;
+  private readonly skipped: Counter<'kind'>;
   private readonly last: Map<string, Gauge>;
 
   constructor() {
@@ -116,6 +143,7 @@ export class CoordinatorMetrics {
     this.steps = new Counter({ name: 'raas_coordinator_steps_total', help: 'Batches handed over', registers });
     this.groups = new Counter({ name: 'raas_coordinator_groups_total', help: 'Groups by outcome in handed-over windows (accepted, filtered, cancelled, dropped_stale, dropped_error)', labelNames: ['outcome'], registers });
     this.tokens = new Counter({ name: 'raas_coordinator_tokens_total', help: 'Tokens by kind in handed-over windows (generated, used, wasted, filtered)', labelNames: ['kind'], registers });
+    this.skipped = new Counter({ name: 'raas_coordinator_prompts_skipped_total', help: 'Prompt turns selection skipped in handed-over windows, by the way their recent groups were uniform (easy, hard)', labelNames: ['kind'], registers });
     const g = (name: string, help: string): [string, Gauge] => [name, new Gauge({ name: `raas_coordinator_last_step_${name}`, help: `Last step: ${help}`, registers })];
     this.last = new Map([
       g('mean_reward', 'mean reward of all rollouts completed in the window'),
@@ -141,6 +169,8 @@ export class CoordinatorMetrics {
     this.steps.inc();
     for (const [k, v] of [['accepted', r.accepted], ['filtered', r.filtered], ['cancelled', r.cancelled], ['dropped_stale', r.dropped_stale], ['dropped_error', r.dropped_error]] as const) this.groups.inc({ outcome: k }, v);
     for (const [k, v] of [['generated', r.tokens_generated], ['used', r.tokens_used], ['wasted', r.tokens_wasted], ['filtered', r.tokens_filtered]] as const) this.tokens.inc({ kind: k }, v);
+    this.skipped.inc({ kind: 'easy' }, r.skipped_easy);
+    this.skipped.inc({ kind: 'hard' }, r.skipped_hard);
     const set = (k: string, v: number): void => this.last.get(k)!.set(v);
     set('mean_reward', r.mean_reward);
     set('batch_mean_reward', r.batch_mean_reward);

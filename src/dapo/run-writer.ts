@@ -5,10 +5,11 @@ import type { Batch } from '../protocol/batch.js';
 import { RaasError } from '../protocol/errors.js';
 import type { TrainConfig } from '../protocol/config-train.js';
 import { TrainCheckpoint } from './checkpoint.js';
+import type { PromptRecord } from './history.js';
 import { runPlotSvg } from './plot-run.js';
 
 /** What a run writes into its directory (moved aside, together, when the name is reused). */
-const OUTPUTS = ['batches', 'batches.jsonl', 'summary.json', 'plot.svg', 'checkpoint.json', 'config.json', 'metrics.jsonl'];
+const OUTPUTS = ['batches', 'batches.jsonl', 'summary.json', 'plot.svg', 'checkpoint.json', 'config.json', 'metrics.jsonl', 'prompts.jsonl'];
 
 /** Writes a file whole or not at all: a temporary file renamed over the target (a kill never leaves half a file). */
 export async function writeAtomic(file: string, data: string, mode?: number): Promise<void> {
@@ -167,6 +168,11 @@ export class RunWriter {
     return p;
   }
 
+  /** `prompts.jsonl`, atomically: one line per prompt with every group's rewards, its submissions and skips. */
+  async writePrompts(records: readonly PromptRecord[]): Promise<void> {
+    await writePromptsJsonl(this.dir, records);
+  }
+
   /** Writes summary.json and plot.svg from the steps so far plus run-level facts. */
   async writeSummary(extra: Record<string, unknown>): Promise<void> {
     const summary = { ...extra, steps: this.steps };
@@ -184,4 +190,13 @@ export async function readRunConfig(dir: string): Promise<unknown> {
   } catch (err) {
     throw new RaasError('config_invalid', `--resume ${dir}: cannot read config.json (${(err as Error).message}); give the run's config file as well: raas train <config> --resume ${dir}`, { retryable: false });
   }
+}
+
+/**
+ * Writes `<dir>/prompts.jsonl` atomically: one JSON line per prompt (`data_source`, `instance_id`,
+ * `submitted`, `skips`, `skip_streak`, `last_skip_step`, `groups: [{step, version, rewards, errors,
+ * verdict}]`). The sidecar's run outputs write it the same way.
+ */
+export async function writePromptsJsonl(dir: string, records: readonly PromptRecord[]): Promise<void> {
+  await writeAtomic(path.join(dir, 'prompts.jsonl'), records.map((r) => JSON.stringify(r) + '\n').join(''));
 }

@@ -20,6 +20,8 @@ export interface TrainOptions {
   resume?: { dir: string; checkpoint: TrainCheckpoint };
   /** Prometheus metrics of the run (`--metrics-port`): live gauges read the coordinator, each step is observed. */
   metrics?: CoordinatorMetrics;
+  /** When stderr is not a terminal: a progress line every this many seconds while a step waits (default 30; 0: none). */
+  progressIntervalS?: number;
 }
 
 /** How a run ended (summary.json `status`); `running` while it runs. */
@@ -72,7 +74,8 @@ export async function runTraining(cfg: TrainConfig, opts: TrainOptions = {}): Pr
     return {
       name: cfg.name, run_dir: writer.dir, status, steps_asked: cfg.steps, steps_done: stepsDone, resumes,
       mode: cfg.mode, carry_over: cfg.carry_over, max_staleness: cfg.max_staleness, n: cfg.n, batch_size: cfg.batch_size,
-      seed: cfg.seed, policy_version: st.policy_version, wall_s: wall(), totals: t,
+      seed: cfg.seed, selection: cfg.selection.mode, adaptive_n: cfg.selection.adaptive_n ?? null, policy_version: st.policy_version, wall_s: wall(), totals: t,
+      prompts: coord.promptSummary(),
       waste_fraction: t.tokens_generated ? (t.tokens_wasted ?? 0) / t.tokens_generated : 0, leftovers: coord.leftovers(),
       first_mean_reward: writer.steps[0]?.mean_reward, last_mean_reward: writer.steps.at(-1)?.mean_reward, steps: writer.steps,
     };
@@ -109,7 +112,7 @@ export async function runTraining(cfg: TrainConfig, opts: TrainOptions = {}): Pr
     if (!ck) await checkpoint();
     for (let step = stepsDone; step < cfg.steps; step++) {
       waiting = true;
-      const batch = await withProgress(coord, cfg, step, err, opts.signal);
+      const batch = await withProgress(coord, cfg, step, err, opts.signal, opts.progressIntervalS ?? 30);
       waiting = false;
       const p = await writer.writeBatch(batch);
       const rec = stepRecord(batch, wall());
@@ -128,6 +131,7 @@ export async function runTraining(cfg: TrainConfig, opts: TrainOptions = {}): Pr
       stepsDone = step + 1;
       if (last) status = 'finished';
       await writer.writeSummary(summary());
+      await writer.writePrompts(coord.promptHistory());
       await checkpoint();
       waiting = true;
     }
@@ -143,6 +147,7 @@ export async function runTraining(cfg: TrainConfig, opts: TrainOptions = {}): Pr
       if (waiting) await checkpoint().catch((x: unknown) => err?.write(`raas: could not write the checkpoint: ${(x as Error).message}\n`));
       const why = status === 'failed' ? { error: e instanceof Error ? e.message : String(e) } : {};
       await writer.writeSummary({ ...summary(), ...why }).catch(() => undefined);
+      await writer.writePrompts(coord.promptHistory()).catch(() => undefined);
     }
     throw e;
   } finally {
@@ -151,9 +156,24 @@ export async function runTraining(cfg: TrainConfig, opts: TrainOptions = {}): Pr
   }
 }
 
-/** Waits for the step's batch with a progress bar on stderr (when it is a terminal). */
-async function withProgress(coord: Coordinator, cfg: TrainConfig, step: number, err: NodeJS.WriteStream | undefined, signal?: AbortSignal): Promise<Batch> {
-  if (!err?.isTTY) return coord.nextBatch({ signal });
+/** One line of progress while a step waits (stderr not a terminal: logs, Slurm output files). */
+export function progressLine(step: number, batchSize: number, s: ReturnType<Coordinator['status']>): string {
+  const w = s.window;
+  const extra = (w.skipped ? `, ${w.skipped} skipped` : '') + (w.dropped_error ? `, ${w.dropped_error} dropped on error` : '');
+  return `raas: step ${step}: ${Math.min(s.buffered_groups, batchSize)}/${batchSize} groups ready, ${w.accepted} accepted and ${w.filtered} filtered of ${w.submitted} submitted in this step${extra} | ${s.running_jobs} jobs in flight | ${w.elapsed_s.toFixed(1)} s`;
+}
+
+/** Waits for the step's batch with a progress bar on stderr (when it is a terminal), else a line every `intervalS`. */
+async function withProgress(coord: Coordinator, cfg: TrainConfig, step: number, err: NodeJS.WriteStream | undefined, signal: AbortSignal | undefined, intervalS: number): Promise<Batch> {
+  if (!err?.isTTY) {
+    if (!err || !(intervalS > 0)) return coord.nextBatch({ signal });
+    const timer = setInterval(() => err.write(progressLine(step, cfg.batch_size, coord.status()) + '\n'), intervalS * 1000);
+    try {
+      return await coord.nextBatch({ signal });
+    } finally {
+      clearInterval(timer);
+    }
+  }
   const bar = new cliProgress.SingleBar(
     { stream: err, format: `step ${step} [{bar}] {value}/{total} groups | in flight {inflight} jobs | filtered {filtered} | {elapsed}s`, hideCursor: true, clearOnComplete: true },
     cliProgress.Presets.shades_classic,

@@ -21,6 +21,19 @@ export class StepWindow {
   tokensFiltered = 0;
   rewardSum = 0;
   rewardCount = 0;
+  /** Prompts selection skipped (never submitted), by the way their recent groups were uniform. */
+  skipped = 0;
+  skippedEasy = 0;
+  skippedHard = 0;
+  /** Prompts submitted only because the exploration floor drew them or max_skips forced them. */
+  explored = 0;
+  /** Uniform (filtered) groups by the value their rewards all had. */
+  readonly uniformAt = new Map<number, number>();
+  /** Σ group size over the groups submitted in the window (the mean n under adaptive n). */
+  nSum = 0;
+  /** Fixed-n batches: rollouts of larger groups left out of the batch, and their tokens. */
+  rolloutsTrimmed = 0;
+  tokensTrimmed = 0;
   /** ∫ min(running jobs, capacity) dt, in job·ms. */
   busyIntegral = 0;
   /** ∫ capacity dt, in job·ms (the cap follows the live fleet, so it may change inside a window). */
@@ -46,7 +59,7 @@ export class StepWindow {
   finish(
     now: number,
     capacity: number,
-    extra: { carried_over: number; tokens_used: number; staleness: number[]; batch_rewards: number[]; running_at_handover: number; buffered_after_handover: number; batch_size: number },
+    extra: { carried_over: number; tokens_used: number; staleness: number[]; batch_rewards: number[]; running_at_handover: number; buffered_after_handover: number; batch_size: number; selection?: Record<string, number> },
   ): BatchStats {
     const wallMs = Math.max(now - this.startedAt, 1e-9);
     const hist: Record<string, number> = {};
@@ -80,6 +93,14 @@ export class StepWindow {
       running_at_handover: extra.running_at_handover,
       buffered_after_handover: extra.buffered_after_handover,
       max_inflight_jobs: capacity,
+      skipped: this.skipped,
+      skipped_easy: this.skippedEasy,
+      skipped_hard: this.skippedHard,
+      explored: this.explored,
+      mean_group_size: this.submitted ? this.nSum / this.submitted : 0,
+      rollouts_trimmed: this.rolloutsTrimmed,
+      tokens_trimmed: this.tokensTrimmed,
+      ...extra.selection,
     };
   }
 }

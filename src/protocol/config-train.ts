@@ -26,7 +26,7 @@ export const DatasetConfig = z.strictObject({
   /** Inferred from the extension when absent. */
   format: z.enum(['jsonl', 'parquet']).optional(),
   shuffle: z.boolean().default(true),
-  /** Passes over the data; absent means unlimited. */
+  /** Passes over the data (a skipped prompt counts as visited); absent (the default) means unlimited. */
   epochs: z.number().int().positive().optional(),
   /** Overrides each row's data_source (veRL rows name the original dataset, e.g. openai/gsm8k). */
   data_source: z.string().min(1).optional(),
@@ -83,6 +83,50 @@ export const SmokeConfig = z.strictObject({
   n: z.number().int().positive().optional(),
 });
 
+/**
+ * Adaptive group size: each prompt's n from the posterior of its pass rate, within [min, max]
+ * (docs/training.md#adaptive-group-size). `batch: variable` hands every rollout over (groups of
+ * different sizes); `batch: fixed` keeps `n` rollouts per group in the batch, for trainers whose
+ * batch bookkeeping counts batch_size × n rows.
+ */
+export const AdaptiveNConfig = z.strictObject({
+  /** Smallest group (`variable`; a `fixed` batch's groups start at n). */
+  min: z.number().int().min(2).default(2),
+  max: z.number().int().min(2),
+  batch: z.enum(['variable', 'fixed']).default('variable'),
+  /**
+   * fixed: the group size is grown from n until the posterior chance that the group is mixed
+   * reaches this (a prompt that even `max` rollouts would not mix keeps n).
+   */
+  target_mixed: z.number().gt(0).lt(1).default(0.5),
+});
+export type AdaptiveNConfig = z.infer<typeof AdaptiveNConfig>;
+
+/**
+ * Pre-rollout prompt selection from each prompt's history (docs/training.md#prompt-selection).
+ * `none` (default) submits every prompt the dataset yields; `history` skips a prompt whose recent
+ * groups all had equal rewards with a probability adapted to keep `target_informative`, never
+ * below the `explore` floor of submitting it.
+ */
+export const SelectionConfig = z.strictObject({
+  mode: z.enum(['none', 'history']).default('none'),
+  /** Share of finished groups that should be informative; the skip probabilities adapt toward it. */
+  target_informative: z.number().gt(0).lt(1).default(0.75),
+  /** Floor of the probability that a prompt whose recent groups were all equal is submitted. */
+  explore: z.number().gt(0).max(1).default(0.05),
+  /** A prompt skipped this many times in a row is submitted on its next turn (no prompt starves). */
+  max_skips: z.number().int().nonnegative().default(40),
+  /** Evidence from older policies counts less: a group's weight halves every this many versions; null: never. */
+  half_life_versions: z.number().positive().nullable().default(100),
+  /** Keep base of a prompt with one all-equal group at the start (GRESO's initial p). */
+  initial_keep: z.number().gt(0).lt(1).default(0.5),
+  /** How far the keep bases move (toward target_informative) per batch_size finished groups: GRESO's 0.01 per step. */
+  adapt_step: z.number().positive().max(0.5).default(0.01),
+  /** Opt-in adaptive group size. */
+  adaptive_n: AdaptiveNConfig.optional(),
+});
+export type SelectionConfig = z.infer<typeof SelectionConfig>;
+
 /** The training config (`raas train x.yaml`, `new Coordinator(config)`). Every field but dataset is defaulted. */
 export const TrainConfig = z.strictObject({
   name: z.string().regex(/^[A-Za-z0-9._-]+$/, 'letters, digits, ".", "_" or "-"').default('run'),
@@ -123,6 +167,14 @@ export const TrainConfig = z.strictObject({
   smoke: SmokeConfig.default(SmokeConfig.parse({})),
   eval: EvalConfig.default({}),
   health_interval_ms: z.number().int().positive().optional(),
+  /** Pre-rollout prompt selection and adaptive group size (default: none, every prompt submitted with n rollouts). */
+  selection: SelectionConfig.default(SelectionConfig.parse({})),
+  /**
+   * A step that finished this many groups without batch_size informative ones ends with the error
+   * `no_informative_groups` (a warning at a third of it). Default 30 × batch_size (veRL's DAPO
+   * recipe: 10 generation batches of 3 × train_batch_size prompts); 0: no limit.
+   */
+  max_groups_per_step: z.number().int().nonnegative().optional(),
   /** How backends are re-registered at each weight update: `sync` (add/update, then remove others) or `replace` (clear + add). */
   placement_mode: z.enum(['sync', 'replace']).default('sync'),
 });

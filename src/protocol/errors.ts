@@ -29,6 +29,7 @@ export const ERROR_CODES = {
   timeout: { status: 504, doc: 'The operation ran past its time limit.' },
   internal: { status: 500, doc: 'An unexpected server error; the message says what failed.' },
   dataset_exhausted: { status: 409, doc: 'Coordinator: every configured epoch of the dataset was served and too few accepted groups remain for another batch; raise dataset.epochs.' },
+  no_informative_groups: { status: 409, doc: 'Coordinator: a step finished max_groups_per_step groups (default 30 × batch_size) without batch_size informative ones; the message says what the groups were (rewards all equal to what). Check the reward, or raise max_groups_per_step (0: no limit).' },
   generation_paused: { status: 409, doc: 'Coordinator: generation is paused and too few accepted groups are buffered for a batch; call resume() (sidecar: resume_generation) first.' },
   server_unreachable: { status: 503, doc: 'Client: the rollout server did not answer (refused, reset, timed out) within the retry budget; check the URL and that `raas serve` runs.' },
   // sidecar-only codes

@@ -1,7 +1,7 @@
 import path from 'node:path';
 import { Option, type Command } from 'commander';
 import type { ServerConfigInput } from '../protocol/config-server.js';
-import { SET_HELP, collect, intArg, numberArg, portArg } from '../protocol/config-flags.js';
+import { SET_HELP, collect, intArg, numberArg, portArg } from '../util/config-flags.js';
 import { loadServerConfig } from './config.js';
 import { startRolloutServer } from './index.js';
 

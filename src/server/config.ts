@@ -3,8 +3,9 @@ import path from 'node:path';
 import { parse as parseYaml } from 'yaml';
 import { RaasError } from '../protocol/errors.js';
 import { ServerConfig, type ServerConfigInput } from '../protocol/config-server.js';
-import { applySets, checkAll, checkConfig, parseSets } from '../protocol/config-errors.js';
-import { SandboxConfig } from './sandbox/config.js';
+import { checkAll, checkConfig } from '../protocol/config-errors.js';
+import { applySets, parseSets } from '../util/config-sets.js';
+import { SandboxConfig } from '../protocol/config-sandbox.js';
 import { resolveToken } from '../util/secret.js';
 
 /** Deep-merges plain objects; arrays and scalars of `over` replace those of `base`. */

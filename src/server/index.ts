@@ -4,7 +4,7 @@ import { RaasError } from '../protocol/errors.js';
 import { ServerConfig, type ServerConfigInput } from '../protocol/config-server.js';
 import { parseOrThrow } from '../protocol/validation.js';
 import { systemClock, type Clock } from '../util/clock.js';
-import { qwen3Tokenizer, type Tokenizer } from '../tokens/tokenizer.js';
+import type { Tokenizer } from '../tokens/tokenizer.js';
 import { offloadTokenizer, type EncoderPool } from '../tokens/pool.js';
 import { resolveTokenizerSpec } from '../tokens/resolve.js';
 import { TokenizerGuard } from '../tokens/backend-check.js';
@@ -36,7 +36,7 @@ export type { ServerConfigInput } from '../protocol/config-server.js';
 /** Collaborators a caller may inject (tests, the bench, embedding). */
 export interface RolloutServerOptions {
   /** Extra handlers, registered over the built-ins and the config's handler_modules. */
-  handlers?: AgentHandler<any>[];
+  handlers?: AgentHandler<unknown>[];
   registry?: HandlerRegistry;
   clock?: Clock;
   wallNow?: () => number;
@@ -92,6 +92,7 @@ export async function startRolloutServer(config: ServerConfigInput = {}, opts: R
     queueDepth: (s) => pipeline.pools[s].depth,
     busyWorkers: (s) => pipeline.pools[s].busy,
     backends: () => pool.list(),
+    offloadedChars: () => encoderPool?.offloadedChars ?? 0,
   });
   // The pipeline logs through fastify's logger, which exists only once the app does.
   const logRef: { log?: FastifyInstance['log'] } = {};

@@ -6,6 +6,8 @@ export interface MetricsSource {
   queueDepth(stage: Stage): number;
   busyWorkers(stage: Stage): number;
   backends(): Array<{ address: string; active: number; assigned: number }>;
+  /** Characters the tokenizer pool encoded off the event loop (0 without a pool). */
+  offloadedChars?(): number;
 }
 
 let processRegistry: Registry | undefined;
@@ -70,6 +72,12 @@ export class ServerMetrics {
       collect() {
         this.reset();
         for (const b of source.backends()) this.set({ backend: b.address }, b.assigned);
+      },
+    });
+    new Gauge({
+      name: 'raas_tokenizer_offloaded_chars_total', help: 'Characters of long texts (tool outputs) encoded on the tokenizer worker pool, off the event loop', registers,
+      collect() {
+        this.set(source.offloadedChars?.() ?? 0);
       },
     });
     this.jobs = new Counter({ name: 'raas_jobs_total', help: 'Jobs by terminal state', labelNames: ['state'], registers });

@@ -1,7 +1,7 @@
 import path from 'node:path';
 import { Option, type Command } from 'commander';
 import { SIDECAR_LIMITS } from '../protocol/sidecar.js';
-import { SET_HELP, collect } from '../protocol/config-flags.js';
+import { SET_HELP, collect } from '../util/config-flags.js';
 import type { LogLevel } from './log.js';
 import { serveStdio } from './stdio.js';
 

@@ -5,7 +5,7 @@ import type { Command } from 'commander';
 import { parse as parseYaml } from 'yaml';
 import { checkConfig, isMapping } from '../protocol/config-errors.js';
 import { RaasError } from '../protocol/errors.js';
-import { intArg, portArg } from '../protocol/config-flags.js';
+import { intArg, portArg } from '../util/config-flags.js';
 import { REALISTIC_LATENCY, startSim, type SimOptions as SimOptionsInput } from './index.js';
 import { SimOptions } from './options.js';
 

@@ -6,6 +6,7 @@ import { sleep, systemClock, type Clock } from '../util/clock.js';
 import { Filler, sampleLogprob } from './filler.js';
 import { positionLogprobs, wireLogprob, type LogprobsMode } from './logprobs.js';
 import { PrefixCache, hashIds } from './prefix-cache.js';
+import { difficultyModel, type DifficultyModel } from './difficulty.js';
 
 /** One generation request, normalised from either wire format. */
 export interface SimRequest {
@@ -71,6 +72,7 @@ export class SimEngine {
   private readonly inFlight = new Map<string, InFlight>();
   private readonly queue: Array<() => void> = [];
   private readonly filler: Filler;
+  private readonly difficulty: DifficultyModel;
   private unseeded = 0;
   private prefillTail: Promise<void> = Promise.resolve();
   // Remainders of aborted responses, keyed by the sequence a continuation will send (prompt + ids so
@@ -86,6 +88,7 @@ export class SimEngine {
     this.weightVersion = cfg.weight_version;
     this.cache = new PrefixCache(cfg.prefix_cache_blocks);
     this.filler = new Filler(tokenizer, cfg.filler);
+    this.difficulty = difficultyModel(cfg.difficulty, { seed: cfg.seed, boostPerUpdate: cfg.boost_per_update });
   }
 
   /** Generates one response; `signal` (client gone) aborts it like /abort_request. */
@@ -203,6 +206,7 @@ export class SimEngine {
         weightVersion: this.weightVersion,
         updates: this.updates,
         boostPerUpdate: this.cfg.boost_per_update,
+        passRate: (key: string, base: number) => this.difficulty.passRate(key, base, this.updates),
       };
       for (const p of this.policies) {
         const turn = p.respond(ctx);

@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { LOGPROBS_MODES } from './logprobs.js';
+import { SimDifficulty } from './difficulty.js';
 
 /**
  * Latency model of the simulated backend. Every term is zero by default, so unit tests run at
@@ -64,6 +65,8 @@ export const SimOptions = z.strictObject({
   abort_on_weight_update: z.boolean().default(true),
   /** Rise of each instance's success probability per weight update. */
   boost_per_update: z.number().min(0).max(1).default(0.03),
+  /** Per-instance pass rates and how they move with weight updates (src/sim/difficulty.ts): `beta` (the Beta draw + boost_per_update) or `logit`. */
+  difficulty: SimDifficulty,
   /** Prefix-cache capacity in 16-token blocks (LRU beyond it). */
   prefix_cache_blocks: z.number().int().nonnegative().default(65536),
   /**

@@ -15,6 +15,11 @@ export interface PolicyContext {
   updates: number;
   /** Configured rise of the success probability per update (e.g. 0.03). */
   boostPerUpdate: number;
+  /**
+   * The instance's success probability now, from the backend's difficulty model (src/sim/difficulty.ts):
+   * `key` names the instance, `base` is its seeded Beta draw. Absent: base + boostPerUpdate × updates.
+   */
+  passRate?: (key: string, base: number) => number;
 }
 
 /** A scripted answer: the completion text without the end-of-turn token (the backend appends it). */

@@ -94,7 +94,9 @@ export function auditDrift(tok: Tokenizer, views: Iterable<TokenView | undefined
  */
 export function viewsOfLine(line: unknown, lineNo: number): TokenView[] {
   if (typeof line !== 'object' || line === null) return [];
+  // biome-ignore lint/suspicious/noExplicitAny: a batch line of any shape, every field checked before use
   const o = line as Record<string, any>;
+  // biome-ignore lint/suspicious/noExplicitAny: as above
   if (Array.isArray(o.groups)) return o.groups.flatMap((g: any, gi: number) => (Array.isArray(g?.rollouts) ? g.rollouts.flatMap((ro: any, ri: number) => viewsOfLine(ro, lineNo).map((v) => ({ ...v, id: v.id === `line ${lineNo}` ? `line ${lineNo} g${gi} r${ri}` : v.id }))) : []));
   const t = o.tokens;
   if (!t || !Array.isArray(t.response_ids) || !Array.isArray(t.response_mask)) return [];

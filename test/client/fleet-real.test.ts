@@ -4,7 +4,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { RolloutClient, RolloutFleet } from '../../src/client/index.js';
 import { startRolloutServer, type RolloutServer } from '../../src/server/index.js';
 import { startSim, type SimHandle } from '../../src/sim/index.js';
-import { startProxy, type Proxy } from './proxy.js';
+import { startProxy, type Proxy as TcpProxy } from './proxy.js';
 import { until } from './until.js';
 
 /** Filler answers of exactly 40 tokens at `ms` per token: a chat turn takes about 40·ms. */
@@ -104,7 +104,7 @@ describe('RolloutFleet over real rollout servers and simulated backends', () => 
   it('recovers through GET /jobs/:id what a partitioned server finished, and ignores the duplicates', async () => {
     const d = await startRolloutServer({ port: 0, llm: { backends: [{ address: simFast.url }] } });
     const e = await startRolloutServer({ port: 0, llm: { backends: [{ address: simSlow.url }] } });
-    const proxy: Proxy = await startProxy(d.url);
+    const proxy: TcpProxy = await startProxy(d.url);
     closers.push(() => d.close(), () => e.close(), () => proxy.close());
     const fleet = new RolloutFleet({
       servers: [{ url: proxy.url }, { url: e.url }], health_interval_ms: 50, client: { backoff: { base_ms: 10, max_ms: 20 } },

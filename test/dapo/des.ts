@@ -25,6 +25,8 @@ export interface DesOptions {
   capacityAt?: (t: number) => number;
   /** Called right after each handover, before its cancels are sent. */
   afterHandover?: (core: DapoCore, batch: Batch, cancels: string[]) => void;
+  /** Pass rate of prompt `i` for a group submitted under policy `version` (default: 0, 1, 0.5, 0.3, 0.7 by i mod 5). */
+  passRate?: (i: number, version: number) => number;
 }
 
 export interface DesRun {
@@ -74,7 +76,7 @@ export function runDes(o: DesOptions): DesRun {
   const submit = (): void => {
     if (o.capacityAt) core.setCapacity(o.capacityAt(now));
     for (const g of core.admit()) {
-      const rate = Number(g.prompt.pass_rate);
+      const rate = o.passRate ? o.passRate(Number(g.prompt.instance_id), g.submittedVersion) : Number(g.prompt.pass_rate);
       for (const req of g.requests) {
         const dur = 100 * Math.exp(sigma * normal());
         const tokens = Math.max(1, Math.round(dur));
@@ -140,7 +142,7 @@ export function runDes(o: DesOptions): DesRun {
     ev.run();
     tryHandover();
     // One group may run alone when n exceeds the capacity; otherwise the cap holds.
-    if (core.runningJobs > Math.max(o.capacity, cfg.n) && cfg.mode === 'async' && !o.capacityAt) run.violations.push(`running jobs ${core.runningJobs} > capacity ${o.capacity}`);
+    if (core.runningJobs > Math.max(o.capacity, cfg.n, cfg.selection.adaptive_n?.max ?? 0) && cfg.mode === 'async' && !o.capacityAt) run.violations.push(`running jobs ${core.runningJobs} > capacity ${o.capacity}`);
   }
   return run;
 }

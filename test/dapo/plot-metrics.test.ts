@@ -105,6 +105,8 @@ describe('metrics.jsonl, the step line and Prometheus metrics of an embedded run
       expect(text).toMatch(/^raas_coordinator_step 2$/m);
       expect(text).toMatch(new RegExp(`^raas_coordinator_groups_total\\{outcome="accepted"\\} ${recs[0].accepted + recs[1].accepted}$`, 'm'));
       expect(text).toMatch(/^raas_coordinator_last_step_batch_mean_reward [\d.]+$/m);
+      // selection is off: the skip counters exist and stay 0
+      expect(text).toMatch(/^raas_coordinator_prompts_skipped_total\{kind="hard"\} 0$/m);
       expect(text).toMatch(/^raas_coordinator_policy_version 1$/m);
       const missing = await fetch(prom.url.replace('/metrics', '/nope'));
       expect(missing.status).toBe(404);

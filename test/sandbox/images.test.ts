@@ -2,7 +2,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createSandboxRuntime, ImageCache, type Runtime } from '../../src/server/sandbox/index.js';
-import type { SandboxConfigInput } from '../../src/server/sandbox/config.js';
+import type { SandboxConfigInput } from '../../src/protocol/config-sandbox.js';
 import { testRoot } from './helpers.js';
 
 const root = testRoot('img');

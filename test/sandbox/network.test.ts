@@ -384,7 +384,8 @@ for (const tool of ['slirp4netns', 'pasta'] as const) {
       const helper = sb.net!.describe().pid!;
       // pasta runs under the shim (its supervisor); slirp4netns is the shim's pid itself.
       const all = [helper, ...descendants(helper)];
-      expect(all.length).toBe(tool === 'pasta' ? 2 : 1);
+      const cmd = (p: number): string => { try { return `${p}:${fs.readFileSync(`/proc/${p}/cmdline`, 'utf8').replace(/\0/g, ' ').slice(0, 80)}`; } catch { return `${p}:gone`; } };
+      expect(all.length, all.map(cmd).join(' | ')).toBe(tool === 'pasta' ? 2 : 1);
       expect(all.every(alive)).toBe(true);
       process.kill(sb.inner, 'SIGKILL');
       await sb.exited;
@@ -431,7 +432,7 @@ describe.skipIf(unavailable('slirp4netns') !== undefined)('helper start and fail
     observed('helper for a pid that is gone', err.message);
     expect(err.code).toBe('sandbox_error');
     expect(err.message).toMatch(/exited during start.*\/proc\/\d+\/(gid_map|ns\/net)/s);
-    expect(helpersOf(process.pid)).toEqual([]);
+    expect(helpersOf(process.pid).map((p) => `${p}:${fs.readFileSync(`/proc/${p}/cmdline`, 'utf8').replace(/\0/g, ' ').slice(0, 80)}`)).toEqual([]);
   });
 });
 

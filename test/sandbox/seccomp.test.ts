@@ -32,6 +32,12 @@ const EPERM = 1;
 const ENOSYS = 38;
 const EAFNOSUPPORT = 97;
 const errnoRet = (e: number): number => (SECCOMP_RET.ERRNO | e) >>> 0;
+/** What landlock_create_ruleset(NULL, 0, VERSION) answers on this host without a filter: its ABI version ("ok"), or an errno (EOPNOTSUPP with the LSM off). */
+const LANDLOCK_VERDICT: number | 'ok' = (() => {
+  const r = spawnSync(PY, ['-c', 'import ctypes; l = ctypes.CDLL(None, use_errno=True); r = l.syscall(444, None, 0, 1); print("ok" if r >= 0 else ctypes.get_errno())'], { encoding: 'utf8' });
+  const v = r.stdout.trim();
+  return v === 'ok' ? 'ok' : Number(v);
+})();
 
 /**
  * Probe → the syscall it exercises and its result under the filter, written out here rather than
@@ -52,6 +58,10 @@ const EXPECTED: Record<string, { name: string; want: number | 'ok' }> = {
   io_uring_setup: { name: 'io_uring_setup', want: ENOSYS },
   io_uring_enter: { name: 'io_uring_enter', want: ENOSYS },
   io_uring_register: { name: 'io_uring_register', want: ENOSYS },
+  io_setup: { name: 'io_setup', want: ENOSYS },
+  memfd_secret: { name: 'memfd_secret', want: ENOSYS },
+  // Landlock only lets a process restrict itself further: allowed (it answers its ABI version, or EOPNOTSUPP where the LSM is off).
+  landlock: { name: 'landlock_create_ruleset', want: LANDLOCK_VERDICT },
   unshare: { name: 'unshare', want: EPERM },
   clone_newuser: { name: 'clone', want: EPERM },
   clone_newnet: { name: 'clone', want: EPERM },
@@ -247,11 +257,12 @@ afterAll(() => fs.rmSync(dir, { recursive: true, force: true }));
 
 const probeArgs = (): string[] => {
   const nrs = Object.fromEntries(Object.keys(SYSCALL_NUMBERS).flatMap((n) => (syscallNumber(n, 'x64') === undefined ? [] : [[n, syscallNumber(n, 'x64')]])));
-  return [PY, '/probe/seccomp-probe.py', JSON.stringify(nrs)];
+  // Allowed calls the probe tries too (x86_64 numbers, scmp_sys_resolver).
+  return [PY, '/probe/seccomp-probe.py', JSON.stringify({ ...nrs, landlock_create_ruleset: 444 })];
 };
 
 /** Probes whose unfiltered result differs from the filtered one on any kernel (the control). */
-const CONTROL = ['ptrace', 'process_vm_readv', 'pidfd_getfd', 'mount', 'chroot', 'unshare', 'clone_newuser', 'setns', 'clone3', 'keyctl', 'add_key', 'bpf', 'perf_event_open', 'userfaultfd', 'open_by_handle_at', 'clock_settime', 'personality_no_aslr', 'ioctl_tiocsti', 'ioctl_tiocsti_high_word'];
+const CONTROL = ['io_setup', 'ptrace', 'process_vm_readv', 'pidfd_getfd', 'mount', 'chroot', 'unshare', 'clone_newuser', 'setns', 'clone3', 'keyctl', 'add_key', 'bpf', 'perf_event_open', 'userfaultfd', 'open_by_handle_at', 'clock_settime', 'personality_no_aslr', 'ioctl_tiocsti', 'ioctl_tiocsti_high_word'];
 
 describe.skipIf(!x64)('bwrap with the filter (real kernel, x86_64)', () => {
   let filtered: Record<string, number | string>;

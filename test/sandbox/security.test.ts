@@ -117,6 +117,14 @@ describe(`bwrap sandbox security (${root ? 'root → raas-sandbox' : 'unprivileg
     expect((await sb.python('import os; "RAAS_FAKE_SECRET" in os.environ')).result).toBe('False');
   });
 
+  it("the sandbox's first process (bwrap, pid 1) carries PATH alone: neither the server's working directory nor anything else of its environment", async () => {
+    const r = await sb.bash('tr "\\0" "\\n" < /proc/1/environ');
+    observed('/proc/1/environ', r.output);
+    const keys = r.output.split('\n').filter(Boolean).map((l) => l.slice(0, l.indexOf('=')));
+    expect(keys).toEqual(['PATH']);
+    expect(r.output).not.toContain(process.cwd());
+  });
+
   it('cannot read /etc/shadow', async () => {
     const r = await sb.bash('cat /etc/shadow; echo rc=$?');
     observed('/etc/shadow', r.output);

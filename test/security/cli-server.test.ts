@@ -5,7 +5,7 @@
 // its API token in a config file only it can read. The attacks are the ones most likely to reach
 // a server process: reads through planted symlinks, the swe patch swap, procfs, the API port,
 // processes that outlive the job, client-named host files.
-import { spawn, type ChildProcess } from 'node:child_process';
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -154,9 +154,18 @@ function script(name: string, steps: Step[]): string {
 }
 
 const nobody = idOf('nobody');
+/**
+ * Why `nobody` cannot run this checkout's server, if it cannot: a clone under a 0700 home folder
+ * (Debian 12's default) is unreadable to other users, and the server runs from the clone's dist/.
+ */
+function unreadableTo(who: { uid: number; gid: number } | undefined): string | undefined {
+  if (!who || !IS_ROOT) return undefined;
+  const r = spawnSync('setpriv', [`--reuid=${who.uid}`, `--regid=${who.gid}`, '--clear-groups', '--', process.execPath, '-e', `require('fs').accessSync(${JSON.stringify(CLI)}, require('fs').constants.R_OK); require('fs').accessSync(${JSON.stringify(path.join(ROOT, 'node_modules/fastify/package.json'))}, require('fs').constants.R_OK)`], { encoding: 'utf8' });
+  return r.status === 0 ? undefined : `the checkout (${ROOT}) is not readable by nobody (a folder on its path is 0700?); clone it under a world-readable folder such as /opt to run this variant`;
+}
 const variants: Array<{ label: string; user: () => { uid: number; gid: number } | undefined; skip?: string }> = [
   { label: 'root', user: () => undefined, skip: IS_ROOT ? undefined : 'the tests do not run as root' },
-  { label: 'nobody', user: () => nobody, skip: !IS_ROOT ? 'starting a server as another user needs root' : !nobody ? 'no user "nobody" on this machine' : undefined },
+  { label: 'nobody', user: () => nobody, skip: !IS_ROOT ? 'starting a server as another user needs root' : !nobody ? 'no user "nobody" on this machine' : unreadableTo(nobody) },
 ];
 
 for (const v of variants) {

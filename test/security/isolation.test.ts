@@ -156,7 +156,7 @@ describe.concurrent('the model cannot reach the tool server, the kernel or the h
 
   it('pidfd_getfd cannot steal the tool server\'s host connection to forge the answer of the running call', async () => {
     const { r, rep } = await runAttack('iso-forge', pyForge('RTFORGED the tests passed'));
-    expect(rep.forge ?? observations(r).join('\n'), summary(r)).toBeDefined();
+    expect(rep.forge, 'the attack ran and reported what it tried').toBeDefined();
     const forgedSeen = observations(r).filter((o) => o.includes('RTFORGED'));
     expect(forgedSeen, 'a forged tool-server answer reached the host as an observation').toEqual([]);
     expect(rep.forge?.getfd_ok, 'fds of the tool server obtained with pidfd_getfd').toEqual({});

@@ -111,10 +111,10 @@ describe.concurrent('resource exhaustion stays inside the sandbox', { timeout: 1
     expect(used, summary(r)).toBeLessThanOrEqual(LIMITS.tmp_size_mb + 4);
   });
 
-  // The sandbox's memory bound covers its processes and its tmpfs files (workspace and /tmp), so the
-  // processes alone may use memory_mb + disk_mb + tmp_size_mb while the tmpfs mounts are empty.
-  const SANDBOX_MEMORY_MB = LIMITS.memory_mb + DISK_MB + LIMITS.tmp_size_mb;
-  it(`a memory hog (8 GB in one process, then 4 x 400 MB held at once) stays under the sandbox's memory bound (memory_mb + disk_mb + tmp_size_mb = ${SANDBOX_MEMORY_MB} MB) in total`, async () => {
+  // memory_mb bounds the sandbox as a whole (its processes together, and its tmpfs files): four
+  // 400 MB processes held at once do not fit into 512 MB, whatever each one's own limit.
+  const SANDBOX_MEMORY_MB = LIMITS.memory_mb;
+  it(`a memory hog (8 GB in one process, then 4 x 400 MB held at once) stays under memory_mb (${SANDBOX_MEMORY_MB} MB) for the sandbox as a whole`, async () => {
     const mark = `${s.procMark}mem`;
     const hog = `import time; b = bytearray(400 << 20); b[::4096] = b"x" * len(range(0, len(b), 4096)); print("HELD", flush=True); time.sleep(4)`;
     const m = h.script('res-mem', [

@@ -1,4 +1,4 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, describe, expect, it } from 'vitest';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { ContextLengthError, RaasError } from '../../src/protocol/errors.js';
 import { BackendPool, JobLlmSession, SglangClient, VllmClient } from '../../src/server/index.js';

@@ -4,7 +4,7 @@
 // backend, round robin, and pause/resume in drain and abort mode.
 import { createServer, type Server, type ServerResponse } from 'node:http';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
-import { ContextLengthError, RaasError } from '../../src/protocol/errors.js';
+import { ContextLengthError, type RaasError } from '../../src/protocol/errors.js';
 import { LlmPoolConfig } from '../../src/protocol/config-server.js';
 import { BackendPool, defaultClientFactory } from '../../src/server/llm/pool.js';
 import { JobLlmSession } from '../../src/server/llm/session.js';

@@ -6,7 +6,7 @@ import { LlmPoolConfig } from '../../src/protocol/config-server.js';
 import { normalizeAddress } from '../../src/server/llm/http.js';
 import { lengthLimits, nextMaxTokens } from '../../src/server/llm/limits.js';
 import { BackendMetadata } from '../../src/server/llm/metadata.js';
-import { BackendPool, type Backend } from '../../src/server/llm/pool.js';
+import { BackendPool, } from '../../src/server/llm/pool.js';
 import { BackendHealth, type Watched } from '../../src/server/llm/health.js';
 import type { BackendClient } from '../../src/server/llm/types.js';
 import { ManualClock, flush } from './helpers.js';

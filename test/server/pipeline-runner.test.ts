@@ -1,8 +1,8 @@
-// The Pipeline and its StageRunner driven directly (no HTTP) with the scripted `staged` handler on a
+// The Pipeline and its job lifecycle driven directly (no HTTP) with the scripted `staged` handler on a
 // hand-driven clock: intake refusals, ids, attach, cancel in each state, GET /jobs/:id, stop/start,
 // status counts, timing, the exception hooks, abandoned stages, and the runtime's life.
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { RaasError } from '../../src/protocol/errors.js';
+import type { RaasError } from '../../src/protocol/errors.js';
 import { LlmPoolConfig, ServerConfig } from '../../src/protocol/config-server.js';
 import { HandlerRegistry } from '../../src/server/handlers/registry.js';
 import type { AgentHandler } from '../../src/server/handlers/types.js';

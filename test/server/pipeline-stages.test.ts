@@ -14,11 +14,12 @@ import { HandlerRegistry } from '../../src/server/handlers/registry.js';
 import type { AgentHandler } from '../../src/server/handlers/types.js';
 import { gateOf } from '../../src/server/llm/gate.js';
 import { BackendPool } from '../../src/server/llm/pool.js';
-import { Job, transition, type Stage } from '../../src/server/pipeline/job.js';
+import { Job, type Stage } from '../../src/server/pipeline/job.js';
 import { Pipeline, type PipelineObserver } from '../../src/server/pipeline/pipeline.js';
 import { fallbackRun } from '../../src/server/pipeline/result.js';
 import { LazySandboxRuntime } from '../../src/server/pipeline/sandboxes.js';
-import { StageRunner } from '../../src/server/pipeline/stage-runner.js';
+import { StageLimiter } from '../../src/server/pipeline/limiter.js';
+import { runJob, type LifecycleEnv } from '../../src/server/pipeline/lifecycle.js';
 import { PausableTimer } from '../../src/server/pipeline/timer.js';
 import { sleep } from '../../src/util/clock.js';
 import { qwen3Tokenizer } from '../../src/tokens/tokenizer.js';
@@ -362,10 +363,11 @@ describe('a stage that fails or ends', () => {
       const j = await b.p.submit({ instance: { data_source: name }, job_id: name });
       await flush();
       b.p.cancel(name);
-      expect(b.clock.pending).toBe(3); // the handler's sleep, the grace and the job's timeout
+      // The handler's sleep, the grace and the job's timeout, besides the results sweep (result_ttl_s).
+      expect(b.clock.pending).toBe(4);
       await b.clock.advance(40);
       expect((await parseResult(j.finished)).critical_error).toBe('cancelled');
-      expect(b.clock.pending).toBe(0);
+      expect(b.clock.pending).toBe(1);
     }
   });
 
@@ -401,25 +403,59 @@ describe('a stage that fails or ends', () => {
   });
 });
 
-describe('StageRunner on its own', () => {
-  function runner() {
+describe('a job is never lost', () => {
+  let b: Built;
+  afterEach(async () => {
+    await b?.p.close();
+  });
+
+  // JSON.stringify throws on a BigInt, on a cycle and on a structure nested past V8's stack; each
+  // used to strand the waiters (the state was set before the answer was serialized).
+  const nested = (depth: number): unknown => {
+    let v: unknown = 1;
+    for (let i = 0; i < depth; i++) v = [v];
+    return v;
+  };
+  const cyclic = (): unknown => {
+    const o: Record<string, unknown> = {};
+    o.self = o;
+    return o;
+  };
+  it.each([
+    ['a BigInt', () => 1n],
+    ['a cycle', cyclic],
+    ['arrays nested 200,000 deep', () => nested(200_000)],
+  ])('an EVAL result holding %s answers every waiter with critical_error, the serializer\'s message and reward 0, and leaves nothing counted', async (_what, bad) => {
+    b = build([scripted('bad', { eval: async () => ({ reward: 1, resolved: true, details: { answer: bad() } }) })]);
+    const s = await b.p.submit({ instance: { data_source: 'bad' }, job_id: 'lost' });
+    const attached = await b.p.submit({ instance: { data_source: 'bad' }, job_id: 'lost', attach: true });
+    const r = await parseResult(s.finished);
+    expect(r.critical_error).toBe('eval');
+    expect(r.reward).toBe(0);
+    expect(r.error).toMatch(/the result could not be serialized \(.+\)/);
+    expect(r.job_id).toBe('lost');
+    expect(await attached.finished).toBe(await s.finished);
+    expect(b.p.status()).toMatchObject({ jobs: 0, in_stage: 0, queued: 0 });
+    expect(JSON.parse(await b.p.get('lost'))).toMatchObject({ state: 'done', result: { critical_error: 'eval' } });
+  });
+
+});
+
+describe('runJob on its own', () => {
+  function env() {
     const clock = new ManualClock();
-    const config = ServerConfig.parse({ cancel_grace_ms: 100 });
+    const config = ServerConfig.parse({ cancel_grace_ms: 100, workers: { init: 1, run: 1, eval: 1 } });
     const pool = new BackendPool(LlmPoolConfig.parse({}), modelLessClients);
-    const finished: string[] = [];
-    const next: string[] = [];
-    const sr = new StageRunner({
-      config, registry: new HandlerRegistry([]), pool, tokenizer: qwen3Tokenizer, clock,
-      log: { debug() {}, info() {}, warn() {}, error() {} },
-      sandboxes: new LazySandboxRuntime({}, { debug() {}, info() {}, warn() {}, error() {} } as never),
-      next: (_j, s) => next.push(s),
-      finish: (j, s) => {
-        transition(j, s);
-        finished.push(s);
-      },
-      track: () => undefined,
-    });
-    return { sr, clock, finished, next };
+    pool.add('http://127.0.0.1:9');
+    const background: Promise<unknown>[] = [];
+    const log = { debug() {}, info() {}, warn() {}, error() {} };
+    const e: LifecycleEnv = {
+      config, pool, tokenizer: qwen3Tokenizer, clock, log,
+      limiters: { init: new StageLimiter('init', 1), run: new StageLimiter('run', 1), eval: new StageLimiter('eval', 1) },
+      sandboxes: new LazySandboxRuntime({}, log),
+      background: (p) => background.push(p),
+    };
+    return { e, clock, background };
   }
   function job(h: AgentHandler<any>, clock: ManualClock): Job {
     const request = ProcessRequest.parse({ instance: { data_source: h.name }, job_id: 'u' });
@@ -428,37 +464,43 @@ describe('StageRunner on its own', () => {
     return j;
   }
 
-  it('a job that already ended is left alone', async () => {
-    const { sr, clock, finished, next } = runner();
+  it('a job aborted before its first stage ends as cancelled without running a stage', async () => {
+    const { e, clock } = env();
     const calls: Stage[] = [];
     const j = job(scripted('x', { init: async () => { calls.push('init'); return {}; } }), clock);
-    transition(j, 'cancelled');
-    await sr.run(j, 'init');
-    expect([calls, finished, next]).toEqual([[], [], []]);
-  });
-
-  it('a job cancelled before its stage began is ended as cancelled without running the stage', async () => {
-    const { sr, clock, finished, next } = runner();
-    const calls: Stage[] = [];
-    const j = job(scripted('x', { init: async () => { calls.push('init'); return {}; } }), clock);
-    j.discarded = true;
     j.abort(new CancelledError('x'));
-    await sr.run(j, 'init');
-    expect([calls, finished, next]).toEqual([[], ['cancelled'], []]);
+    await expect(runJob(j, e)).resolves.toEqual({ state: 'cancelled' });
+    expect([calls, j.state]).toEqual([[], 'queued_init']);
   });
 
-  it('a job the pipeline ended while its stage ran is not moved on', async () => {
-    const { sr, clock, finished, next } = runner();
-    let j!: Job;
-    j = job(scripted('x', { init: async () => { transition(j, 'cancelled'); return {}; } }), clock);
-    await sr.run(j, 'init');
-    expect([finished, next, j.state]).toEqual([[], [], 'cancelled']);
+  it('a job waiting for a busy stage leaves the queue when its signal aborts, and the slot goes to the next', async () => {
+    const { e, clock } = env();
+    const release = await e.limiters.run.acquire(new AbortController().signal);
+    const calls: string[] = [];
+    const a = job(scripted('x', { run: async () => { calls.push('run a'); return fallbackRun('finish'); } }), clock);
+    const pa = runJob(a, e);
+    await flush();
+    expect([a.state, e.limiters.run.depth]).toEqual(['queued_run', 1]);
+    a.abort(new CancelledError('x'));
+    await expect(pa).resolves.toEqual({ state: 'cancelled' });
+    expect([calls, e.limiters.run.depth, e.limiters.run.busy]).toEqual([[], 0, 1]);
+    release();
+    expect(e.limiters.run.busy).toBe(0);
   });
 
-  it('closeRuntime without a runtime is a no-op', async () => {
-    const { sr, clock } = runner();
-    const j = job(scripted('x'), clock);
-    await expect(sr.closeRuntime(j)).resolves.toBeUndefined();
+  it('runs INIT, RUN and EVAL in order and answers the eval result; each stage holds its slot only while it runs', async () => {
+    const { e, clock } = env();
+    const seen: string[] = [];
+    const busy = () => `${e.limiters.init.busy}${e.limiters.run.busy}${e.limiters.eval.busy}`;
+    const j = job(scripted('x', {
+      init: async () => { seen.push(`init ${busy()}`); return {}; },
+      run: async () => { seen.push(`run ${busy()}`); return fallbackRun('finish'); },
+      eval: async () => { seen.push(`eval ${busy()}`); return { reward: 0.5, resolved: false }; },
+    }), clock);
+    await expect(runJob(j, e)).resolves.toEqual({ state: 'done', eval: { reward: 0.5, resolved: false } });
+    expect(seen).toEqual(['init 100', 'run 010', 'eval 001']);
+    expect(busy()).toBe('000');
+    expect(j.state).toBe('eval');
   });
 });
 
@@ -485,6 +527,9 @@ describe('Pipeline bookkeeping', () => {
     expect(b.p.queued()).toBe(3);
     b.p.cancel('r2');
     b.p.cancel('e2');
+    // The queues let go at once (the abort event); the jobs end as soon as their lifecycles see it.
+    expect(b.p.status()).toMatchObject({ queued: 1, queues: { init: 1, run: 0, eval: 0 } });
+    await flush();
     expect(b.p.status()).toMatchObject({ jobs: 4, queued: 1, queues: { init: 1, run: 0, eval: 0 } });
     expect((await parseResult(r2.finished)).critical_error).toBe('cancelled');
     expect((await parseResult(e2.finished)).critical_error).toBe('cancelled');
@@ -549,7 +594,6 @@ describe('Pipeline bookkeeping', () => {
   });
 
   it('finished results past result_ttl_s leave memory even when nobody asks for them; close() stops the sweep', async () => {
-    vi.useFakeTimers({ toFake: ['setInterval', 'clearInterval'] });
     let wall = 1_000_000;
     const clock = new ManualClock();
     const config = ServerConfig.parse({ result_ttl_s: 30 });
@@ -561,12 +605,14 @@ describe('Pipeline bookkeeping', () => {
     const store = (p as unknown as { done: { size: number } }).done;
     expect(store.size).toBe(1);
     wall += 31_000;
-    vi.advanceTimersByTime(29_999);
-    expect(store.size).toBe(1); // the sweep runs every min(60 s, result_ttl_s)
-    vi.advanceTimersByTime(1);
+    // The sweep runs on the pipeline's clock, every min(60 s, result_ttl_s).
+    // (Armed at construction, clock time 0; the job itself took no clock time.)
+    await clock.advance(29_999 - clock.now(), 5_000);
+    expect(store.size).toBe(1);
+    await clock.advance(1, 1);
     expect(store.size).toBe(0);
-    expect(vi.getTimerCount()).toBe(1);
+    expect(clock.pending).toBe(1);
     await p.close();
-    expect(vi.getTimerCount()).toBe(0);
+    expect(clock.pending).toBe(0);
   });
 });

@@ -7,11 +7,11 @@ import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { RaasError } from '../../src/protocol/errors.js';
-import { ProcessRequest, type Result } from '../../src/protocol/process.js';
+import { ProcessRequest, } from '../../src/protocol/process.js';
 import { HandlerRegistry } from '../../src/server/handlers/registry.js';
 import type { AgentHandler } from '../../src/server/handlers/types.js';
 import { Job, isTerminal, transition } from '../../src/server/pipeline/job.js';
-import { StagePool } from '../../src/server/pipeline/stage-pool.js';
+import { StageLimiter } from '../../src/server/pipeline/limiter.js';
 import { buildResult, fallbackRun, prorlFilter, trimTrailing } from '../../src/server/pipeline/result.js';
 import { ResultStore } from '../../src/server/pipeline/results.js';
 import { ResultsJournal } from '../../src/server/pipeline/journal.js';
@@ -57,7 +57,7 @@ describe('job state machine', () => {
   it('seeds from sampling_params.seed and the job id, reproducibly; fresh per job without one', () => {
     const a = job({ job_id: 'x', sampling_params: { seed: 5 } });
     expect(a.seed).toBe(seedOf(5, 'x'));
-    expect(a.seed).toBe(a.seed);
+    expect(job({ job_id: 'x', sampling_params: { seed: 5 } }).seed, 'the same (seed, job_id) gives the same seed in another job').toBe(a.seed);
     expect(job({ job_id: 'y', sampling_params: { seed: 5 } }).seed).not.toBe(a.seed);
     const fresh = new Set(Array.from({ length: 8 }, () => job().seed));
     expect(fresh.size).toBeGreaterThan(1);
@@ -65,78 +65,86 @@ describe('job state machine', () => {
     expect(a.info).toBe(a.info);
   });
 
-  it('aborts once: the signal (even one read later), the stage hook and the listeners see the first reason', () => {
+  it('aborts once: the signal and its listeners see the first reason', () => {
     const j = job();
-    const early = j.signal;
     const heard: string[] = [];
-    const off = j.onAbort(() => heard.push('gone'));
-    j.onAbort(() => heard.push('listener'));
-    off();
-    j.stageAbort = () => heard.push('stage');
+    j.signal.addEventListener('abort', () => heard.push((j.signal.reason as Error).message));
     j.abort(new Error('first'));
     j.abort(new Error('second'));
     expect(j.isAborted).toBe(true);
     expect((j.reason as Error).message).toBe('first');
-    expect(early.aborted).toBe(true);
-    expect(heard).toEqual(['stage', 'listener']);
-    expect(j.stageAbort).toBeUndefined();
-    const late = job();
-    late.abort(new Error('before read'));
-    expect(late.signal.aborted).toBe(true);
-    expect((late.signal.reason as Error).message).toBe('before read');
+    expect(heard).toEqual(['first']);
   });
 });
 
-describe('StagePool', () => {
-  it('runs at most `size` jobs at once, FIFO; a removed job never starts; a failing worker frees its slot', async () => {
+describe('StageLimiter', () => {
+  const tick = () => new Promise((r) => setImmediate(r));
+  it('grants at most `size` slots at once, FIFO; an aborted waiter leaves the queue with its reason and never starts; a release is idempotent', async () => {
+    const lim = new StageLimiter('run', 2);
     const started: string[] = [];
-    const finish = new Map<string, () => void>();
-    const pool = new StagePool('run', 2, (j) => {
-      started.push(j.id);
-      return new Promise<void>((res, rej) => finish.set(j.id, j.id === 'c' ? () => rej(new Error('bug')) : res));
-    });
-    const jobs = ['a', 'b', 'c', 'd', 'e'].map((id) => job({ job_id: id }));
-    for (const j of jobs) pool.push(j);
+    const releases = new Map<string, () => void>();
+    const ctl = new Map<string, AbortController>();
+    const outcomes = new Map<string, string>();
+    for (const id of ['a', 'b', 'c', 'd', 'e']) {
+      const c = new AbortController();
+      ctl.set(id, c);
+      lim.acquire(c.signal).then(
+        (rel) => {
+          started.push(id);
+          releases.set(id, rel);
+        },
+        (err: Error) => outcomes.set(id, err.message),
+      );
+    }
+    await tick();
     expect(started).toEqual(['a', 'b']);
-    expect([pool.busy, pool.depth]).toEqual([2, 3]);
-    expect(pool.waiting().map((j) => j.id)).toEqual(['c', 'd', 'e']);
-    expect(pool.remove(jobs[3])).toBe(true);
-    expect(pool.remove(jobs[3])).toBe(false);
-    expect(pool.remove(jobs[0])).toBe(false); // running, not waiting
-    finish.get('a')!();
-    await new Promise((r) => setImmediate(r));
+    expect([lim.busy, lim.depth]).toEqual([2, 3]);
+    ctl.get('d')!.abort(new Error('cancelled d'));
+    await tick();
+    expect(outcomes.get('d')).toBe('cancelled d');
+    expect(lim.depth).toBe(2);
+    releases.get('a')!();
+    releases.get('a')!();
+    await tick();
     expect(started).toEqual(['a', 'b', 'c']);
-    finish.get('c')!();
-    await new Promise((r) => setImmediate(r));
+    expect(lim.busy).toBe(2);
+    releases.get('c')!();
+    await tick();
     expect(started).toEqual(['a', 'b', 'c', 'e']);
-    expect(pool.depth).toBe(0);
-    finish.get('b')!();
-    finish.get('e')!();
-    await new Promise((r) => setImmediate(r));
-    expect(pool.busy).toBe(0);
+    expect(lim.depth).toBe(0);
+    releases.get('b')!();
+    releases.get('e')!();
+    expect(lim.busy).toBe(0);
+    // An abort after the grant changes nothing.
+    ctl.get('e')!.abort(new Error('late'));
+    expect(outcomes.has('e')).toBe(false);
   });
 
-  it('a pool without workers keeps every job waiting; the first one can be taken out', () => {
-    const pool = new StagePool('eval', 0, async () => {});
-    const a = job({ job_id: 'a' });
-    const b2 = job({ job_id: 'b' });
-    pool.push(a);
-    pool.push(b2);
-    expect(pool.remove(a)).toBe(true);
-    expect(pool.waiting()).toEqual([b2]);
-    expect(pool.busy).toBe(0);
+  it('a limiter of size 0 keeps every waiter queued until its signal aborts; an aborted signal is refused at once', async () => {
+    const lim = new StageLimiter('eval', 0);
+    const a = new AbortController();
+    const p = lim.acquire(a.signal);
+    expect(lim.depth).toBe(1);
+    a.abort(new Error('gone'));
+    await expect(p).rejects.toThrow('gone');
+    expect(lim.depth).toBe(0);
+    await expect(lim.acquire(a.signal)).rejects.toThrow('gone');
+    expect(lim.depth).toBe(0);
   });
 
-  it('stays FIFO across thousands of jobs (its queue is compacted as it goes)', async () => {
+  it('stays FIFO across thousands of waiters (its queue is compacted as it goes)', async () => {
+    const lim = new StageLimiter('init', 1);
     const order: number[] = [];
-    const pool = new StagePool('init', 1, async (j) => { order.push(Number(j.id)); });
-    for (let i = 0; i < 3000; i++) pool.push(job({ job_id: String(i) }));
-    for (let i = 0; i < 20 && pool.depth > 0; i++) await new Promise((r) => setImmediate(r));
-    while (pool.depth > 0) await new Promise((r) => setImmediate(r));
-    await new Promise((r) => setImmediate(r));
+    const all = Array.from({ length: 3000 }, (_, i) =>
+      lim.acquire(new AbortController().signal).then((rel) => {
+        order.push(i);
+        rel();
+      }),
+    );
+    await Promise.all(all);
     expect(order).toEqual(Array.from({ length: 3000 }, (_, i) => i));
-    // What was taken is dropped now and then: the backing array never holds 3000 spent jobs.
-    expect((pool as unknown as { queue: unknown[] }).queue.length).toBeLessThanOrEqual(1024);
+    // What was granted is dropped now and then: the backing array never holds 3000 spent waiters.
+    expect((lim as unknown as { queue: unknown[] }).queue.length).toBeLessThanOrEqual(1024);
   });
 });
 

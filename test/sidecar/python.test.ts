@@ -54,6 +54,14 @@ describe('Python bridge (python3 -m unittest in bridges/python)', () => {
     expect(r.code).toBe(0);
   }, 180_000);
 
+  it('adaptive group sizes through veRL\'s and NeMo RL\'s advantage code on a real run (variable and fixed batches)', async () => {
+    const r = await unittest('/usr/bin/python3', ['-v', 'tests.test_conformance_group_sizes']);
+    if (r.code !== 0) console.error(r.out);
+    expect(r.out).toMatch(/\nOK/);
+    expect(r.out).not.toMatch(/skipped/);
+    expect(r.code).toBe(0);
+  }, 180_000);
+
   const py = numpyPython();
   it.runIf(py !== undefined)('adapters give the same answers with numpy arrays', async () => {
     await expectPass(py!, ['tests.test_adapters']);

@@ -8,8 +8,8 @@ import { assertHandler } from './registry.js';
  * Loads handler modules by path (relative to `baseDir`). Each module's default export is an
  * AgentHandler or an array of them.
  */
-export async function loadHandlerModules(paths: readonly string[], baseDir = process.cwd()): Promise<AgentHandler<any>[]> {
-  const out: AgentHandler<any>[] = [];
+export async function loadHandlerModules(paths: readonly string[], baseDir = process.cwd()): Promise<AgentHandler<unknown>[]> {
+  const out: AgentHandler<unknown>[] = [];
   for (const p of paths) {
     const file = path.resolve(baseDir, p);
     let mod: { default?: unknown };
@@ -22,7 +22,7 @@ export async function loadHandlerModules(paths: readonly string[], baseDir = pro
     if (exported === undefined) throw new RaasError('config_invalid', `handler_modules: ${file} has no default export: export a handler or an array of handlers`);
     const list = Array.isArray(exported) ? exported : [exported];
     list.forEach((h, i) => assertHandler(h, `handler_modules: ${file}${Array.isArray(exported) ? `[${i}]` : ''}`));
-    out.push(...(list as AgentHandler<any>[]));
+    out.push(...(list as AgentHandler<unknown>[]));
   }
   return out;
 }

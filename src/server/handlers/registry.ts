@@ -22,21 +22,21 @@ const PRORL_NAMES: Record<string, string> = {
   taco: 'code',
 };
 
-/** The built-in handlers. The handlers issue adds math / code / swe on this one line. */
-export function builtinHandlers(): AgentHandler<any>[] {
+/** The built-in handlers: chat, math, code and swe (modules add more through handler_modules). */
+export function builtinHandlers(): AgentHandler<unknown>[] {
   return [chatHandler, mathHandler, codeHandler, sweHandler];
 }
 
 /** Handlers by name and alias; `data_source` (or `task`) picks one. */
 export class HandlerRegistry {
-  private readonly byName = new Map<string, AgentHandler<any>>();
+  private readonly byName = new Map<string, AgentHandler<unknown>>();
 
-  constructor(handlers: Iterable<AgentHandler<any>> = builtinHandlers()) {
+  constructor(handlers: Iterable<AgentHandler<unknown>> = builtinHandlers()) {
     for (const h of handlers) this.register(h, { replace: true });
   }
 
   /** Adds a handler under its name and aliases; a name already taken throws unless `replace`. */
-  register(handler: AgentHandler<any>, opts: { replace?: boolean } = {}): void {
+  register(handler: AgentHandler<unknown>, opts: { replace?: boolean } = {}): void {
     assertHandler(handler, handler?.name ?? '(unnamed)');
     const names = [handler.name, ...(handler.aliases ?? [])];
     if (!opts.replace) {
@@ -51,7 +51,7 @@ export class HandlerRegistry {
    * (`deepcoder…` is the code handler, openhands/nvidia/registry.py@40c1d8a:133). Undefined for a
    * name nothing matches: /process answers 400 unknown_data_source (ProRL: 500).
    */
-  resolve(dataSource: string): AgentHandler<any> | undefined {
+  resolve(dataSource: string): AgentHandler<unknown> | undefined {
     const direct = this.byName.get(dataSource) ?? (Object.hasOwn(PRORL_NAMES, dataSource) ? this.byName.get(PRORL_NAMES[dataSource]!) : undefined);
     if (direct || !isDeepcoderName(dataSource)) return direct;
     return this.byName.get('deepcoder') ?? this.byName.get('code');
@@ -64,8 +64,8 @@ export class HandlerRegistry {
 }
 
 /** Throws config_invalid unless `h` looks like an AgentHandler. */
-export function assertHandler(h: unknown, where: string): asserts h is AgentHandler<any> {
-  const x = h as Partial<AgentHandler<any>> | undefined;
+export function assertHandler(h: unknown, where: string): asserts h is AgentHandler<unknown> {
+  const x = h as Partial<AgentHandler<unknown>> | undefined;
   const missing: string[] = [];
   if (!x || typeof x !== 'object') throw new RaasError('config_invalid', `${where}: a handler must be an object with name, instance, init, run and eval`);
   if (typeof x.name !== 'string' || !x.name) missing.push('name (string)');

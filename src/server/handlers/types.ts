@@ -4,13 +4,8 @@ import type { Sandbox, SandboxSpec } from '../sandbox/types.js';
 import type { LlmSession } from '../llm/types.js';
 import type { Tokenizer } from '../../tokens/tokenizer.js';
 
-/** Minimal structured logger (fastify's pino logger satisfies it). */
-export interface Logger {
-  debug(obj: unknown, msg?: string): void;
-  info(obj: unknown, msg?: string): void;
-  warn(obj: unknown, msg?: string): void;
-  error(obj: unknown, msg?: string): void;
-}
+export type { Logger } from '../../util/logger.js';
+import type { Logger } from '../../util/logger.js';
 
 /** The job as a handler sees it. */
 export interface JobInfo<I> {

@@ -169,11 +169,7 @@ async function askAbort(c: GateCall): Promise<boolean> {
   }
 }
 
-const gates = new WeakMap<BackendPool, GenerationGate>();
-
-/** The gate of a rollout server's backend pool: its routes and its jobs' sessions share it. */
+/** The gate of a rollout server's backend pool: its routes and its jobs' sessions share it (the pool owns it, on the pool's clock). */
 export function gateOf(pool: BackendPool): GenerationGate {
-  let g = gates.get(pool);
-  if (!g) gates.set(pool, (g = new GenerationGate(systemClock, { paused: () => pool.suspendHealth(), resumed: () => pool.resumeHealth() })));
-  return g;
+  return pool.gate;
 }

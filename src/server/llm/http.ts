@@ -41,12 +41,14 @@ export function isUnreachable(err: unknown): err is BackendUnreachableError {
  * ContextLengthError; other 4xx are not retryable. Uses node:http with keep-alive agents: on the LLM
  * hot path it costs a fraction of fetch's CPU.
  */
+// biome-ignore lint/suspicious/noExplicitAny: each wire client (vllm.ts, sglang.ts) reads the fields of its own format and checks them
 export async function postJson(url: string, body: unknown, signal: AbortSignal | undefined, timeoutMs: number): Promise<any> {
   const r = await request(url, 'POST', JSON.stringify(body), signal, timeoutMs);
   return answer(url, r.status, r.text);
 }
 
 /** GETs JSON (same error mapping as postJson). */
+// biome-ignore lint/suspicious/noExplicitAny: as postJson
 export async function getJson(url: string, signal: AbortSignal | undefined, timeoutMs: number): Promise<any> {
   const r = await request(url, 'GET', undefined, signal, timeoutMs);
   return answer(url, r.status, r.text);

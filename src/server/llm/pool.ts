@@ -3,10 +3,11 @@ import type { z } from 'zod';
 import type { LlmApi, BackendInfo } from '../../protocol/llm.js';
 import type { LlmPoolConfig } from '../../protocol/config-server.js';
 import { systemClock, type Clock } from '../../util/clock.js';
-import type { Logger } from '../handlers/types.js';
+import type { Logger } from '../../util/logger.js';
 import type { BackendClient } from './types.js';
 import { BackendUnreachableError, normalizeAddress } from './http.js';
 import { BackendHealth, type Watched } from './health.js';
+import { GenerationGate } from './gate.js';
 import { VllmClient, type ClientOptions } from './vllm.js';
 import { SglangClient } from './sglang.js';
 
@@ -73,6 +74,8 @@ export class BackendPool {
   private readonly held = new Map<string, Backend>();
   private readonly groups = new Map<string, { backend: Backend; jobs: number }>();
   private readonly health: BackendHealth<Backend>;
+  /** The pause gate of this pool's model calls (POST /pause, /resume), on the pool's clock. */
+  readonly gate: GenerationGate;
   private readonly log: PoolOptions['log'];
   private rr = 0;
   /** Jobs moved off a backend that stopped answering. */
@@ -86,6 +89,7 @@ export class BackendPool {
   ) {
     this.heap = new Heap<Backend>((a, b) => this.key(a) - this.key(b) || a.tie - b.tie);
     this.log = opts.log;
+    this.gate = new GenerationGate(opts.clock ?? systemClock, { paused: () => this.suspendHealth(), resumed: () => this.resumeHealth() });
     this.health = new BackendHealth(config, opts.clock ?? systemClock, {
       opened: (b) => this.opened(b),
       closed: (b) => {
@@ -177,7 +181,7 @@ export class BackendPool {
     if (!least) return undefined;
     let chosen = least;
     const group = groupId !== undefined && this.config.group_affinity ? this.groups.get(groupId) : undefined;
-    if (group && group.backend.inHeap && !exclude?.has(group.backend) && this.key(group.backend) - this.key(least) <= this.config.affinity_margin) {
+    if (group?.backend.inHeap && !exclude?.has(group.backend) && this.key(group.backend) - this.key(least) <= this.config.affinity_margin) {
       chosen = group.backend;
     }
     this.bump(chosen, +1, true);

@@ -4,12 +4,12 @@ import { DEFAULT_DATA_SOURCE, PROCESS_KEYS, ProcessRequest } from '../../protoco
 import { parseOrThrow } from '../../protocol/validation.js';
 import type { HandlerRegistry } from '../handlers/registry.js';
 import type { AdmissionEnv, AgentHandler } from '../handlers/types.js';
-import { SandboxConfig } from '../sandbox/config.js';
+import { SandboxConfig } from '../../protocol/config-sandbox.js';
 
 /** A /process body after validation: the request, its handler, and the instance as the handler's schema returned it. */
 export interface Admitted {
   request: ProcessRequest;
-  handler: AgentHandler<any>;
+  handler: AgentHandler<unknown>;
   instance: unknown;
 }
 

@@ -35,20 +35,23 @@ export function transition(job: Job, to: JobState): void {
   job.state = to;
 }
 
+/**
+ * The pipeline's last resort when its own code threw mid-job: ends the job in `state` from wherever
+ * it is, so its waiters still get a result. A legal edge goes through `transition`.
+ */
+export function forceEnd(job: Job, state: 'failed' | 'cancelled'): void {
+  if (job.terminal) return;
+  if (EDGES[job.state].includes(state)) transition(job, state);
+  else job.state = state;
+}
+
 /** One rollout job as the pipeline tracks it. */
 export class Job {
   state: JobState = 'queued_init';
-  /** Created on first read of `signal`: an AbortController costs ~10 µs in Node 20, and a sandbox-less handler may never read it. */
-  private controller: AbortController | undefined;
-  private abortReason: unknown;
-  private aborted = false;
-  private abortListeners: Set<() => void> | undefined;
+  /** The job's one abort channel: cancel, /stop and timeout abort it, wherever the job is (queued or in a stage). */
+  private readonly controller = new AbortController();
   private seedValue: number | undefined;
   private infoValue: JobInfo<unknown> | undefined;
-  /** The running stage's abort hook (one slot: a stage at a time), called before the listeners. */
-  stageAbort: (() => void) | undefined;
-  /** Set when the job is cancelled: a queued job is skipped, a running stage aborted. */
-  discarded = false;
   /** Cancelled by /stop or a shutdown: answered, then forgotten, so a resubmission of its id runs anew. */
   forget = false;
   timer!: PausableTimer;
@@ -77,7 +80,7 @@ export class Job {
     /** Unique among live jobs (`id` unless another live job has it): names LLM requests. */
     readonly key: string,
     readonly request: ProcessRequest,
-    readonly handler: AgentHandler<any>,
+    readonly handler: AgentHandler<unknown>,
     /** The instance as the handler's schema returned it. */
     readonly instance: unknown,
     readonly createdAt: number,
@@ -96,39 +99,20 @@ export class Job {
 
   /** Aborts on cancel or timeout; the reason is a CancelledError or a TimeoutError. */
   get signal(): AbortSignal {
-    if (!this.controller) {
-      this.controller = new AbortController();
-      if (this.aborted) this.controller.abort(this.abortReason);
-    }
     return this.controller.signal;
   }
 
   get isAborted(): boolean {
-    return this.aborted;
+    return this.controller.signal.aborted;
   }
 
   get reason(): unknown {
-    return this.abortReason;
+    return this.controller.signal.reason;
   }
 
-  /** Aborts the job's running stage (once). */
+  /** Aborts the job (once: later reasons are ignored). */
   abort(reason: unknown): void {
-    if (this.aborted) return;
-    this.aborted = true;
-    this.abortReason = reason;
-    this.controller?.abort(reason);
-    const hook = this.stageAbort;
-    this.stageAbort = undefined;
-    hook?.();
-    const fns = this.abortListeners;
-    this.abortListeners = undefined;
-    if (fns) for (const fn of fns) fn();
-  }
-
-  /** Runs `fn` when the job is aborted; returns the unsubscribe. Cheaper than a listener on `signal`. */
-  onAbort(fn: () => void): () => void {
-    (this.abortListeners ??= new Set()).add(fn);
-    return () => this.abortListeners?.delete(fn);
+    this.controller.abort(reason);
   }
 
   /** What handlers see as `ctx.job`: built once, at the job's first stage, and shared by its stages. */

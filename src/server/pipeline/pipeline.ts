@@ -8,21 +8,19 @@ import type { Tokenizer } from '../../tokens/tokenizer.js';
 import type { HandlerRegistry } from '../handlers/registry.js';
 import type { AdmissionEnv, Logger } from '../handlers/types.js';
 import type { BackendPool } from '../llm/pool.js';
-import type { SessionObserver } from '../llm/session.js';
-import { Job, STAGES, transition, type Stage } from './job.js';
+import { Job, STAGES, forceEnd, transition, type Stage } from './job.js';
 import type { ResultsJournal } from './journal.js';
 import { admissionEnv, admit, instanceHash } from './intake.js';
 import { buildResult } from './result.js';
 import { ResultStore } from './results.js';
 import { LazySandboxRuntime } from './sandboxes.js';
-import { StagePool } from './stage-pool.js';
-import { StageRunner } from './stage-runner.js';
+import { StageLimiter } from './limiter.js';
+import { runJob, type LifecycleEnv, type LifecycleObserver, type Outcome } from './lifecycle.js';
 import { PausableTimer } from './timer.js';
 
 /** What the pipeline reports to /metrics. */
-export interface PipelineObserver extends SessionObserver {
+export interface PipelineObserver extends LifecycleObserver {
   jobEnded?(state: JobState): void;
-  stage?(stage: Stage, seconds: number): void;
   /** A /process body carried a top-level key the server does not read (it was ignored). */
   ignoredKey?(key: string): void;
 }
@@ -51,8 +49,10 @@ export interface Submission {
 }
 
 /**
- * The three-stage pipeline: INIT → RUN → EVAL, one FIFO queue and worker pool per stage, a
- * PausableTimer per job, cancellation in every state, and the results journal. As in ProRL, every
+ * The three-stage pipeline: intake, the live jobs, status and the results journal. Each admitted
+ * job runs as one lifecycle (`runJob`: INIT → RUN → EVAL, each stage awaited on its FIFO limiter
+ * of `workers.<stage>` slots) and is answered here when it returns; cancelling is aborting the
+ * job's signal, wherever the job is. A PausableTimer per job counts its stage time. As in ProRL, every
  * /process starts a job, even under a job_id another running job has (each gets its own result);
  * `attach: true` answers from the job that has the id instead.
  */
@@ -62,14 +62,15 @@ export class Pipeline {
   private liveCount = 0;
   /** Finished results (the newest in memory, older ones in the journal). */
   private readonly done: ResultStore;
-  readonly pools: Record<Stage, StagePool>;
+  /** Each stage's concurrency limit (`workers.<stage>`) and queue. */
+  readonly pools: Record<Stage, StageLimiter>;
   readonly sandboxes: LazySandboxRuntime;
   /** What /process checks instances against (sandbox.data_dirs, sandbox.disk_mb). */
   private readonly admission: AdmissionEnv;
-  private readonly runner: StageRunner;
+  private readonly env: LifecycleEnv;
   private readonly wallNow: () => number;
   private readonly pending = new Set<Promise<unknown>>();
-  private sweeper: ReturnType<typeof setInterval> | undefined;
+  private sweeper: unknown;
   /** Unknown /process keys already logged (each is logged once; the metric counts every one). */
   private readonly loggedKeys = new Set<string>();
   state: 'running' | 'stopped' | 'stopping';
@@ -81,22 +82,24 @@ export class Pipeline {
     this.done = new ResultStore({ ttlMs: o.config.result_ttl_s * 1000, max: o.config.max_kept_results, journal: o.journal, wallNow: this.wallNow });
     this.sandboxes = new LazySandboxRuntime(o.config.sandbox, o.log);
     this.admission = admissionEnv(o.config.sandbox);
-    this.runner = new StageRunner({
-      ...o,
-      sandboxes: this.sandboxes,
-      next: (job, stage) => this.pools[stage].push(job),
-      finish: (job, state, evalResult) => this.finish(job, state, evalResult),
-      track: (p) => this.track(p),
-    });
     const w = o.config.workers;
-    this.pools = {
-      init: new StagePool('init', w.init, (j) => this.runner.run(j, 'init')),
-      run: new StagePool('run', w.run, (j) => this.runner.run(j, 'run')),
-      eval: new StagePool('eval', w.eval, (j) => this.runner.run(j, 'eval')),
+    this.pools = { init: new StageLimiter('init', w.init), run: new StageLimiter('run', w.run), eval: new StageLimiter('eval', w.eval) };
+    this.env = {
+      config: o.config, limiters: this.pools, pool: o.pool, sandboxes: this.sandboxes, tokenizer: o.tokenizer, clock: o.clock, log: o.log, observer: o.observer,
+      background: (p) => this.track(p),
     };
     if (o.config.result_ttl_s > 0) {
-      this.sweeper = setInterval(() => this.done.sweep(), Math.min(60_000, o.config.result_ttl_s * 1000));
-      this.sweeper.unref();
+      const every = Math.min(60_000, o.config.result_ttl_s * 1000);
+      const sweep = (): void => {
+        this.done.sweep();
+        arm();
+      };
+      const arm = (): void => {
+        this.sweeper = o.clock.setTimeout(sweep, every);
+        // The sweep alone never keeps the process alive (the real clock's timers can be unref'd).
+        (this.sweeper as { unref?: () => void }).unref?.();
+      };
+      arm();
     }
   }
 
@@ -125,7 +128,7 @@ export class Pipeline {
     if (same) same.push(job);
     else this.live.set(id, [job]);
     this.liveCount++;
-    this.pools.init.push(job);
+    this.track(this.drive(job));
     return { jobId: id, finished: job.finished, attached: false };
   }
 
@@ -165,19 +168,10 @@ export class Pipeline {
     return { status: 'ok', job_id: id, cancelled: true, state: 'cancelled' };
   }
 
+  /** Aborts the job's signal: a queued job leaves its queue, a running stage is aborted (its sandboxes closed, its partial result kept). */
   private cancelJob(job: Job, reason: Error, forget = false): void {
-    if (job.terminal || job.discarded) return;
-    job.discarded = true;
+    if (job.terminal || job.isAborted) return;
     job.forget = forget;
-    const s = job.state;
-    if (s === 'queued_init' || s === 'queued_run' || s === 'queued_eval') {
-      this.pools[s.slice(7) as Stage].remove(job);
-      job.abort(reason);
-      this.finish(job, 'cancelled');
-      return;
-    }
-    // In a stage: the runner sees the abort, closes the stage's sandboxes and finishes the job
-    // (with the partial result the handler hands back within cancel_grace_ms).
     job.abort(reason);
   }
 
@@ -214,7 +208,7 @@ export class Pipeline {
   /** Stops everything and flushes the journal. Safe twice. */
   close(): Promise<void> {
     this.closing ??= (async () => {
-      if (this.sweeper) clearInterval(this.sweeper);
+      if (this.sweeper !== undefined) this.o.clock.clearTimeout(this.sweeper);
       await this.stop('the server is shutting down');
       this.state = 'stopped';
       await this.sandboxes.close();
@@ -247,28 +241,63 @@ export class Pipeline {
     };
   }
 
-  private finish(job: Job, state: JobState, evalResult?: { reward: number; resolved: boolean; details?: Record<string, unknown> }): void {
+  /** Runs the job's lifecycle and answers its waiters, whatever happens: a throw here is a pipeline bug, still answered as a failed job. */
+  private async drive(job: Job): Promise<void> {
+    let outcome: Outcome;
+    try {
+      outcome = await runJob(job, this.env);
+    } catch (err) {
+      this.o.log.error({ err, job: job.id }, 'the job lifecycle threw (a raas bug); the job ends as failed');
+      job.criticalError ??= job.state === 'init' || job.state === 'run' || job.state === 'eval' ? job.state : 'eval';
+      job.errorMessage ??= err instanceof Error ? `${err.name}: ${err.message}` : String(err);
+      outcome = { state: job.isAborted ? 'cancelled' : 'failed' };
+    }
+    this.end(job, outcome);
+  }
+
+  /** Ends the job: the state, the result's JSON (once, for every waiter), the live map, the store. Never throws before the waiters have their answer. */
+  private end(job: Job, outcome: Outcome): void {
     if (job.terminal) return;
-    transition(job, state);
-    job.timer.dispose();
-    job.session?.release();
-    if (job.runtime) this.track(this.runner.closeRuntime(job));
-    const now = this.o.clock.now();
-    const inStage = job.stageSeconds.init + job.stageSeconds.run + job.stageSeconds.eval;
-    const queued = Math.max(0, (now - job.createdAt) / 1000 - inStage);
-    const { init, run, eval: ev } = job.stageSeconds;
-    const counted = job.timer.elapsedMs() / 1000;
-    const timing = {
-      init_time: init, run_time: run, eval_time: ev, others_time: queued, counted_elapsed: counted, timeout_triggered: state === 'timed_out',
-      queued_s: queued, init_s: init, run_s: run, eval_s: ev, counted_s: counted,
-    };
-    const json = JSON.stringify(buildResult(job, { eval: evalResult }, timing));
+    try {
+      transition(job, outcome.state);
+    } catch {
+      forceEnd(job, outcome.state === 'cancelled' ? 'cancelled' : 'failed');
+    }
+    const json = this.resultJson(job, outcome);
     job.endedAtWall = this.wallNow();
     this.forgetLive(job);
     job.settle(json);
-    this.o.observer?.jobEnded?.(state);
-    if (job.forget) return;
-    this.done.put(job.id, state, json, job.endedAtWall, job.request.instance);
+    try {
+      this.o.observer?.jobEnded?.(job.state);
+      if (!job.forget) this.done.put(job.id, job.state, json, job.endedAtWall, job.request.instance);
+    } catch (err) {
+      this.o.log.error({ err, job: job.id }, 'storing a finished result failed');
+    }
+  }
+
+  /**
+   * The result as JSON text. A result that cannot be serialized (a handler put a cycle, a BigInt or
+   * a structure nested past V8's limit into it) is answered without the rollout's messages, tokens
+   * and hook fields, with the serializer's error: the job is never left without an answer.
+   */
+  private resultJson(job: Job, outcome: Outcome): string {
+    const now = this.o.clock.now();
+    const { init, run, eval: ev } = job.stageSeconds;
+    const queued = Math.max(0, (now - job.createdAt) / 1000 - (init + run + ev));
+    const counted = job.timer.elapsedMs() / 1000;
+    const timing = {
+      init_time: init, run_time: run, eval_time: ev, others_time: queued, counted_elapsed: counted, timeout_triggered: job.state === 'timed_out',
+      queued_s: queued, init_s: init, run_s: run, eval_s: ev, counted_s: counted,
+    };
+    try {
+      return JSON.stringify(buildResult(job, { eval: outcome.eval }, timing));
+    } catch (err) {
+      job.run = undefined;
+      job.patches = [];
+      job.criticalError ??= 'eval';
+      job.errorMessage = `the result could not be serialized (${(err instanceof Error ? err.message : String(err)).split("\n")[0]}); it is answered without its messages, tokens and handler fields`;
+      return JSON.stringify(buildResult(job, {}, timing));
+    }
   }
 
   private forgetLive(job: Job): void {

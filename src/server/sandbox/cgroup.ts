@@ -77,8 +77,10 @@ const CFS_PERIOD_US = 100_000;
  * forked, so every process of the sandbox is born inside. Writing bwrap's pid after spawn() races
  * with bwrap's own clone() of the sandbox (measured: 4 of 30 sandboxes escaped on an idle machine).
  */
+// `unset PWD OLDPWD`: sh exports PWD (the server's working directory) to what it execs, and the
+// sandbox's first process keeps its environment.
 const JOIN_SCRIPT =
-  'n=$1; shift; while [ "$n" -gt 0 ]; do { echo $$ > "$1"; } 2>/dev/null || { echo "raas: cannot join cgroup $1" >&2; exit 125; }; shift; n=$((n - 1)); done; exec "$@"';
+  'unset PWD OLDPWD; n=$1; shift; while [ "$n" -gt 0 ]; do { echo $$ > "$1"; } 2>/dev/null || { echo "raas: cannot join cgroup $1" >&2; exit 125; }; shift; n=$((n - 1)); done; exec "$@"';
 
 /** Parsed cgroup mounts from /proc/self/mountinfo. */
 export function parseMountinfo(text: string): { v2: string[]; v1: Hierarchy[] } {

@@ -1,6 +1,6 @@
 import net from 'node:net';
 import { RaasError } from '../../protocol/errors.js';
-import type { ToolResponse } from '../tools/protocol.js';
+import type { ToolCalls, ToolName, ToolResponse } from '../tools/protocol.js';
 import { checkSocketPath } from './host.js';
 
 interface Pending {
@@ -194,8 +194,12 @@ export class ToolClient {
     this.pending.clear();
   }
 
-  /** Sends one request and waits for its answer. */
-  call<T>(tool: string, body: Record<string, unknown>, signal?: AbortSignal): Promise<T> {
+  /** Sends one request and waits for its answer (both typed by the tool's entry in ToolCalls). */
+  call<K extends ToolName>(tool: K, body: ToolCalls[K]['args'], signal?: AbortSignal): Promise<ToolCalls[K]['answer']> {
+    return this.request(tool, body, signal);
+  }
+
+  private request<T>(tool: ToolName, body: object, signal?: AbortSignal): Promise<T> {
     if (signal?.aborted) return Promise.reject(signal.reason);
     if (this.closedError) return Promise.reject(this.closedError);
     const id = ++this.seq;
@@ -216,7 +220,7 @@ export class ToolClient {
         },
       });
       signal?.addEventListener('abort', onAbort, { once: true });
-      const room = this.room(tool, body);
+      const room = this.room(tool, body as Record<string, unknown>);
       if (room !== undefined) this.owed.set(id, room);
       this.send({ ...body, id, tool });
     });

@@ -1,5 +1,5 @@
 import os from 'node:os';
-import { SandboxConfig, type SandboxConfigInput } from './config.js';
+import { SandboxConfig, type SandboxConfigInput } from '../../protocol/config-sandbox.js';
 import { CgroupManager, type CgroupDescription } from './cgroup.js';
 import { DENIED_SYSCALLS } from './seccomp.js';
 

@@ -3,8 +3,8 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { RaasError } from '../../protocol/errors.js';
 import { RAAS_VERSION } from '../../version.js';
-import type { Logger } from '../handlers/types.js';
-import type { ImageDefinition, SandboxConfig } from './config.js';
+import type { Logger } from '../../util/logger.js';
+import type { ImageDefinition, SandboxConfig } from '../../protocol/config-sandbox.js';
 import type { Sandbox, SandboxSpec } from './types.js';
 import { apptainerBuildArgs, DEFAULT_DEFINITION, renderDefinition } from './apptainer.js';
 

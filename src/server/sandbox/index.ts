@@ -3,13 +3,13 @@
  * or process) that prepares lazily on the first open(), so servers that only run sandbox-less
  * handlers never need bwrap.
  */
-import type { Logger } from '../handlers/types.js';
-import { SandboxConfig, type SandboxConfigInput } from './config.js';
+import type { Logger } from '../../util/logger.js';
+import { SandboxConfig, type SandboxConfigInput } from '../../protocol/config-sandbox.js';
 import { Runtime } from './runtime.js';
 import type { SandboxRuntime } from './types.js';
 
-export { SandboxConfig, SandboxLimitsConfig, ImageDefinition, ImageMode, ApptainerConfig } from './config.js';
-export type { SandboxConfigInput } from './config.js';
+export { SandboxConfig, SandboxLimitsConfig, ImageDefinition, ImageMode, ApptainerConfig } from '../../protocol/config-sandbox.js';
+export type { SandboxConfigInput } from '../../protocol/config-sandbox.js';
 export { Runtime } from './runtime.js';
 export { describeSandbox } from './describe.js';
 export { ManagedSandbox } from './managed.js';

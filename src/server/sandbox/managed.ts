@@ -2,12 +2,12 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { createInterface } from 'node:readline';
 import type { Readable } from 'node:stream';
 import { RaasError } from '../../protocol/errors.js';
-import type { Logger } from '../handlers/types.js';
+import type { Logger } from '../../util/logger.js';
 import type { BashOptions, BashResult, EditOp, EditResult, ExecOptions, ExecResult, PythonOptions, PythonResult, ReadFileOptions, Sandbox } from './types.js';
 import { ToolClient, type ToolClientOptions } from './client.js';
 import type { SandboxCgroup } from './cgroup.js';
 import { startUserNet, type UserNet } from './network.js';
-import { CONN_FD } from '../tools/protocol.js';
+import { CONN_FD, type ToolCalls } from '../tools/protocol.js';
 import type { Socket } from 'node:net';
 import type { Writable } from 'node:stream';
 import { alive, pidNamespace, processesInNamespace, sandboxTree, signal } from './proc.js';
@@ -225,13 +225,13 @@ export class ManagedSandbox implements Sandbox {
 
   async bash(command: string, opts: BashOptions = {}): Promise<BashResult> {
     const { signal, ...rest } = opts;
-    const r = await this.noted(this.tools().call<BashResult>('bash', { command, ...rest }, signal));
+    const r = await this.noted(this.tools().call('bash', { command, ...rest }, signal));
     return r.note ? { ...r.value, output: `${r.value.output}\n[raas: ${r.note}]` } : r.value;
   }
 
   async python(code: string, opts: PythonOptions = {}): Promise<PythonResult> {
     const { signal, ...rest } = opts;
-    const r = await this.noted(this.tools().call<PythonResult>('python', { code, ...rest }, signal));
+    const r = await this.noted(this.tools().call('python', { code, ...rest }, signal));
     return r.note ? { ...r.value, stderr: `${r.value.stderr}\n[raas: ${r.note}]` } : r.value;
   }
 
@@ -263,17 +263,17 @@ export class ManagedSandbox implements Sandbox {
   }
 
   async edit(op: EditOp, opts: { signal?: AbortSignal } = {}): Promise<EditResult> {
-    return this.tools().call<EditResult>('edit', { op }, opts.signal);
+    return this.tools().call('edit', { op }, opts.signal);
   }
 
   async readFile(path: string, opts: ReadFileOptions = {}): Promise<Buffer> {
-    const r = await this.tools().call<{ data: string }>('read_file', { path, ...(opts.maxBytes ? { max_bytes: opts.maxBytes } : {}) }, opts.signal);
+    const r = await this.tools().call('read_file', { path, ...(opts.maxBytes ? { max_bytes: opts.maxBytes } : {}) }, opts.signal);
     return Buffer.from(r.data, 'base64');
   }
 
   async exec(argv: string[], opts: ExecOptions = {}): Promise<ExecResult> {
     const { signal, maxOutputBytes, ...rest } = opts;
-    const r = await this.noted(this.tools().call<ExecResult>('exec', { argv, ...rest, ...(maxOutputBytes ? { max_output_bytes: maxOutputBytes } : {}) }, signal));
+    const r = await this.noted(this.tools().call('exec', { argv, ...rest, ...(maxOutputBytes ? { max_output_bytes: maxOutputBytes } : {}) }, signal));
     return r.note ? { ...r.value, stderr: `${r.value.stderr}\n[raas: ${r.note}]` } : r.value;
   }
 
@@ -313,13 +313,13 @@ export class ManagedSandbox implements Sandbox {
     await flush();
   }
 
-  /** Sets env, limits and tools of a pooled tool server before its first bash or python call. */
   /** Starts bash and python inside and waits for them (a pooled sandbox, before a job takes it). */
   async warm(signal?: AbortSignal): Promise<void> {
     await this.tools().call('warm', {}, signal);
   }
 
-  async configure(opts: { env?: Record<string, string>; limits?: object; tools?: string[] }, signal?: AbortSignal): Promise<void> {
+  /** Sets env, limits and tools of a pooled tool server before its first bash or python call. */
+  async configure(opts: ToolCalls['configure']['args'], signal?: AbortSignal): Promise<void> {
     await this.tools().call('configure', opts, signal);
   }
 

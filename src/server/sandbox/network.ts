@@ -107,16 +107,24 @@ if ($deny ne '') {
 }
 s/\@USERNS\@/$U/g, s/\@NETNS\@/$N/g for @cmd;
 if (!$watch) { exec { $cmd[0] } @cmd or die "raas-net: exec $cmd[0]: $!\n"; }
+pipe(my $pr, my $pw) or die "raas-net: pipe: $!\n";
+my $R = '/proc/self/fd/' . fileno($pw);
+s/\@READY\@/$R/g for @cmd;
 my $kid = fork() // die "raas-net: fork: $!\n";
-if (!$kid) { close(STDIN); exec { $cmd[0] } @cmd or die "raas-net: exec $cmd[0]: $!\n"; }
-close($net); close($ufh);
+if (!$kid) { close(STDIN); close($pr); exec { $cmd[0] } @cmd or die "raas-net: exec $cmd[0]: $!\n"; }
+close($net); close($ufh); close($pw);
+open(my $ready, '>&=', 4) or die "raas-net: fd 4: $!\n";
+my $prf = fileno($pr);
 $SIG{TERM} = sub { kill 'KILL', $kid };
 $SIG{CHLD} = sub {};
 open(my $ex, '<&=', 3) or die "raas-net: fd 3: $!\n";
 for (;;) {
   if (waitpid($kid, POSIX::WNOHANG()) == $kid) { exit(($? >> 8) || 1); }
-  my $rin = ''; vec($rin, 3, 1) = 1;
-  if (select(my $rout = $rin, undef, undef, 1) > 0) { my $b; last unless sysread($ex, $b, 64); }
+  my $rin = ''; vec($rin, 3, 1) = 1; vec($rin, $prf, 1) = 1 if $pr;
+  if (select(my $rout = $rin, undef, undef, 1) > 0) {
+    if ($pr && vec($rout, $prf, 1)) { my $b; if (sysread($pr, $b, 64)) { syswrite($ready, '1'); } close($pr); undef $pr; }
+    if (vec($rout, 3, 1)) { my $b; last unless sysread($ex, $b, 64); }
+  }
 }
 kill 'KILL', $kid; waitpid($kid, 0); exit 0;
 `;
@@ -250,6 +258,9 @@ function helperArgv(tool: UserNetTool, b: Binaries): string[] {
       // the sandbox (-T/-U) and let the sandbox open ports on the host (-t/-u).
       '-t', 'none', '-u', 'none', '-T', 'none', '-U', 'none',
       '--dns-forward', PASTA_DNS, '--mtu', String(MTU), '--userns', '@USERNS@', '--netns', '@NETNS@',
+      // pasta writes its pid file once it has configured the namespace (addresses, routes, MTU): the
+      // file is a pipe of the shim, which passes the news on to our fd 4, as slirp4netns's --ready-fd.
+      '--pid', '@READY@',
     ];
   }
   // nsenter enters the owning user namespace (where we are uid 0) so slirp4netns keeps its capabilities
@@ -346,13 +357,14 @@ class HelperProcess implements UserNet {
     };
   }
 
-  /** slirp4netns: the ready fd; pasta: a default route appears in the sandbox's namespace. */
+  /** The ready fd (slirp4netns's --ready-fd, pasta's pid file), then for pasta the default route in the sandbox's namespace. */
   async ready(sandboxPid: number, timeoutMs: number, signal?: AbortSignal): Promise<void> {
     const fail = (why: string): RaasError =>
       new RaasError('sandbox_error', `the sandbox's network helper (${this.tool}) ${why}; stderr: ${this.stderr.trim().slice(-1500) || '(empty)'}`);
     const deadline = Date.now() + timeoutMs;
     if (this.done) throw fail(`exited during start (code ${this.code})`);
-    if (this.tool === 'slirp4netns') {
+    {
+      // slirp4netns writes '1' to its ready fd, pasta its pid (its pid file is fd 4) once configured.
       const readyFd = this.child.stdio[4] as Readable;
       await new Promise<void>((resolve, reject) => {
         const timer = setTimeout(() => finish(fail(`did not bring the interface up within ${timeoutMs} ms`)), timeoutMs);
@@ -373,7 +385,7 @@ class HelperProcess implements UserNet {
         void this.exited.then(() => finish(fail(`exited during start (code ${this.code})`)));
       });
       readyFd.destroy();
-      return;
+      if (this.tool === 'slirp4netns') return;
     }
     for (;;) {
       signal?.throwIfAborted();

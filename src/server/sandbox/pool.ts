@@ -1,4 +1,4 @@
-import type { Logger } from '../handlers/types.js';
+import type { Logger } from '../../util/logger.js';
 import type { ManagedSandbox } from './managed.js';
 
 /**

@@ -1,11 +1,10 @@
 import { randomBytes } from 'node:crypto';
-import fs from 'node:fs';
 import path from 'node:path';
 import { RaasError } from '../../protocol/errors.js';
-import type { Logger } from '../handlers/types.js';
+import type { Logger } from '../../util/logger.js';
 import type { ToolServerOptions } from '../tools/protocol.js';
 import type { Sandbox, SandboxRuntime, SandboxSpec } from './types.js';
-import type { SandboxConfig } from './config.js';
+import type { SandboxConfig } from '../../protocol/config-sandbox.js';
 import { apptainerArgs, findApptainer, installApptainerSeccomp } from './apptainer.js';
 import { bwrapArgs, INSIDE } from './bwrap.js';
 import { checkReadableByOthers, checkSocketPath, defaultRoot, findBinary, resolveIdentity, type SandboxIdentity } from './host.js';
@@ -160,7 +159,7 @@ export class Runtime implements SandboxRuntime {
             const limits = { ...this.config.limits, ...(spec.limits ?? {}) };
             await sb.configure({ env: this.toolEnv(spec), limits, ...(spec.tools ? { tools: spec.tools } : {}) }, signal);
           }
-          if (hasKeys(spec.limits)) sb.cgroup?.setLimits(this.cgroupLimits(spec, false));
+          if (hasKeys(spec.limits)) sb.cgroup?.setLimits(this.cgroupLimits(spec));
           await sb.writeFiles(spec.files ?? {}, signal);
           return sb;
         }
@@ -254,7 +253,7 @@ export class Runtime implements SandboxRuntime {
     try {
       if (sharesNet) address = this.leaseTable(p.root).acquire();
       // The cgroup counts the sandbox's processes and the files of its tmpfs mounts.
-      group = p.cgroups.create(id, this.cgroupLimits(spec, dirs.bound === true));
+      group = p.cgroups.create(id, this.cgroupLimits(spec));
       // An image build binds its output directory, seeded from the base image through the tool server.
       const base = this.plan(p, dirs, spec, address, this.kind === 'bwrap' || buildDir ? imageDir : undefined);
       const plan = group ? group.wrapSpawn(base) : base;
@@ -291,11 +290,14 @@ export class Runtime implements SandboxRuntime {
     }
   }
 
-  /** A sandbox's cgroup limits: its processes' memory plus room for its tmpfs files (/tmp, the workspace). */
-  private cgroupLimits(spec: SandboxSpec, boundWorkspace: boolean): CgroupLimits {
+  /**
+   * A sandbox's cgroup limits. `memory_mb` bounds the sandbox as a whole: its processes together
+   * and the files of its tmpfs mounts (/tmp, the workspace), whose pages the kernel charges to the
+   * same group, as Docker and Kubernetes count a memory-backed tmpfs.
+   */
+  private cgroupLimits(spec: SandboxSpec): CgroupLimits {
     const l = { ...this.config.limits, ...(spec.limits ?? {}) };
-    const tmpfs = l.tmp_size_mb + (this.kind === 'bwrap' && !boundWorkspace ? this.config.disk_mb : 0);
-    return { memory_mb: l.memory_mb + tmpfs, processes: l.processes, cpus: l.cpus };
+    return { memory_mb: l.memory_mb, processes: l.processes, cpus: l.cpus };
   }
 
   /** What the runtime has in force: the cgroup mode (or the rlimit fallback and why). */
@@ -366,6 +368,9 @@ export class Runtime implements SandboxRuntime {
         file: p.binary,
         args,
         env: { PATH: BASE_ENV.PATH },
+        // Not the server's working directory: bwrap (the sandbox's pid 1) keeps its cwd and
+        // environment, both readable from inside through /proc/1.
+        cwd: '/',
         uid: p.identity?.uid,
         gid: p.identity?.gid,
         socket,

@@ -3,6 +3,18 @@
  * through `ctx.sandboxes.open(spec)` and talk to its tool server through this interface.
  */
 
+import type { BashAnswer, EditAnswer, EditOp, ExecAnswer, PythonAnswer } from '../tools/protocol.js';
+
+/** What `bash` answers (the tool server's wire type, src/server/tools/protocol.ts). */
+export type BashResult = BashAnswer;
+/** What `python` answers. */
+export type PythonResult = PythonAnswer;
+/** What the editor answers. */
+export type EditResult = EditAnswer;
+/** What `exec` answers: the exit status comes from the process itself, never from its output. */
+export type ExecResult = ExecAnswer;
+export type { EditOp };
+
 /** What a handler asks for when it opens a sandbox. */
 export interface SandboxSpec {
   /** Image name from the image cache (a prepared directory tree for bwrap, a .sif for apptainer). */
@@ -44,53 +56,9 @@ export interface BashOptions {
   signal?: AbortSignal;
 }
 
-export interface BashResult {
-  output: string;
-  /** null while the command is still running (no-change timeout) or after a timeout. */
-  exit_code: number | null;
-  timed_out: boolean;
-  /** True when the command is still running (no-change timeout answered). */
-  running?: boolean;
-  truncated: boolean;
-}
-
 export interface PythonOptions {
   timeout_s?: number;
   signal?: AbortSignal;
-}
-
-export interface PythonResult {
-  stdout: string;
-  stderr: string;
-  /** repr of the last expression, like IPython. */
-  result?: string;
-  error?: { type: string; message: string; traceback: string };
-  timed_out: boolean;
-}
-
-export type EditOp =
-  | { command: 'view'; path: string; view_range?: [number, number] }
-  | { command: 'create'; path: string; file_text: string }
-  | { command: 'str_replace'; path: string; old_str: string; new_str?: string }
-  | { command: 'insert'; path: string; insert_line: number; new_str: string }
-  | { command: 'undo_edit'; path: string };
-
-export interface EditResult {
-  ok: boolean;
-  /** The observation text (file view, snippet after an edit, or the error message). */
-  output: string;
-}
-
-/** What `exec` answers: the exit status comes from the process itself, never from its output. */
-export interface ExecResult {
-  exit_code: number | null;
-  /** The signal that ended the process (a timeout kills with SIGKILL). */
-  signal: string | null;
-  stdout: string;
-  stderr: string;
-  timed_out: boolean;
-  /** Output past maxOutputBytes was dropped. */
-  truncated: boolean;
 }
 
 export interface ExecOptions {

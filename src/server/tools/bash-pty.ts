@@ -4,23 +4,9 @@ import { writeFileSync, unlinkSync } from 'node:fs';
 import path from 'node:path';
 import { CappedText } from './output-cap.js';
 import { withLimits } from './limits.js';
-import type { ToolServerOptions } from './protocol.js';
+import type { BashAnswer, BashRequest, ToolServerOptions } from './protocol.js';
 
-/** What a bash request answers (the tool server's side of `BashResult`). */
-export interface BashAnswer {
-  output: string;
-  exit_code: number | null;
-  timed_out: boolean;
-  running?: boolean;
-  truncated: boolean;
-}
-
-export interface BashRequest {
-  command: string;
-  timeout_s?: number;
-  no_change_timeout_s?: number;
-  is_input?: boolean;
-}
+export type { BashAnswer, BashRequest } from './protocol.js';
 
 /** A refusal the tool server answers as a `tool_error` (bad input, busy shell). */
 export class ToolInputError extends Error {}

@@ -1,12 +1,9 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { capText } from './output-cap.js';
+import type { EditAnswer } from './protocol.js';
 
-/** The editor's answer: `ok: false` carries the message the agent should read. */
-export interface EditAnswer {
-  ok: boolean;
-  output: string;
-}
+export type { EditAnswer } from './protocol.js';
 
 class EditRefused extends Error {}
 

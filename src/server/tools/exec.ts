@@ -2,26 +2,9 @@ import { spawn } from 'node:child_process';
 import path from 'node:path';
 import { ToolInputError } from './bash-pty.js';
 import { withLimits } from './limits.js';
-import type { ToolServerOptions } from './protocol.js';
+import type { ExecAnswer, ExecRequest, ToolServerOptions } from './protocol.js';
 
-/** What one `exec` answers. The exit status comes from the process itself, never from its output. */
-export interface ExecAnswer {
-  exit_code: number | null;
-  signal: string | null;
-  stdout: string;
-  stderr: string;
-  timed_out: boolean;
-  truncated: boolean;
-}
-
-export interface ExecRequest {
-  argv: string[];
-  stdin?: string;
-  cwd?: string;
-  env?: Record<string, string>;
-  timeout_s?: number;
-  max_output_bytes?: number;
-}
+export type { ExecAnswer, ExecRequest } from './protocol.js';
 
 const DEFAULT_TIMEOUT_S = 600;
 const DEFAULT_MAX_OUTPUT = 16 << 20;

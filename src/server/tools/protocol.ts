@@ -4,19 +4,98 @@
  * are plain types rather than zod schemas; the host client imports them too.
  */
 
-/** One request line. `id` is chosen by the client and echoed in the answer. */
-export type ToolRequest =
-  | { id: number; tool: 'ping' }
-  | { id: number; tool: 'configure'; env?: Record<string, string>; limits?: ToolServerOptions['limits']; tools?: ToolServerOptions['tools'] }
-  | { id: number; tool: 'warm' }
-  | { id: number; tool: 'shutdown' }
-  | { id: number; tool: 'cancel'; target: number }
-  | { id: number; tool: 'bash'; command: string; timeout_s?: number; no_change_timeout_s?: number; is_input?: boolean }
-  | { id: number; tool: 'python'; code: string; timeout_s?: number }
-  | { id: number; tool: 'edit'; op: Record<string, unknown> }
-  | { id: number; tool: 'read_file'; path: string; max_bytes?: number }
-  | { id: number; tool: 'write_files'; files: Record<string, string>; append?: boolean }
-  | { id: number; tool: 'exec'; argv: string[]; stdin?: string; cwd?: string; env?: Record<string, string>; timeout_s?: number; max_output_bytes?: number };
+/** What `bash` answers. */
+export interface BashAnswer {
+  output: string;
+  /** null while the command is still running (no-change timeout) or after a timeout. */
+  exit_code: number | null;
+  timed_out: boolean;
+  /** True when the command is still running (no-change timeout answered). */
+  running?: boolean;
+  truncated: boolean;
+}
+
+/** What `bash` takes. */
+export interface BashRequest {
+  command: string;
+  /** Hard timeout; sends Ctrl-C and answers `timed_out` with the output so far. */
+  timeout_s?: number;
+  /** Answer (without interrupting) once output has not changed for this long. */
+  no_change_timeout_s?: number;
+  /** Send `command` as keystrokes to the running program instead of as a new command. */
+  is_input?: boolean;
+}
+
+/** What `python` answers. */
+export interface PythonAnswer {
+  stdout: string;
+  stderr: string;
+  /** repr of the last expression, like IPython. */
+  result?: string;
+  error?: { type: string; message: string; traceback: string };
+  timed_out: boolean;
+}
+
+/** One editor operation (the str_replace_editor tool's commands). */
+export type EditOp =
+  | { command: 'view'; path: string; view_range?: [number, number] }
+  | { command: 'create'; path: string; file_text: string }
+  | { command: 'str_replace'; path: string; old_str: string; new_str?: string }
+  | { command: 'insert'; path: string; insert_line: number; new_str: string }
+  | { command: 'undo_edit'; path: string };
+
+/** The editor's answer: `ok: false` carries the message the agent should read. */
+export interface EditAnswer {
+  ok: boolean;
+  /** The observation text (file view, snippet after an edit, or the error message). */
+  output: string;
+}
+
+/** What one `exec` answers. The exit status comes from the process itself, never from its output. */
+export interface ExecAnswer {
+  exit_code: number | null;
+  /** The signal that ended the process (a timeout kills with SIGKILL). */
+  signal: string | null;
+  stdout: string;
+  stderr: string;
+  timed_out: boolean;
+  /** Output past max_output_bytes was dropped. */
+  truncated: boolean;
+}
+
+/** What `exec` takes: argv run without a shell. */
+export interface ExecRequest {
+  argv: string[];
+  stdin?: string;
+  cwd?: string;
+  env?: Record<string, string>;
+  timeout_s?: number;
+  max_output_bytes?: number;
+}
+
+/**
+ * Every call of the tool server: what it takes and what it answers, keyed by tool name. Both sides
+ * of the socket use this one map: the host's client (`ToolClient.call`) and the server's dispatch.
+ */
+export interface ToolCalls {
+  ping: { args: Record<string, never>; answer: { pong: true } };
+  configure: { args: { env?: Record<string, string>; limits?: ToolServerOptions['limits']; tools?: ToolServerOptions['tools'] }; answer: { configured: true } };
+  warm: { args: Record<string, never>; answer: unknown };
+  shutdown: { args: Record<string, never>; answer: { stopping: true } };
+  cancel: { args: { target: number }; answer: { cancelled: boolean } };
+  bash: { args: BashRequest; answer: BashAnswer };
+  python: { args: { code: string; timeout_s?: number }; answer: PythonAnswer };
+  edit: { args: { op: EditOp }; answer: EditAnswer };
+  read_file: { args: { path: string; max_bytes?: number }; answer: { data: string; bytes: number } };
+  write_files: { args: { files: Record<string, string>; append?: boolean }; answer: { written: number } };
+  exec: { args: ExecRequest; answer: ExecAnswer };
+}
+
+/** A tool's name. */
+export type ToolName = keyof ToolCalls;
+
+/** One request line: `id` is chosen by the client and echoed in the answer. */
+export type ToolRequest = { [K in ToolName]: { id: number; tool: K } & ToolCalls[K]['args'] }[ToolName];
 
 /** One answer line: `result` on success, `error` when the request was malformed or refused. */
 export type ToolResponse =

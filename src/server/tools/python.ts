@@ -7,16 +7,9 @@ import { PYTHON_DRIVER } from './python-driver.js';
 import { withLimits } from './limits.js';
 import { capText } from './output-cap.js';
 import { ToolInputError } from './bash-pty.js';
-import type { ToolServerOptions } from './protocol.js';
+import type { PythonAnswer, ToolServerOptions } from './protocol.js';
 
-/** What a python request answers (the tool server's side of `PythonResult`). */
-export interface PythonAnswer {
-  stdout: string;
-  stderr: string;
-  result?: string;
-  error?: { type: string; message: string; traceback: string };
-  timed_out: boolean;
-}
+export type { PythonAnswer } from './protocol.js';
 
 interface DriverReply {
   id: number;

@@ -4,7 +4,7 @@ import { PtyBash, ToolInputError, type BashAnswer, type BashRequest } from './ba
 import { TmuxBash } from './bash-tmux.js';
 import { PythonKernel } from './python.js';
 import { Editor } from './editor.js';
-import type { ToolResponse, ToolServerOptions } from './protocol.js';
+import type { ToolCalls, ToolName, ToolRequest, ToolResponse, ToolServerOptions } from './protocol.js';
 import { execProcess } from './exec.js';
 import { DEFAULT_MAX_READ, ToolLimitError, freeBytes, readFileCapped, writeFiles } from './files.js';
 
@@ -167,7 +167,7 @@ export class ToolServer {
     }
     const id = typeof req.id === 'number' ? req.id : null;
     try {
-      const result = await this.dispatch(req, id);
+      const result = await this.dispatch(req as ToolRequest, id);
       send({ id, ok: true, result });
     } catch (e) {
       const code = e instanceof ToolLimitError ? 'sandbox_limit' : e instanceof ToolInputError ? 'tool_error' : 'sandbox_error';
@@ -181,7 +181,11 @@ export class ToolServer {
     }
   }
 
-  private async dispatch(req: Record<string, unknown>, id: number | null): Promise<unknown> {
+  /**
+   * One request, by the tool it names. The line came from the host's client, typed by ToolCalls;
+   * each field is still checked here, since a malformed line must answer an error, never throw.
+   */
+  private async dispatch(req: ToolRequest, id: number | null): Promise<ToolCalls[ToolName]['answer']> {
     const tool = req.tool;
     const need = <T>(x: T | undefined, name: string): T => {
       if (!x) throw new ToolInputError(`tool ${name} is not enabled in this sandbox`);

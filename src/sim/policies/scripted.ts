@@ -53,7 +53,7 @@ export class ScriptedPolicy<R extends TaskRow> implements SimPolicy {
         if (consistent(steps, t)) candidates.push({ right, variant: v, steps });
       }
     }
-    const pRight = row.p === 0 ? 0 : Math.min(1, row.p + ctx.boostPerUpdate * ctx.updates);
+    const pRight = ctx.passRate ? ctx.passRate(`${row.task}:${row.key}`, row.p) : row.p === 0 ? 0 : Math.min(1, row.p + ctx.boostPerUpdate * ctx.updates);
     const wantRight = ctx.rng() < pRight;
     const pool = candidates.length === 0 ? [] : candidates.filter((c) => c.right === wantRight).length > 0 ? candidates.filter((c) => c.right === wantRight) : candidates;
     let steps: Step[];

@@ -3,14 +3,14 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { z } from 'zod';
 
-/** The bundled `configs/data` (from src/ under tsx, or from dist/src/ once built). */
+/** The bundled `configs/data` (from src/protocol under tsx, or from dist/src/protocol once built). */
 export function bundledDataDir(): string {
   const here = path.dirname(fileURLToPath(import.meta.url));
-  for (const up of ['../../..', '../../../..']) {
+  for (const up of ['../..', '../../..']) {
     const dir = path.resolve(here, up, 'configs/data');
     if (existsSync(dir)) return dir;
   }
-  return path.resolve(here, '../../../configs/data');
+  return path.resolve(here, '../../configs/data');
 }
 
 /** Resource limits of the bash and python children (defaults; a SandboxSpec may lower or raise them). */
