@@ -10,6 +10,8 @@ const LONG = [
   'test/reliability/faults-matrix.test.ts',
   'test/reliability/faults-backend-health.test.ts',
   'test/reliability/resume.test.ts',
+  'test/sidecar/python.test.ts',
+  'test/sidecar/learn.test.ts',
   'test/sidecar/learn-selection.test.ts',
 ];
 const which = process.env.RAAS_TESTS ?? 'default';
