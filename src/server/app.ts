@@ -7,7 +7,7 @@ import { CancelRequest, JobId } from '../protocol/process.js';
 import { parseOrThrow } from '../protocol/validation.js';
 import type { ServerConfig } from '../protocol/config-server.js';
 import { makeTokenCheck } from './auth.js';
-import { gateOf } from './llm/gate.js';
+import { gateOf } from './llm/pool.js';
 import type { BackendPool } from './llm/pool.js';
 import { probeBackend } from './llm/probe.js';
 import type { ServerMetrics } from './metrics.js';

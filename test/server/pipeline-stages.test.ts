@@ -12,8 +12,7 @@ import { LlmPoolConfig, ServerConfig } from '../../src/protocol/config-server.js
 import { ProcessRequest } from '../../src/protocol/process.js';
 import { HandlerRegistry } from '../../src/server/handlers/registry.js';
 import type { AgentHandler } from '../../src/server/handlers/types.js';
-import { gateOf } from '../../src/server/llm/gate.js';
-import { BackendPool } from '../../src/server/llm/pool.js';
+import { BackendPool, gateOf } from '../../src/server/llm/pool.js';
 import { Job, type Stage } from '../../src/server/pipeline/job.js';
 import { Pipeline, type PipelineObserver } from '../../src/server/pipeline/pipeline.js';
 import { fallbackRun } from '../../src/server/pipeline/result.js';

@@ -1,7 +1,7 @@
 import type { GenerationStatus, PauseMode, PauseResponse } from '../../protocol/pause.js';
 import { systemClock, type Clock } from '../../util/clock.js';
 import { postJson } from './http.js';
-import type { Backend, BackendPool } from './pool.js';
+import type { LlmApi } from '../../protocol/llm.js';
 
 /** Deadline of one abort request to a backend. */
 const ABORT_CALL_MS = 10_000;
@@ -14,9 +14,15 @@ export class PausedAbort extends Error {
   }
 }
 
+/** The backend a call went to, as the gate needs it (where to send an abort). */
+export interface GateBackend {
+  readonly address: string;
+  readonly api: LlmApi;
+}
+
 /** One model call between send and answer. */
 export interface GateCall {
-  readonly backend: Backend;
+  readonly backend: GateBackend;
   readonly requestId: string;
   /** Aborted when a pause in abort mode drops the call. */
   readonly signal: AbortSignal;
@@ -86,7 +92,7 @@ export class GenerationGate {
   }
 
   /** Waits while paused, then registers a call to `backend` (no await between the check and the registration). */
-  async enter(backend: Backend, requestId: string, signal?: AbortSignal, onHold?: (held: boolean) => void): Promise<GateCall> {
+  async enter(backend: GateBackend, requestId: string, signal?: AbortSignal, onHold?: (held: boolean) => void): Promise<GateCall> {
     await this.hold(signal, onHold);
     const controller = new AbortController();
     const entry: Entry = { backend, requestId, controller, signal: controller.signal };
@@ -167,9 +173,4 @@ async function askAbort(c: GateCall): Promise<boolean> {
   } catch {
     return false;
   }
-}
-
-/** The gate of a rollout server's backend pool: its routes and its jobs' sessions share it (the pool owns it, on the pool's clock). */
-export function gateOf(pool: BackendPool): GenerationGate {
-  return pool.gate;
 }

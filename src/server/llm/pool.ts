@@ -287,3 +287,8 @@ export class BackendPool {
     if (b.inHeap) this.heap.push(b);
   }
 }
+
+/** The gate of a rollout server's backend pool: its routes and its jobs' sessions share it (the pool owns it, on the pool's clock). */
+export function gateOf(pool: BackendPool): GenerationGate {
+  return pool.gate;
+}

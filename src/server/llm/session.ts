@@ -2,9 +2,8 @@ import { ContextLengthError, RaasError } from '../../protocol/errors.js';
 import type { SamplingParams } from '../../protocol/process.js';
 import { sleep, type Clock } from '../../util/clock.js';
 import { seedOf } from '../../util/hash.js';
-import { gateOf } from './gate.js';
 import { isUnreachable } from './http.js';
-import type { Backend, BackendPool } from './pool.js';
+import { gateOf, type Backend, type BackendPool } from './pool.js';
 import type { GenerateRequest, GenerateResult, LlmSession } from './types.js';
 
 /** Hooks the session reports to (/metrics). */

@@ -7,24 +7,9 @@ import { SHADOW_CHECK, numstatPaths, resetPlan } from './protect.js';
 import { git, script } from './git.js';
 import { initRepo, repoMaterial, repoSpec } from './repo.js';
 import { gradingPlan } from './plan.js';
-import { TEST_ENV, gradeByExitStatus, gradeByLog } from './run-tests.js';
+import { TEST_ENV, gradeByExitStatus, gradeByLog, type SweEvalDetails, type SweEvalOutcome } from './run-tests.js';
 
-/** Per-test outcome of an evaluation (see docs/tasks.md, "How swe grades"). */
-export interface SweEvalDetails extends Record<string, unknown> {
-  applied: boolean;
-  apply_error?: string;
-  test_patch_error?: string;
-  /** Each test's status in the log (PASSED, FAILED, SKIPPED, ERROR, XFAIL); a test the log lacks is FAILED and listed in `missing`. */
-  FAIL_TO_PASS: Record<string, string>;
-  PASS_TO_PASS: Record<string, string>;
-}
-
-/** An evaluation: the verdict, its details, and why the reward is unreliable when it is. */
-export interface SweEvalOutcome {
-  resolved: boolean;
-  details: SweEvalDetails;
-  filter_reason?: FilterReason;
-}
+export type { SweEvalDetails, SweEvalOutcome } from './run-tests.js';
 
 /** The patches arrive as workspace files (any size), then move to PATCH_DIR, outside the repository. */
 const MODEL_PATCH = '.raas-model.patch';

@@ -11,7 +11,23 @@ import { cleanR2eOutput, parseLog, r2eMatches, type StatusMap } from './parsers/
 import type { GradingPlan } from './plan.js';
 import { testFileCandidates } from './protect.js';
 import { evalReport, testPassed } from './report.js';
-import type { SweEvalDetails, SweEvalOutcome } from './evaluate.js';
+
+/** Per-test outcome of an evaluation (see docs/tasks.md, "How swe grades"). */
+export interface SweEvalDetails extends Record<string, unknown> {
+  applied: boolean;
+  apply_error?: string;
+  test_patch_error?: string;
+  /** Each test's status in the log (PASSED, FAILED, SKIPPED, ERROR, XFAIL); a test the log lacks is FAILED and listed in `missing`. */
+  FAIL_TO_PASS: Record<string, string>;
+  PASS_TO_PASS: Record<string, string>;
+}
+
+/** An evaluation: the verdict, its details, and why the reward is unreliable when it is. */
+export interface SweEvalOutcome {
+  resolved: boolean;
+  details: SweEvalDetails;
+  filter_reason?: FilterReason;
+}
 
 /**
  * Environment of the test processes: HOME outside the repository (a patch could otherwise add a

@@ -8,9 +8,10 @@
 import { TEST_STATUSES, endsWithStatus, isPySpaceCode, pySplit, replaceAll, startsWithStatus, type StatusMap } from './text.js';
 
 /** `parse_log_pytest` (python.py@726c546:7-26): `STATUS test_id` lines; FAILED lines lose their ` - ` first. */
-export function parseLogPytest(log: string): StatusMap {
+export function parseLogPytest(log: string, prepare: (line: string) => string = (l) => l): StatusMap {
   const map: StatusMap = new Map();
-  for (let line of log.split('\n')) {
+  for (const raw of log.split('\n')) {
+    let line = prepare(raw);
     if (!startsWithStatus(line)) continue;
     if (line.startsWith('FAILED')) line = replaceAll(line, ' - ', ' ');
     const t = pySplit(line);
@@ -126,16 +127,7 @@ function stripFailedBrackets(line: string): string {
  * and `MouseButton.RIGHT` → `3` in each line.
  */
 export function parseLogMatplotlib(log: string): StatusMap {
-  const map: StatusMap = new Map();
-  for (let line of log.split('\n')) {
-    line = replaceAll(replaceAll(line, 'MouseButton.LEFT', '1'), 'MouseButton.RIGHT', '3');
-    if (!startsWithStatus(line)) continue;
-    if (line.startsWith('FAILED')) line = replaceAll(line, ' - ', ' ');
-    const t = pySplit(line);
-    if (t.length <= 1) continue;
-    map.set(t[1]!, t[0]!);
-  }
-  return map;
+  return parseLogPytest(log, (line) => replaceAll(replaceAll(line, 'MouseButton.LEFT', '1'), 'MouseButton.RIGHT', '3'));
 }
 
 /**
