@@ -68,25 +68,40 @@ function rolloutsToTarget(steps: Step[]): number {
   return Infinity;
 }
 
-describe('examples/python/learn.py with selection: the policy reaches its target in no more rollouts than without', () => {
-  for (const [seed, colocate] of [[0, 'drain'], [1, 'none']] as const) {
-    it(`seed ${seed}, colocate ${colocate}: policy reward ≥ ${TARGET} with selection history in ≤ the rollouts of selection none`, async () => {
+// Asynchronous scheduling decides which rollouts land in which step, so one seed's count moves by
+// up to a quarter from run to run (more under load): measured on one quiet run, none vs history
+// 1027/1013, 1060/879, 1594/1500, 1248/1549 (totals 4929/4941). On this uniform task selection is
+// neutral; the claim made is that it does not cost learning, summed over four seeds within 10 %.
+// Its saving on skewed difficulty is measured by bench:select, not asserted here.
+const SEEDS = [[0, 'drain'], [1, 'none'], [2, 'drain'], [3, 'none']] as const;
+const TOLERANCE = 1.1;
+
+describe('examples/python/learn.py with selection: selection does not cost learning', () => {
+  it(`over ${SEEDS.length} seeds: policy reward ≥ ${TARGET} with selection history in ≤ ${TOLERANCE}× the rollouts of selection none`, async () => {
+    const rows: { seed: number; none: number; history: number; skipped: number }[] = [];
+    for (const [seed, colocate] of SEEDS) {
       // 20 prompts (2 per digit): each comes back every few steps, so selection has a history to act on.
       const common = ['--steps', '12', '--seed', String(seed), '--colocate', colocate, '--prompts', '20'];
-      const [none, hist] = [await learn([...common, '--selection', 'none']), await learn([...common, '--selection', 'history'])];
+      const none = await learn([...common, '--selection', 'none']);
+      const hist = await learn([...common, '--selection', 'history']);
       for (const r of [none, hist]) {
         if (r.code !== 0 || r.steps.length !== 12) console.error(r.out);
         expect(r.code).toBe(0);
         expect(r.steps).toHaveLength(12);
       }
-      const a = rolloutsToTarget(none.steps);
-      const b = rolloutsToTarget(hist.steps);
-      console.log(`seed ${seed}: rollouts to policy reward ${TARGET}: none ${a.toFixed(0)}, history ${b.toFixed(0)}; skipped ${hist.steps.reduce((x, s) => x + s.skipped, 0)}`);
-      expect(a).toBeLessThan(Infinity);
-      expect(b).toBeLessThanOrEqual(a);
-      // selection was on: it skipped prompts whose groups were all equal
-      expect(hist.steps.reduce((x, s) => x + s.skipped, 0)).toBeGreaterThan(0);
+      // selection was on: it skipped prompts whose groups were all equal; off, it skipped none
+      const skipped = hist.steps.reduce((x, s) => x + s.skipped, 0);
+      expect(skipped).toBeGreaterThan(0);
       expect(none.steps.every((s) => s.skipped === 0)).toBe(true);
-    }, 300_000);
-  }
+      rows.push({ seed, none: rolloutsToTarget(none.steps), history: rolloutsToTarget(hist.steps), skipped });
+    }
+    const total = (k: 'none' | 'history') => rows.reduce((x, r) => x + r[k], 0);
+    for (const r of rows) console.log(`seed ${r.seed}: rollouts to policy reward ${TARGET}: none ${r.none.toFixed(0)}, history ${r.history.toFixed(0)}; skipped ${r.skipped}`);
+    console.log(`total: none ${total('none').toFixed(0)}, history ${total('history').toFixed(0)}`);
+    for (const r of rows) {
+      expect(r.none).toBeLessThan(Infinity);
+      expect(r.history).toBeLessThan(Infinity);
+    }
+    expect(total('history')).toBeLessThanOrEqual(total('none') * TOLERANCE);
+  }, 600_000);
 });
