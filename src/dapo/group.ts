@@ -69,6 +69,16 @@ export function isErrorResult(r: Result): boolean {
   return r.critical_error !== null;
 }
 
+/**
+ * A rollout that ended cleanly but whose reward the grader marked unreliable (`filter: true` with
+ * its `filter_reason`: a truncated test log, tampered grading files, an eval out of memory). ProRL's
+ * own rule also marks every run the agent did not end itself (`not_finished`: max turns, max
+ * tokens); those rewards are facts (overlong shaping handles length), so they are kept.
+ */
+export function isUnreliableResult(r: Result): boolean {
+  return r.filter === true && r.critical_error === null && r.filter_reason !== 'not_finished';
+}
+
 /** Model-generated tokens of a result. */
 export function resultTokens(r: Result): number {
   return generatedTokens(r.tokens?.response_mask ?? []);
@@ -78,7 +88,8 @@ export function resultTokens(r: Result): number {
 export type Verdict = 'accepted' | 'filtered' | 'dropped_error';
 
 /**
- * Decides acceptance (docs/training.md): errors follow on_error; the group is accepted when its task
+ * Decides acceptance (docs/training.md): errors follow on_error, a rollout marked `filter` drops
+ * its group; the group is accepted when its task
  * rewards (before shaping) are not all equal. Fills rewards, shaped rewards and advantages; with
  * adaptive n's fixed batches, a group larger than n keeps n rollouts (`keep`) and its rewards and
  * advantages are those of the kept ones, as the trainer will compute them.
@@ -87,6 +98,9 @@ export function judgeGroup(g: GroupRecord, cfg: TrainConfig): Verdict {
   const results = g.results as Result[];
   const errored = results.some(isErrorResult);
   if (errored && cfg.on_error === 'drop_group') return 'dropped_error';
+  // An unreliable reward is not a fact about the policy: the group goes, whatever on_error says
+  // (scoring it 0 would teach the policy against a broken grader).
+  if (results.some(isUnreliableResult)) return 'dropped_error';
   const all = results.map((r) => (isErrorResult(r) ? 0 : r.reward));
   if (!isInformative(all)) return 'filtered';
   const fixed = cfg.selection.adaptive_n?.batch === 'fixed' && results.length > cfg.n;

@@ -65,6 +65,20 @@ describe('judgeGroup', () => {
     expect(g.rewards).toEqual([1, 0]);
   });
 
+  it('drops a group with a rollout marked filter (unreliable reward) under either on_error', () => {
+    for (const on_error of ['drop_group', 'zero_reward'] as const) {
+      const cfg = parseTrainConfig({ name: 'r', n: 2, dataset: { path: 'x' }, on_error });
+      const g = record([makeResult('a', 1, 3), { ...makeResult('b', 0, 3), filter: true, filter_reason: 'eval_log_truncated' }]);
+      expect(judgeGroup(g, cfg)).toBe('dropped_error');
+      expect(g.rewards).toBeUndefined();
+      // the same group unmarked is informative and accepted
+      expect(judgeGroup(record([makeResult('a', 1, 3), makeResult('b', 0, 3)]), cfg)).toBe('accepted');
+      // ProRL's not_finished mark (max turns, max tokens) keeps the group: that reward is a fact
+      const long = { ...makeResult('b', 0, 3), filter: true, filter_reason: 'not_finished' };
+      expect(judgeGroup(record([makeResult('a', 1, 3), long]), cfg)).toBe('accepted');
+    }
+  });
+
   it('filters a group whose task rewards are all equal', () => {
     const cfg = parseTrainConfig({ name: 'r', n: 2, dataset: { path: 'x' } });
     expect(judgeGroup(record([makeResult('a', 1, 3), makeResult('b', 1, 5)]), cfg)).toBe('filtered');
