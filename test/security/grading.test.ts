@@ -11,6 +11,7 @@ import {
   codeTask,
   create,
   expectNoLeak,
+  expectNothingLeft,
   expectPlantedUnchanged,
   finish,
   plantSecrets,
@@ -19,7 +20,6 @@ import {
   startHarness,
   summary,
   sweTask,
-  waitGone,
   type Harness,
   type Secrets,
 } from './helpers.js';
@@ -206,8 +206,7 @@ describe.concurrent('grading cannot be forged', { timeout: 120_000 }, () => {
 describe('the host after every attack of this file', { timeout: 60_000 }, () => {
   it('planted files unchanged, no process of ours left, /health fast', async () => {
     expectPlantedUnchanged(before, s);
-    const left = await waitGone(() => h.watch.leftovers(), 10_000);
-    expect(left.map((p) => `${p.pid} ${p.cmd.slice(0, 120)}`)).toEqual([]);
+    await expectNothingLeft(h);
     expect(await h.health()).toBeLessThan(1000);
   });
 });

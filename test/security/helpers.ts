@@ -320,6 +320,30 @@ export async function waitGone<T>(find: () => T[], ms = 8000): Promise<T[]> {
   }
 }
 
+/** A process's state letter and kernel wait channel (why a killed process may still be there). */
+function stateOf(pid: number): string {
+  try {
+    const st = /^State:\s+(.+)$/m.exec(fs.readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1] ?? '?';
+    const wchan = fs.readFileSync(`/proc/${pid}/wchan`, 'utf8');
+    return `${st} wchan=${wchan || '-'}`;
+  } catch {
+    return 'gone';
+  }
+}
+
+/**
+ * The end-of-file process-table check: no process of our sandboxes is left, and the server agrees
+ * (/status: no sandbox open, no close that left processes behind, no job live). On failure the
+ * message says which: a sandbox never closed (open > 0) or one that survived its close.
+ */
+export async function expectNothingLeft(h: Pick<Harness, 'watch' | 'get'>, ms = 10_000): Promise<void> {
+  const left = await waitGone(() => h.watch.leftovers(), ms);
+  const st = (await h.get('/status')) as { jobs?: number; sandbox?: { open?: number; survived_close?: number } | null };
+  const said = `server: jobs ${st.jobs}, sandboxes open ${st.sandbox?.open}, closes that left processes ${st.sandbox?.survived_close}`;
+  expect(left.map((p) => `${p.pid} [${stateOf(p.pid)}] ${p.cmd.slice(0, 120)}`), `processes of our sandboxes still alive (${said})`).toEqual([]);
+  expect({ jobs: st.jobs, open: st.sandbox?.open ?? 0, survived_close: st.sandbox?.survived_close ?? 0 }, said).toEqual({ jobs: 0, open: 0, survived_close: 0 });
+}
+
 export const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 
 /** Bytes used under a directory (du, same filesystem). */

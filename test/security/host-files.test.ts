@@ -17,6 +17,7 @@ import {
   create,
   duBytes,
   expectNoLeak,
+  expectNothingLeft,
   expectPlantedUnchanged,
   finish,
   plantSecrets,
@@ -26,7 +27,6 @@ import {
   startHarness,
   summary,
   sweTask,
-  waitGone,
   type Harness,
   type Secrets,
 } from './helpers.js';
@@ -298,8 +298,7 @@ describe('device files: bounded, quick, no memory blow-up of the server', { time
 describe('the host after every attack of this file', { timeout: 60_000 }, () => {
   it('planted files unchanged, no process of ours left, /health fast, sandbox root small', async () => {
     expectPlantedUnchanged(before, s);
-    const left = await waitGone(() => h.watch.leftovers(), 10_000);
-    expect(left.map((p) => `${p.pid} ${p.cmd.slice(0, 120)}`), 'processes of our sandboxes still alive').toEqual([]);
+    await expectNothingLeft(h);
     expect(await h.health()).toBeLessThan(1000);
     expect(duBytes(h.sandboxRoot) - h.rootBaseline, 'growth of the sandbox root over all jobs (bytes)').toBeLessThan(16 << 20);
   });

@@ -17,6 +17,7 @@ import {
   codeTask,
   create,
   expectNoLeak,
+  expectNothingLeft,
   expectPlantedUnchanged,
   finish,
   hex,
@@ -27,7 +28,6 @@ import {
   snapshotPlanted,
   startHarness,
   summary,
-  waitGone,
   type Harness,
   type JobAnswer,
   type Secrets,
@@ -301,8 +301,7 @@ describe.concurrent('rollouts cannot see each other', { timeout: 120_000 }, () =
 describe('the host after every attack of this file', { timeout: 60_000 }, () => {
   it('planted files unchanged, no process of ours left, /health fast', async () => {
     expectPlantedUnchanged(before, s);
-    const left = await waitGone(() => h.watch.leftovers(), 10_000);
-    expect(left.map((p) => `${p.pid} ${p.cmd.slice(0, 120)}`)).toEqual([]);
+    await expectNothingLeft(h);
     expect(await h.health()).toBeLessThan(1000);
   });
 });

@@ -13,6 +13,7 @@ import {
   create,
   duBytes,
   expectNoLeak,
+  expectNothingLeft,
   expectPlantedUnchanged,
   finish,
   observations,
@@ -307,8 +308,7 @@ function call_py(code: string): string {
 describe('the host after every attack of this file', { timeout: 60_000 }, () => {
   it('planted files unchanged, no process of ours left, /health fast, sandbox root small', async () => {
     expectPlantedUnchanged(before, s);
-    const left = await waitGone(() => h.watch.leftovers(), 10_000);
-    expect(left.map((p) => `${p.pid} ${p.cmd.slice(0, 120)}`)).toEqual([]);
+    await expectNothingLeft(h);
     expect(await h.health()).toBeLessThan(1000);
     expect(duBytes(h.sandboxRoot) - h.rootBaseline, 'growth of the sandbox root over all jobs (bytes)').toBeLessThan(16 << 20);
   });

@@ -50,10 +50,12 @@ export class LazySandboxRuntime {
   /** The isolation and limits in force, for /status (null until the sandbox settings were read). */
   describe(): Record<string, unknown> | null {
     if (!this.described) return null;
+    const rt = this.resolved as { limitsInForce?: () => unknown; counts?: () => Record<string, number> } | undefined;
+    const counts = rt?.counts?.() ?? { open: 0, survived_close: 0 };
     // Once the runtime prepared, its cgroup probe is the word on which limits hold.
-    const inForce = (this.resolved as { limitsInForce?: () => unknown } | undefined)?.limitsInForce?.();
-    if (!inForce) return this.described;
-    return { ...this.described, limits: { ...(this.described.limits as object), cgroup: inForce } };
+    const inForce = rt?.limitsInForce?.();
+    if (!inForce) return { ...this.described, ...counts };
+    return { ...this.described, ...counts, limits: { ...(this.described.limits as object), cgroup: inForce } };
   }
 
   async close(): Promise<void> {

@@ -58,6 +58,8 @@ export class Runtime implements SandboxRuntime {
   readonly kind: SandboxConfig['runtime'];
   private prepared: Prepared | undefined;
   private readonly open_ = new Set<Sandbox>();
+  /** Sandboxes whose close found processes still alive after SIGKILL (logged; should stay 0). */
+  private survivors = 0;
   private closing: Promise<void> | undefined;
   private warned = false;
   private netChecked = false;
@@ -181,6 +183,11 @@ export class Runtime implements SandboxRuntime {
     return sb;
   }
 
+  /** For /status: sandboxes alive now (pooled and closing ones included) and closes that left processes behind. */
+  counts(): { open: number; survived_close: number } {
+    return { open: this.open_.size, survived_close: this.survivors };
+  }
+
   /** The sandboxes this runtime has open (pooled ones included). */
   openSandboxes(): Sandbox[] {
     return [...this.open_];
@@ -272,6 +279,7 @@ export class Runtime implements SandboxRuntime {
           log: this.log,
           cleanup: async () => {
             if (sb) this.open_.delete(sb);
+            if (sb?.leftover.length) this.survivors++;
             if (address) this.leaseTable(p.root).release(address);
             if (!this.config.keep_workspaces) removeDirs(dirs);
             await group?.remove().catch((e: unknown) => this.log?.error({ err: (e as Error).message }, 'sandbox cgroup not removed'));
