@@ -5,40 +5,23 @@ import type { Logger } from '../../util/logger.js';
 import type { ToolServerOptions } from '../tools/protocol.js';
 import type { Sandbox, SandboxRuntime, SandboxSpec } from './types.js';
 import type { SandboxConfig } from '../../protocol/config-sandbox.js';
-import { apptainerArgs, findApptainer, installApptainerSeccomp } from './apptainer.js';
-import { bwrapArgs, INSIDE } from './bwrap.js';
-import { checkReadableByOthers, checkSocketPath, defaultRoot, findBinary, resolveIdentity, type SandboxIdentity } from './host.js';
+import { INSIDE } from './bwrap.js';
+import { checkReadableByOthers, checkSocketPath, defaultRoot } from './host.js';
 import { ImageCache } from './image-cache.js';
 import { LoopbackLeases } from './leases.js';
 import { ManagedSandbox, type LaunchPlan } from './managed.js';
-import { ensureDir, installToolServer, SANDBOX_NODE } from './prepare.js';
-import { bwrapHardeningArgs, seccompProgram } from './seccomp.js';
-import { checkUserNet } from './network.js';
+import { ensureDir, installToolServer } from './prepare.js';
 import { checkFileKey, createDirs, removeDirs, sweepOrphans, type SandboxDirs } from './workspace.js';
-import { CONN_FD } from '../tools/protocol.js';
 import { WarmPool } from './pool.js';
 import { CgroupManager, type CgroupLimits, type SandboxCgroup } from './cgroup.js';
 import { lineCapFor } from './client.js';
+import { strategyFor, type PreparedHost, type RuntimeStrategy } from './runtimes/index.js';
 
-/** What the first open() prepares once: binaries, identity, tool server install. */
-interface Prepared {
-  root: string;
-  toolServer: string;
-  identity: SandboxIdentity | undefined;
-  binary: string;
-  node: string;
+/** What the first open() prepares once: binaries, identity, tool server install, cgroups. */
+interface Prepared extends PreparedHost {
   /** Per-sandbox cgroups, or the rlimit fallback (with its reason). */
   cgroups: CgroupManager;
-  /** bwrap: the seccomp program handed to every sandbox (computed once). */
-  seccomp?: Buffer;
-  /** apptainer: the Docker-format seccomp profile file. */
-  apptainerSeccomp?: string;
 }
-
-/** The fd bwrap reads the seccomp program from (3 is the status fd, CONN_FD the host channel). */
-const SECCOMP_FD = 4;
-/** The fd bwrap holds as `--sync-fd` for a network sandbox: the helper exits when it closes. */
-const SYNC_FD = 5;
 
 /** Base environment inside every sandbox; the host's environment is never passed. */
 const BASE_ENV: Record<string, string> = {
@@ -51,8 +34,9 @@ const BASE_ENV: Record<string, string> = {
 };
 
 /**
- * One runtime (bwrap, apptainer or process) over the shared machinery: lazy preparation, workspaces,
- * images, loopback leases, and the set of open sandboxes that close() ends.
+ * The shared machinery of every runtime: lazy preparation, workspaces, images, loopback leases, the
+ * warm pool, cgroups, and the set of open sandboxes that close() ends. What depends on the
+ * isolation tool (bwrap, apptainer, process) is asked of its strategy.
  */
 export class Runtime implements SandboxRuntime {
   readonly kind: SandboxConfig['runtime'];
@@ -62,7 +46,8 @@ export class Runtime implements SandboxRuntime {
   private survivors = 0;
   private closing: Promise<void> | undefined;
   private warned = false;
-  private netChecked = false;
+  /** How this runtime's sandboxes are isolated and started. */
+  readonly strategy: RuntimeStrategy;
   private leases: LoopbackLeases | undefined;
   private pool: WarmPool | undefined;
   private readonly starting = new Set<{ ac: AbortController; done: Promise<void> }>();
@@ -71,6 +56,7 @@ export class Runtime implements SandboxRuntime {
 
   constructor(readonly config: SandboxConfig, private readonly log?: Logger) {
     this.kind = config.runtime;
+    this.strategy = strategyFor(config);
   }
 
   /** Checks binaries and the sandbox user and installs the tool server; runs on the first open(). */
@@ -78,25 +64,7 @@ export class Runtime implements SandboxRuntime {
     if (this.prepared) return this.prepared;
     const c = this.config;
     const root = path.resolve(c.root ?? defaultRoot());
-    let binary: string;
-    let identity: SandboxIdentity | undefined;
-    if (c.runtime === 'bwrap') {
-      const b = findBinary(c.bwrap);
-      if (!b) {
-        throw new RaasError('sandbox_unavailable', `bubblewrap ("${c.bwrap}") is not installed or not on PATH: run scripts/setup.sh or "apt-get install bubblewrap", or set sandbox.runtime`, { retryable: false });
-      }
-      binary = b;
-      identity = resolveIdentity(c.user);
-    } else if (c.runtime === 'apptainer') {
-      const b = findApptainer(c.apptainer.binary);
-      if (!b) throw new RaasError('sandbox_unavailable', 'neither apptainer nor singularity is on PATH: load the module (e.g. "module load apptainer") or set sandbox.apptainer.binary', { retryable: false });
-      if (!c.apptainer.image) throw new RaasError('sandbox_unavailable', 'sandbox.apptainer.image is required: the .sif file sandboxes run from', { retryable: false });
-      binary = b;
-      identity = process.getuid?.() === 0 ? resolveIdentity(c.user) : undefined;
-    } else {
-      binary = c.node ?? process.execPath;
-      identity = undefined;
-    }
+    const { binary, identity } = this.strategy.locate();
     const node = c.node ?? process.execPath;
     if (identity) {
       checkReadableByOthers(node, 'node', 'install node system-wide (e.g. /usr/bin/node from Debian or NodeSource), or set sandbox.node to a node binary under a world-readable path');
@@ -104,21 +72,18 @@ export class Runtime implements SandboxRuntime {
     ensureDir(root);
     for (const d of ['ws', 'run', 'owners', 'tool-server', 'net']) ensureDir(path.join(root, d));
     checkSocketPath(path.join(root, 'run', 'x'.repeat(17), 'tools.sock'), 'sandbox socket (under sandbox.root)');
-    // bwrap runs the tool server from an execute-only copy of node: the task's processes (same uid)
-    // can then neither ptrace it nor open its /proc files (a non-readable binary makes it non-dumpable).
-    const toolServer = installToolServer(root, c.runtime === 'bwrap' ? { node } : {});
-    const seccomp = c.runtime === 'bwrap' && c.seccomp ? seccompProgram() : undefined;
-    const apptainerSeccomp = c.runtime === 'apptainer' && c.apptainer.seccomp ? installApptainerSeccomp(root) : undefined;
+    const toolServer = installToolServer(root, this.strategy.installOptions(node));
+    this.strategy.prepare(root);
     const orphans = sweepOrphans(root);
     if (orphans) this.log?.info({ root, removed: orphans }, 'removed workspaces of sandboxes whose server is gone');
     this.images = new ImageCache({ root: path.join(root, 'images'), runtime: this, log: this.log });
-    const cgroups = CgroupManager.detect(c.runtime === 'bwrap' ? { setting: c.cgroup, parent: c.cgroup_parent, identity } : { setting: 'off' });
+    const cgroups = CgroupManager.detect(this.strategy.cgroupOptions(identity));
     this.log?.info({ limits: cgroups.describe() }, 'sandbox resource limits');
     void cgroups.sweep().then(
       (n) => n && this.log?.info({ removed: n }, 'removed cgroups of sandboxes whose server is gone'),
       () => undefined,
     );
-    this.prepared = { root, toolServer, identity, binary, node, cgroups, seccomp, apptainerSeccomp };
+    this.prepared = { root, toolServer, identity, binary, node, cgroups };
     return this.prepared;
   }
 
@@ -138,7 +103,7 @@ export class Runtime implements SandboxRuntime {
     signal?.throwIfAborted();
     if (this.closing) throw new RaasError('sandbox_error', 'the sandbox runtime is closed');
     const p = this.prepare();
-    if (this.kind === 'process' && !this.warned) {
+    if (!this.strategy.isolated && !this.warned) {
       this.warned = true;
       this.log?.warn({ runtime: 'process' }, 'sandbox.runtime is "process": tools run on the host without any isolation');
     }
@@ -195,7 +160,7 @@ export class Runtime implements SandboxRuntime {
 
   /** Starts `pool_size` sandboxes ahead of the first open (optional; open() fills the pool too). */
   warmup(): void {
-    if (this.config.pool_size > 0 && this.kind !== 'process' && !this.closing) this.warmPool(this.prepare()).fill();
+    if (this.config.pool_size > 0 && this.strategy.poolable && !this.closing) this.warmPool(this.prepare()).fill();
   }
 
   /** Resolves once the warm pool is full of started, warmed sandboxes (at once without a pool). */
@@ -223,7 +188,7 @@ export class Runtime implements SandboxRuntime {
 
   /** A pooled sandbox fits specs whose start-time choices (network, image, /tmp size) are the defaults. */
   private poolable(spec: SandboxSpec): boolean {
-    if (this.config.pool_size <= 0 || this.kind === 'process' || spec.network === true || spec.image || spec.readOnly?.length) return false;
+    if (this.config.pool_size <= 0 || !this.strategy.poolable || spec.network === true || spec.image || spec.readOnly?.length) return false;
     const tmp = spec.limits?.tmp_size_mb;
     return tmp === undefined || tmp === this.config.limits.tmp_size_mb;
   }
@@ -242,17 +207,13 @@ export class Runtime implements SandboxRuntime {
 
   private async startOne(p: Prepared, spec: SandboxSpec, imageDir: string | undefined, signal: AbortSignal, buildDir?: string): Promise<ManagedSandbox> {
     const id = `${Date.now().toString(36)}-${randomBytes(4).toString('hex')}`;
-    // bwrap workspaces are private tmpfs: the host creates only the owner record (and the directory
-    // an image build binds). Other runtimes bind a host workspace, seeded here before anything runs.
-    const hostWorkspace = this.kind !== 'bwrap';
-    const dirs = createDirs(p.root, id, p.identity, buildDir ? { mode: 'bind', dir: buildDir } : hostWorkspace ? { mode: 'host', imageDir } : { mode: 'private' });
-    // Runtimes that share the host network get their own loopback address (bwrap never shares it:
-    // a network sandbox gets slirp4netns in its own namespace).
-    const sharesNet = this.kind === 'process' || (this.kind === 'apptainer' && spec.network === true);
-    if (this.kind === 'bwrap' && spec.network === true && !this.netChecked) {
-      checkUserNet('slirp4netns', p.identity ?? {});
-      this.netChecked = true;
-    }
+    // A private workspace (bwrap: a tmpfs) needs only the owner record on the host (and the
+    // directory an image build binds); a host workspace is created and seeded before anything runs.
+    const st = this.strategy;
+    const dirs = createDirs(p.root, id, p.identity, buildDir ? { mode: 'bind', dir: buildDir } : st.hostWorkspace ? { mode: 'host', imageDir } : { mode: 'private' });
+    // Runtimes that share the host network get their own loopback address.
+    const sharesNet = st.sharesHostNetwork(spec);
+    st.check(spec, p.identity);
     let address: string | undefined;
     let group: SandboxCgroup | undefined;
     // Assigned once start() returns; cleanup may run inside start() (a failed start) before that.
@@ -262,14 +223,14 @@ export class Runtime implements SandboxRuntime {
       // The cgroup counts the sandbox's processes and the files of its tmpfs mounts.
       group = p.cgroups.create(id, this.cgroupLimits(spec));
       // An image build binds its output directory, seeded from the base image through the tool server.
-      const base = this.plan(p, dirs, spec, address, this.kind === 'bwrap' || buildDir ? imageDir : undefined);
+      const base = this.plan(p, dirs, spec, address, st.seedsImages || buildDir ? imageDir : undefined);
       const plan = group ? group.wrapSpawn(base) : base;
       sb = await ManagedSandbox.start(
         plan,
         {
           id,
-          workspace: this.kind === 'bwrap' ? INSIDE.workspace : dirs.workspace,
-          isolated: this.kind !== 'process',
+          workspace: st.hostWorkspace ? dirs.workspace : INSIDE.workspace,
+          isolated: st.isolated,
           address,
           startTimeoutMs: this.config.start_timeout_s * 1000,
           graceMs: this.config.close_grace_ms,
@@ -326,20 +287,16 @@ export class Runtime implements SandboxRuntime {
     return this.leases;
   }
 
-  /** The tool server's options and the command line that starts it, per runtime. */
+  /** The tool server's options and the command line that starts it (the strategy's launch). */
   plan(p: Prepared, dirs: SandboxDirs, spec: SandboxSpec, address?: string, seed?: string): LaunchPlan {
     const c = this.config;
-    const inSandbox = this.kind !== 'process';
+    const st = this.strategy;
     const limits = { ...c.limits, ...(spec.limits ?? {}) };
-    const env = this.toolEnv(spec, inSandbox ? undefined : dirs.workspace, address);
-    const bwrap = this.kind === 'bwrap';
-    const opts: ToolServerOptions = {
-      socket: inSandbox ? INSIDE.socket : path.join(dirs.run, 'tools.sock'),
-      ...(bwrap ? { conn_fd: CONN_FD } : {}),
-      ...(seed ? { seed_dir: bwrap ? INSIDE.seed : seed } : {}),
+    const { home, ...view } = st.view(dirs, seed);
+    const env = this.toolEnv(spec, st.isolated ? undefined : dirs.workspace, address);
+    const options: ToolServerOptions = {
+      ...view,
       max_read_bytes: c.max_read_bytes,
-      ...(bwrap && !dirs.bound ? { disk_mb: c.disk_mb } : {}),
-      workspace: inSandbox ? INSIDE.workspace : dirs.workspace,
       tools: spec.tools,
       bash_backend: c.bash_backend,
       tmux_poll_ms: c.tmux_poll_ms,
@@ -348,65 +305,11 @@ export class Runtime implements SandboxRuntime {
       limits,
       output_cap: c.output_cap,
       max_input_bytes: c.max_input_bytes,
-      tmp_dir: inSandbox ? '/tmp' : dirs.run,
     };
     const socket = path.join(dirs.run, 'tools.sock');
     checkSocketPath(socket);
-    const nodeEnv = { PATH: BASE_ENV.PATH, HOME: inSandbox ? INSIDE.workspace : dirs.workspace, LANG: 'C.UTF-8', HISTFILE: '' };
-    const main = (dir: string): string[] => [p.node, path.join(dir, 'main.js'), JSON.stringify(opts)];
-    if (this.kind === 'bwrap') {
-      const args = bwrapArgs({
-        diskMb: c.disk_mb,
-        bindWorkspace: dirs.bound ? dirs.workspace : undefined,
-        seed,
-        toolServer: p.toolServer,
-        node: p.node,
-        python: c.python,
-        network: spec.network === true,
-        netDir: path.join(p.root, 'net'),
-        syncFd: SYNC_FD,
-        tmpSizeMb: limits.tmp_size_mb,
-        env: nodeEnv,
-        roBinds: c.ro_binds,
-        readOnly: spec.readOnly,
-        hardening: p.seccomp ? bwrapHardeningArgs(SECCOMP_FD) : ['--disable-userns'],
-        command: [path.join(INSIDE.toolServer, SANDBOX_NODE), path.join(INSIDE.toolServer, 'main.js'), JSON.stringify(opts)],
-      });
-      return {
-        file: p.binary,
-        args,
-        env: { PATH: BASE_ENV.PATH },
-        // Not the server's working directory: bwrap (the sandbox's pid 1) keeps its cwd and
-        // environment, both readable from inside through /proc/1.
-        cwd: '/',
-        uid: p.identity?.uid,
-        gid: p.identity?.gid,
-        socket,
-        statusFd: true,
-        connFd: true,
-        ...(p.seccomp ? { fdData: { [SECCOMP_FD]: p.seccomp } } : {}),
-        ...(spec.network === true ? { network: { syncFd: SYNC_FD, uid: p.identity?.uid, gid: p.identity?.gid } } : {}),
-      };
-    }
-    if (this.kind === 'apptainer') {
-      const args = apptainerArgs({
-        binary: p.binary,
-        image: c.apptainer.image!,
-        workspace: dirs.workspace,
-        run: dirs.run,
-        toolServer: p.toolServer,
-        network: spec.network === true,
-        fakeroot: c.apptainer.fakeroot,
-        env: nodeEnv,
-        extraArgs: [...(spec.readOnly ?? []).flatMap((b) => ['--bind', `${b.host}:${b.inside}:ro`]), ...c.apptainer.extra_args],
-        hardening: { seccompProfile: p.apptainerSeccomp, userns: c.apptainer.userns },
-        command: ['node', path.join(INSIDE.toolServer, 'main.js'), JSON.stringify(opts)],
-      });
-      // As root, apptainer runs as the sandbox user too (a container started by root is uid 0).
-      return { file: p.binary, args, env: { PATH: process.env.PATH ?? BASE_ENV.PATH }, uid: p.identity?.uid, gid: p.identity?.gid, socket };
-    }
-    const [file, ...args] = main(p.toolServer);
-    return { file, args, env: nodeEnv, cwd: dirs.workspace, socket };
+    const nodeEnv = { PATH: BASE_ENV.PATH, HOME: home, LANG: 'C.UTF-8', HISTFILE: '' };
+    return st.launch({ prepared: p, dirs, spec, options, nodeEnv, socket, seed, tmpSizeMb: limits.tmp_size_mb, path: BASE_ENV.PATH });
   }
 
   /** Closes every open sandbox. Safe twice. */
