@@ -13,7 +13,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
-import { descendantsOf, processTable } from '../test/reliability/helpers/procs.js';
+import { descendantsOf, processTable } from '../test/helpers/procs.js';
 import { HANDLERS, httpGet, httpPost, postJson, serveProcess, simProcess, type ServeProcess } from '../test/reliability/helpers/servers.js';
 
 const { values: flags } = parseArgs({

@@ -7,7 +7,7 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startRolloutServer } from '../../src/server/index.js';
 import { observe } from './helpers/observe.js';
-import { alive } from './helpers/procs.js';
+import { alive } from '../helpers/procs.js';
 import { HANDLERS, rawRequest, request, runCli, serveProcess, tempDir, type Answer, type ServeProcess } from './helpers/servers.js';
 
 const TOKEN = 'rel-api-token-9d7e1c55aa';

@@ -11,7 +11,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { ERROR_CODES } from '../../src/protocol/errors.js';
 import { badSidecarLines } from './fuzz/arbitraries.js';
 import { currentTest, observe } from './helpers/observe.js';
-import { alive, descendantsOf } from './helpers/procs.js';
+import { alive, descendantsOf } from '../helpers/procs.js';
 import { CLI, tempDir } from './helpers/servers.js';
 
 const RUNS = Number(process.env.RAAS_FUZZ_RUNS ?? 60) * 2;

@@ -13,7 +13,7 @@ import { CancelRequest } from '../../src/protocol/process.js';
 import type { RolloutServer } from '../../src/server/index.js';
 import { badAddBodies, badCancelBodies, badJobPaths, badProcessBodies, badRemoveBodies, deepNesting, invalidFor, type Bad } from './fuzz/arbitraries.js';
 import { currentTest, observe } from './helpers/observe.js';
-import { withCommand } from './helpers/procs.js';
+import { withCommand } from '../helpers/procs.js';
 import { inProcessServer, internals, postJson, rawRequest, request, sandboxRoot, type Answer } from './helpers/servers.js';
 
 const NO_LLM = 'http://127.0.0.1:9';

@@ -8,7 +8,7 @@ import { createInterface } from 'node:readline';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createSandboxRuntime, type ManagedSandbox, type Runtime } from '../../src/server/sandbox/index.js';
 import { observe } from './helpers/observe.js';
-import { inNamespaces, waitGone, withCommand } from './helpers/procs.js';
+import { inNamespaces, waitGone, withCommand } from '../helpers/procs.js';
 import { ROOT, request, sandboxRoot } from './helpers/servers.js';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';

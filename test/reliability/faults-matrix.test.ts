@@ -13,7 +13,7 @@ import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import { Coordinator } from '../../src/dapo/index.js';
 import type { Batch } from '../../src/protocol/batch.js';
 import { observe } from './helpers/observe.js';
-import { alive, descendantsOf, processTable, waitGone } from './helpers/procs.js';
+import { alive, descendantsOf, processTable, waitGone } from '../helpers/procs.js';
 import { CLI, cliProcess, request, serveProcess, tempDir, until, type ServeProcess } from './helpers/servers.js';
 
 type BackendRow = { address: string; healthy: boolean; active: number; assigned: number; weight_version: string };

@@ -9,7 +9,7 @@ import { RolloutFleet } from '../../src/client/fleet.js';
 import { Coordinator } from '../../src/dapo/index.js';
 import { startSim, type SimHandle } from '../../src/sim/index.js';
 import { observe } from './helpers/observe.js';
-import { descendantsOf, inNamespaces, isToolServer, pidNs, processTable, waitGone, withCommand, workspaceCount } from './helpers/procs.js';
+import { descendantsOf, inNamespaces, isToolServer, pidNs, processTable, waitGone, withCommand, workspaceCount } from '../helpers/procs.js';
 import { HANDLERS, inProcessServer, postJson, request, sandboxRoot, serveProcess, tempDir, until, type ServeProcess } from './helpers/servers.js';
 
 const chat = (id: string, turns = 3) => ({ job_id: id, instance: { data_source: 'chat', turns }, sampling_params: { seed: 1, max_tokens_per_turn: 40 } });

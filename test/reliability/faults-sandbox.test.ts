@@ -8,7 +8,7 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { RolloutServer } from '../../src/server/index.js';
 import { observe } from './helpers/observe.js';
-import { descendantsOf, inNamespaces, isToolServer, pidNs, processTable, waitGone, withCommand, workspaceCount, type Proc } from './helpers/procs.js';
+import { descendantsOf, inNamespaces, isToolServer, pidNs, processTable, waitGone, withCommand, workspaceCount, type Proc } from '../helpers/procs.js';
 import { inProcessServer, postJson, request, sandboxRoot, until } from './helpers/servers.js';
 
 const isRoot = process.getuid?.() === 0;

@@ -9,7 +9,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { readObservations, type Observation, type Section } from './helpers/observe.js';
-import { processTable } from './helpers/procs.js';
+import { processTable } from '../helpers/procs.js';
 import { renderSection as mutationSection } from '../mutation/section.js';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');

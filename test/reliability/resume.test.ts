@@ -9,7 +9,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { observe } from './helpers/observe.js';
-import { descendantsOf, waitGone } from './helpers/procs.js';
+import { descendantsOf, waitGone } from '../helpers/procs.js';
 import { CLI, ROOT, cliProcess, request, serveProcess, tempDir, until, type ServeProcess } from './helpers/servers.js';
 
 const COUNTING = path.join(ROOT, 'test/reliability/fixtures/resume-count.mjs');

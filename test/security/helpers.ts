@@ -9,6 +9,9 @@ import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { expect } from 'vitest';
+import { descendantsOf, processTable, waitGone, type Proc } from '../helpers/procs.js';
+
+export { descendantsOf, processTable, waitGone, type Proc } from '../helpers/procs.js';
 import { startRolloutServer, type RolloutServer, type ServerConfigInput } from '../../src/server/index.js';
 import type { AgentHandler } from '../../src/server/handlers/types.js';
 import { startSim, type SimHandle } from '../../src/sim/index.js';
@@ -223,60 +226,6 @@ function shadowLine(): string | undefined {
 // Process table
 // ---------------------------------------------------------------------------------------------
 
-export interface Proc {
-  pid: number;
-  ppid: number;
-  uid: number;
-  rssKb: number;
-  cmd: string;
-  ns?: string;
-}
-
-/** Every live (non-zombie) process. */
-export function processTable(): Proc[] {
-  const out: Proc[] = [];
-  for (const name of fs.readdirSync('/proc')) {
-    if (!/^\d+$/.test(name)) continue;
-    try {
-      const status = fs.readFileSync(`/proc/${name}/status`, 'utf8');
-      const state = /^State:\s+(\S)/m.exec(status)?.[1];
-      if (state === 'Z' || state === 'X') continue;
-      const cmd = fs.readFileSync(`/proc/${name}/cmdline`, 'utf8').replace(/\0/g, ' ').trim();
-      let ns: string | undefined;
-      try {
-        ns = fs.readlinkSync(`/proc/${name}/ns/pid`);
-      } catch {
-        /* gone or not ours to read */
-      }
-      out.push({
-        pid: Number(name),
-        ppid: Number(/^PPid:\s+(\d+)/m.exec(status)?.[1] ?? 0),
-        uid: Number(/^Uid:\s+(\d+)/m.exec(status)?.[1] ?? -1),
-        rssKb: Number(/^VmRSS:\s+(\d+)/m.exec(status)?.[1] ?? 0),
-        cmd,
-        ns,
-      });
-    } catch {
-      /* exited while scanning */
-    }
-  }
-  return out;
-}
-
-/** Live descendants of `pid`. */
-export function descendantsOf(pid: number, table = processTable()): Proc[] {
-  const kids = new Map<number, Proc[]>();
-  for (const p of table) kids.set(p.ppid, [...(kids.get(p.ppid) ?? []), p]);
-  const out: Proc[] = [];
-  const stack = [...(kids.get(pid) ?? [])];
-  while (stack.length) {
-    const p = stack.pop()!;
-    out.push(p);
-    stack.push(...(kids.get(p.pid) ?? []));
-  }
-  return out;
-}
-
 /**
  * Watches the process table while a file runs: every pid namespace entered by a descendant of
  * `rootPid` (the sandboxes of our server) is remembered, so processes that left the tree (setsid,
@@ -307,16 +256,6 @@ export class ProcWatch {
   }
   stop(): void {
     clearInterval(this.timer);
-  }
-}
-
-/** Polls until `find` returns nothing (or `ms` passes); returns what is left. */
-export async function waitGone<T>(find: () => T[], ms = 8000): Promise<T[]> {
-  const end = Date.now() + ms;
-  for (;;) {
-    const left = find();
-    if (left.length === 0 || Date.now() > end) return left;
-    await sleep(100);
   }
 }
 

@@ -3,9 +3,10 @@
 // raas processes the job's steps started. SLURM_CONF (from scripts/slurm-cluster.sh) selects the
 // local cluster.
 import { execFileSync } from 'node:child_process';
-import { existsSync, readFileSync, readdirSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { processTable } from '../helpers/procs.js';
 
 export const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 export const TEMPLATE = path.join(ROOT, 'configs/slurm/raas.sbatch');
@@ -86,18 +87,7 @@ export function queued(): string[] {
 
 /** Processes whose command line contains every one of `parts` (from /proc). */
 export function processes(...parts: string[]): Array<{ pid: number; cmd: string }> {
-  const found: Array<{ pid: number; cmd: string }> = [];
-  for (const d of readdirSync('/proc')) {
-    if (!/^\d+$/.test(d) || Number(d) === process.pid) continue;
-    let cmd: string;
-    try {
-      cmd = readFileSync(`/proc/${d}/cmdline`, 'utf8').replaceAll('\0', ' ').trim();
-    } catch {
-      continue;
-    }
-    if (cmd && parts.every((p) => cmd.includes(p))) found.push({ pid: Number(d), cmd });
-  }
-  return found;
+  return processTable().filter((p) => p.pid !== process.pid && p.cmd && parts.every((x) => p.cmd.includes(x))).map(({ pid, cmd }) => ({ pid, cmd }));
 }
 
 export const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));

@@ -6,8 +6,13 @@ import fs from 'node:fs';
 export interface Proc {
   pid: number;
   ppid: number;
+  /** The state letter of /proc/<pid>/status (R, S, D, T, …). */
   state: string;
+  uid: number;
+  rssKb: number;
   cmd: string;
+  /** The pid namespace (undefined when not ours to read). */
+  ns?: string;
 }
 
 /** Every live (non-zombie) process. */
@@ -16,11 +21,19 @@ export function processTable(): Proc[] {
   for (const name of fs.readdirSync('/proc')) {
     if (!/^\d+$/.test(name)) continue;
     try {
-      const stat = fs.readFileSync(`/proc/${name}/stat`, 'utf8');
-      const rest = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-      if (rest[0] === 'Z' || rest[0] === 'X') continue;
+      const status = fs.readFileSync(`/proc/${name}/status`, 'utf8');
+      const state = /^State:\s+(\S)/m.exec(status)?.[1] ?? '?';
+      if (state === 'Z' || state === 'X') continue;
       const cmd = fs.readFileSync(`/proc/${name}/cmdline`, 'utf8').replace(/\0/g, ' ').trim();
-      out.push({ pid: Number(name), ppid: Number(rest[1]), state: rest[0], cmd });
+      out.push({
+        pid: Number(name),
+        ppid: Number(/^PPid:\s+(\d+)/m.exec(status)?.[1] ?? 0),
+        state,
+        uid: Number(/^Uid:\s+(\d+)/m.exec(status)?.[1] ?? -1),
+        rssKb: Number(/^VmRSS:\s+(\d+)/m.exec(status)?.[1] ?? 0),
+        cmd,
+        ns: pidNs(Number(name)),
+      });
     } catch {
       /* exited while scanning */
     }
@@ -55,10 +68,7 @@ export function pidNs(pid: number): string | undefined {
 export function inNamespaces(namespaces: Iterable<string>): Proc[] {
   const want = new Set(namespaces);
   if (want.size === 0) return [];
-  return processTable().filter((p) => {
-    const ns = pidNs(p.pid);
-    return ns !== undefined && want.has(ns);
-  });
+  return processTable().filter((p) => p.ns !== undefined && want.has(p.ns));
 }
 
 /** Processes whose command line contains `needle` (e.g. our sandbox root in bwrap's arguments). */
@@ -67,7 +77,7 @@ export function withCommand(needle: string): Proc[] {
 }
 
 /** Polls `find` until it returns nothing or `ms` passes; returns what is left. */
-export async function waitGone(find: () => Proc[], ms = 5000): Promise<Proc[]> {
+export async function waitGone<T>(find: () => T[], ms = 5000): Promise<T[]> {
   const until = Date.now() + ms;
   for (;;) {
     const left = find();
