@@ -96,6 +96,8 @@ function request(url: string, method: string, body: string | undefined, signal: 
       finish(() => reject(signal!.reason));
       req.destroy();
     };
+    // A socket deadline runs on real time, not the injected clock: a test's hand-driven clock must
+    // not keep a real request to a real process open forever.
     const timer = setTimeout(() => {
       fail(`no answer within ${formatSeconds(timeoutMs)}`);
       req.destroy();

@@ -80,7 +80,7 @@ export class Pipeline {
     this.wallNow = o.wallNow ?? Date.now;
     this.state = o.config.autostart ? 'running' : 'stopped';
     this.done = new ResultStore({ ttlMs: o.config.result_ttl_s * 1000, max: o.config.max_kept_results, journal: o.journal, wallNow: this.wallNow });
-    this.sandboxes = new LazySandboxRuntime(o.config.sandbox, o.log);
+    this.sandboxes = new LazySandboxRuntime(o.config.sandbox, o.log, o.clock);
     this.admission = admissionEnv(o.config.sandbox);
     const w = o.config.workers;
     this.pools = { init: new StageLimiter('init', w.init), run: new StageLimiter('run', w.run), eval: new StageLimiter('eval', w.eval) };

@@ -1,6 +1,7 @@
 import { RaasError } from '../../protocol/errors.js';
 import type { Logger, SandboxOpener } from '../handlers/types.js';
 import type { Sandbox, SandboxRuntime, SandboxSpec } from '../sandbox/types.js';
+import type { Clock } from '../../util/clock.js';
 
 /**
  * Creates the sandbox runtime on first use. The import is dynamic so a server that only runs
@@ -16,6 +17,7 @@ export class LazySandboxRuntime {
   constructor(
     private readonly config: Record<string, unknown>,
     private readonly log: Logger,
+    private readonly clock?: Clock,
   ) {}
 
   open(spec: SandboxSpec, signal?: AbortSignal): Promise<Sandbox> {
@@ -66,7 +68,7 @@ export class LazySandboxRuntime {
 
   private async create(): Promise<SandboxRuntime> {
     const mod = (await import('../sandbox/index.js')) as Record<string, unknown>;
-    const create = mod.createSandboxRuntime as ((config: unknown, opts?: { log?: Logger }) => SandboxRuntime) | undefined;
+    const create = mod.createSandboxRuntime as ((config: unknown, opts?: { log?: Logger; clock?: Clock }) => SandboxRuntime) | undefined;
     const schema = mod.SandboxConfig as { parse(v: unknown): unknown } | undefined;
     if (typeof create !== 'function') throw new RaasError('sandbox_unavailable', 'this build has no sandbox runtime (src/server/sandbox exports no createSandboxRuntime)');
     let config: unknown = this.config;
@@ -75,7 +77,7 @@ export class LazySandboxRuntime {
     } catch (err) {
       throw new RaasError('config_invalid', `sandbox: ${err instanceof Error ? err.message : String(err)}`, { cause: err });
     }
-    const rt = create(config, { log: this.log });
+    const rt = create(config, { log: this.log, clock: this.clock });
     this.resolved = rt;
     const describe = mod.describeSandbox as ((config: unknown) => Record<string, unknown>) | undefined;
     this.described ??= describe?.(config);

@@ -4,6 +4,7 @@ import path from 'node:path';
 import { RaasError } from '../../protocol/errors.js';
 import { findBinary } from './host.js';
 import { alive, signal } from './proc.js';
+import { sleep, systemClock, type Clock } from '../../util/clock.js';
 
 /** Which mechanism bounds a sandbox's memory, processes and CPU. */
 export type CgroupMode = 'cgroup-v1' | 'cgroup-v2' | 'rlimit';
@@ -59,6 +60,8 @@ export interface CgroupOptions {
   probe?: boolean;
   /** The sandbox user the probe drops to (the runtime's identity), if the server is root. */
   identity?: { uid: number; gid: number };
+  /** Timers of a group's removal (default: the system clock). */
+  clock?: Clock;
 }
 
 /** A mounted hierarchy we write to: the v2 tree, or one v1 hierarchy. */
@@ -146,7 +149,6 @@ function writeFile(file: string, value: string): void {
 }
 
 const sleepSync = (ms: number): void => void Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, ms);
-const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 
 function errText(e: unknown): string {
   const err = e as NodeJS.ErrnoException;
@@ -165,6 +167,7 @@ export class CgroupManager {
     private readonly parentRel: string,
     private readonly setpriv: string | undefined,
     private readonly reason: string | undefined,
+    private readonly clock: Clock = systemClock,
   ) {}
 
   /** Detects the cgroup version, prepares the parent group, probes; never throws unless `required`. */
@@ -221,7 +224,7 @@ export class CgroupManager {
     } catch (e) {
       return fallback(setupFailure(e, mode, hierarchies, parent));
     }
-    const mgr = new CgroupManager(mode, hierarchies, parent, setpriv, undefined);
+    const mgr = new CgroupManager(mode, hierarchies, parent, setpriv, undefined, opts.clock);
     if (opts.probe !== false) {
       const err = mgr.probe(opts.identity);
       if (err) return fallback(err);
@@ -246,7 +249,7 @@ export class CgroupManager {
     if (!/^[\w.-]+$/.test(id)) throw new RaasError('sandbox_error', `sandbox id "${id}" cannot name a cgroup`);
     const name = `${owner}-${id}`;
     const dirs = this.hierarchies.map((h) => ({ dir: path.join(h.mount, this.parentRel, name), controllers: h.controllers }));
-    const group = new SandboxCgroup(this.mode, dirs, this.setpriv);
+    const group = new SandboxCgroup(this.mode, dirs, this.setpriv, this.clock);
     try {
       for (const d of dirs) fs.mkdirSync(d.dir);
       group.setLimits(limits);
@@ -278,7 +281,7 @@ export class CgroupManager {
       const owner = Number(name.slice(0, name.indexOf('-')));
       if (owner === process.pid || alive(owner)) continue;
       const dirs = this.hierarchies.map((h) => ({ dir: path.join(h.mount, this.parentRel, name), controllers: h.controllers }));
-      if (await new SandboxCgroup(this.mode, dirs, this.setpriv).remove().then(() => true, () => false)) removed++;
+      if (await new SandboxCgroup(this.mode, dirs, this.setpriv, this.clock).remove().then(() => true, () => false)) removed++;
     }
     return removed;
   }
@@ -347,6 +350,7 @@ export class SandboxCgroup {
     readonly mode: CgroupMode,
     readonly dirs: Array<{ dir: string; controllers: string[] }>,
     private readonly setpriv: string | undefined,
+    private readonly clock: Clock = systemClock,
   ) {}
 
   private file(controller: string, name: string): string | undefined {
@@ -509,19 +513,19 @@ export class SandboxCgroup {
    */
   async remove(timeoutMs = 3000): Promise<CgroupReport> {
     const report = this.report();
-    const until = Date.now() + timeoutMs;
+    const until = this.clock.now() + timeoutMs;
     const killed = new Set(this.pids());
     while (!this.removeSync()) {
       for (const pid of this.pids()) killed.add(pid);
-      if (Date.now() > until) {
+      if (this.clock.now() > until) {
         throw new RaasError('sandbox_error', `cgroup ${this.dirs.map((d) => d.dir).join(', ')} still has processes ${this.pids().join(' ')} after ${timeoutMs} ms`);
       }
-      await sleep(20);
+      await sleep(20, undefined, this.clock);
     }
     // A killed task leaves the group's task list before it has finished exiting (the kernel's
     // cgroup_exit runs early in do_exit), so the directory can go while the process is still
     // listed as running for a moment. Wait for those to finish so that nothing outlives remove().
-    while ([...killed].some(alive) && Date.now() <= until) await sleep(5);
+    while ([...killed].some(alive) && this.clock.now() <= until) await sleep(5, undefined, this.clock);
     return report;
   }
 }

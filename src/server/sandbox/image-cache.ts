@@ -2,6 +2,7 @@ import { createHash, randomBytes } from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
 import { RaasError } from '../../protocol/errors.js';
+import { sleep, systemClock, type Clock } from '../../util/clock.js';
 import { RAAS_VERSION } from '../../version.js';
 import type { Logger } from '../../util/logger.js';
 import type { ImageDefinition, SandboxConfig } from '../../protocol/config-sandbox.js';
@@ -34,7 +35,7 @@ export class ImageCache {
   readonly stats = new Map<string, ImageStats>();
   private readonly inflight = new Map<string, Promise<string>>();
 
-  constructor(private readonly o: { root: string; runtime: ImageBuilderRuntime; log?: Logger; frameworkVersion?: string }) {}
+  constructor(private readonly o: { root: string; runtime: ImageBuilderRuntime; log?: Logger; frameworkVersion?: string; clock?: Clock }) {}
 
   private def(name: string): ImageDefinition {
     const d = this.o.runtime.config.images[name];
@@ -92,8 +93,7 @@ export class ImageCache {
       } catch (e) {
         if ((e as NodeJS.ErrnoException).code !== 'EEXIST') throw e;
         if (!holderAlive(lock)) fs.rmSync(lock, { force: true });
-        else await new Promise((r) => setTimeout(r, 100));
-        signal?.throwIfAborted();
+        else await sleep(100, signal, this.o.clock);
       }
     }
     try {
@@ -111,7 +111,7 @@ export class ImageCache {
 
   private async build(name: string, dir: string, signal?: AbortSignal): Promise<void> {
     const d = this.def(name);
-    const started = Date.now();
+    const started = (this.o.clock ?? systemClock).now();
     this.o.log?.info({ image: name, mode: d.mode }, 'building sandbox image');
     // The script runs as a file under its own bash, so `exit` or `set -e` end the script, not the tool shell.
     const script = '.raas-image-setup.sh';
@@ -130,7 +130,7 @@ export class ImageCache {
       await sb.close();
       if (!ok) fs.rmSync(tmp, { recursive: true, force: true });
     }
-    fs.writeFileSync(`${dir}.json`, JSON.stringify({ name, mode: d.mode, built_at: new Date().toISOString(), build_ms: Date.now() - started }) + '\n');
+    fs.writeFileSync(`${dir}.json`, JSON.stringify({ name, mode: d.mode, built_at: new Date().toISOString(), build_ms: Math.round((this.o.clock ?? systemClock).now() - started) }) + '\n');
     fs.renameSync(tmp, dir);
   }
 

@@ -4,6 +4,7 @@
  * handlers never need bwrap.
  */
 import type { Logger } from '../../util/logger.js';
+import type { Clock } from '../../util/clock.js';
 import { SandboxConfig, type SandboxConfigInput } from '../../protocol/config-sandbox.js';
 import { Runtime } from './runtime.js';
 import type { SandboxRuntime } from './types.js';
@@ -25,6 +26,6 @@ export type { Sandbox, SandboxRuntime, SandboxSpec, SandboxLimits, BashOptions, 
  * Creates the sandbox runtime the config names. Nothing happens until the first open(): then it
  * checks the binary and the sandbox user and installs the tool server under `sandbox.root`.
  */
-export function createSandboxRuntime(config: SandboxConfig | SandboxConfigInput = {}, opts: { log?: Logger } = {}): SandboxRuntime & Runtime {
-  return new Runtime(SandboxConfig.parse(config), opts.log);
+export function createSandboxRuntime(config: SandboxConfig | SandboxConfigInput = {}, opts: { log?: Logger; clock?: Clock } = {}): SandboxRuntime & Runtime {
+  return new Runtime(SandboxConfig.parse(config), opts.log, opts.clock);
 }

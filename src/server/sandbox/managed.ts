@@ -11,6 +11,7 @@ import { CONN_FD, type ToolCalls } from '../tools/protocol.js';
 import type { Socket } from 'node:net';
 import type { Writable } from 'node:stream';
 import { alive, pidNamespace, processesInNamespace, sandboxTree, signal } from './proc.js';
+import { sleep, systemClock, type Clock } from '../../util/clock.js';
 
 /** How to start one sandbox's tool server. */
 export interface LaunchPlan {
@@ -67,11 +68,11 @@ export interface SandboxMeta {
   clientOptions?: ToolClientOptions;
   /** The sandbox's cgroup (limits, and what hit them), when cgroups are in force. */
   cgroup?: SandboxCgroup;
+  /** Timers of the start deadline and the close sequence (default: the system clock). */
+  clock?: Clock;
   /** Removes the workspace, releases the lease; runs once after the processes are gone. */
   cleanup: () => void | Promise<void>;
 }
-
-const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 
 /**
  * One running sandbox: its process (bwrap, apptainer or the bare tool server), the tool client, and
@@ -97,12 +98,14 @@ export class ManagedSandbox implements Sandbox {
   readonly workspace: string;
   readonly address?: string;
   readonly isolated: boolean;
+  private readonly clock: Clock;
 
   private constructor(private readonly child: ChildProcess, private readonly meta: SandboxMeta) {
     this.id = meta.id;
     this.workspace = meta.workspace;
     this.address = meta.address;
     this.isolated = meta.isolated ?? true;
+    this.clock = meta.clock ?? systemClock;
     this.exitPromise = new Promise((r) => child.once('exit', () => ((this.exited = true), r())));
   }
 
@@ -141,7 +144,7 @@ export class ManagedSandbox implements Sandbox {
     if (plan.network) {
       const known = new Promise<number>((r) => (pidKnown = r));
       const sync = (this.child.stdio as unknown as Readable[])[plan.network.syncFd]!;
-      this.netStart = known.then((pid) => startUserNet({ pid, uid: plan.network!.uid, gid: plan.network!.gid, sync, signal }));
+      this.netStart = known.then((pid) => startUserNet({ pid, uid: plan.network!.uid, gid: plan.network!.gid, sync, signal, clock: this.clock }));
       this.netStart.catch(() => undefined);
     }
     if (plan.statusFd) {
@@ -161,7 +164,7 @@ export class ManagedSandbox implements Sandbox {
     }
     return new Promise<void>((resolve, reject) => {
       const lines = child.stdout ? createInterface({ input: child.stdout }) : undefined;
-      const timer = setTimeout(
+      const timer = this.clock.setTimeout(
         () => done(new RaasError('sandbox_error', `the tool server did not start within ${this.meta.startTimeoutMs} ms (sandbox.start_timeout_s); stderr: ${this.stderrTail.trim() || '(empty)'}`)),
         this.meta.startTimeoutMs,
       );
@@ -173,7 +176,7 @@ export class ManagedSandbox implements Sandbox {
       const done = (err?: unknown): void => {
         if (settled) return;
         settled = true;
-        clearTimeout(timer);
+        this.clock.clearTimeout(timer);
         signal?.removeEventListener('abort', onAbort);
         child.off('exit', onExit);
         child.off('error', onError);
@@ -345,7 +348,7 @@ export class ManagedSandbox implements Sandbox {
 
   private async waitExit(ms: number): Promise<boolean> {
     if (this.exited) return true;
-    await Promise.race([this.exitPromise, sleep(ms)]);
+    await Promise.race([this.exitPromise, sleep(ms, undefined, this.clock)]);
     return this.exited;
   }
 
@@ -384,7 +387,7 @@ export class ManagedSandbox implements Sandbox {
       const left = find();
       if (left.length === 0) return [];
       if (i >= 5) for (const p of left) signal(p, 'SIGKILL');
-      await sleep(25);
+      await sleep(25, undefined, this.clock);
     }
     return find();
   }

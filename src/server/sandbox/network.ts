@@ -6,6 +6,7 @@ import path from 'node:path';
 import type { Readable, Stream } from 'node:stream';
 import { RaasError } from '../../protocol/errors.js';
 import { findBinary } from './host.js';
+import { sleep, systemClock, type Clock } from '../../util/clock.js';
 
 /**
  * User-mode networking for a sandbox that runs in its own network namespace. The helper
@@ -54,6 +55,8 @@ export interface UserNetOptions {
    * here once the helper holds it. Without it the helper ends when this process ends or on close().
    */
   sync?: Readable;
+  /** Timers of the readiness wait and the close grace (default: the system clock). */
+  clock?: Clock;
   /** Addresses made unreachable inside; default: the host's own non-loopback IPv4 addresses. */
   deny?: string[];
   /** Limit for the helper to bring the interface up (default 10 s). */
@@ -274,7 +277,6 @@ function helperArgv(tool: UserNetTool, b: Binaries): string[] {
   ];
 }
 
-const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 
 /**
  * Starts the helper for the sandbox whose pid 1 is `pid` and waits until the sandbox's interface is
@@ -302,7 +304,7 @@ export async function startUserNet(o: UserNetOptions): Promise<UserNet> {
   });
   // The helper holds its own copy of the sync fd now; ours would keep it open past the sandbox.
   o.sync?.destroy();
-  const helper = new HelperProcess(child, tool, deny);
+  const helper = new HelperProcess(child, tool, deny, o.clock ?? systemClock);
   try {
     await helper.ready(o.pid, o.timeoutMs ?? 10_000, o.signal);
     return helper;
@@ -319,7 +321,12 @@ class HelperProcess implements UserNet {
   private stderr = '';
   private closing: Promise<void> | undefined;
 
-  constructor(private readonly child: ChildProcess, private readonly tool: UserNetTool, private readonly denied: string[]) {
+  constructor(
+    private readonly child: ChildProcess,
+    private readonly tool: UserNetTool,
+    private readonly denied: string[],
+    private readonly clock: Clock,
+  ) {
     this.exited = new Promise((r) => {
       const end = (code: number | null): void => {
         this.done = true;
@@ -361,20 +368,20 @@ class HelperProcess implements UserNet {
   async ready(sandboxPid: number, timeoutMs: number, signal?: AbortSignal): Promise<void> {
     const fail = (why: string): RaasError =>
       new RaasError('sandbox_error', `the sandbox's network helper (${this.tool}) ${why}; stderr: ${this.stderr.trim().slice(-1500) || '(empty)'}`);
-    const deadline = Date.now() + timeoutMs;
+    const deadline = this.clock.now() + timeoutMs;
     if (this.done) throw fail(`exited during start (code ${this.code})`);
     {
       // slirp4netns writes '1' to its ready fd, pasta its pid (its pid file is fd 4) once configured.
       const readyFd = this.child.stdio[4] as Readable;
       await new Promise<void>((resolve, reject) => {
-        const timer = setTimeout(() => finish(fail(`did not bring the interface up within ${timeoutMs} ms`)), timeoutMs);
+        const timer = this.clock.setTimeout(() => finish(fail(`did not bring the interface up within ${timeoutMs} ms`)), timeoutMs);
         const onData = (): void => finish();
         const onAbort = (): void => finish(signal!.reason);
         let settled = false;
         const finish = (err?: unknown): void => {
           if (settled) return;
           settled = true;
-          clearTimeout(timer);
+          this.clock.clearTimeout(timer);
           readyFd.off('data', onData);
           signal?.removeEventListener('abort', onAbort);
           if (err) reject(err);
@@ -391,8 +398,8 @@ class HelperProcess implements UserNet {
       signal?.throwIfAborted();
       if (this.done) throw fail(`exited during start (code ${this.code})`);
       if (hasDefaultRoute(sandboxPid)) return;
-      if (Date.now() > deadline) throw fail(`did not bring the interface up within ${timeoutMs} ms`);
-      await sleep(5);
+      if (this.clock.now() > deadline) throw fail(`did not bring the interface up within ${timeoutMs} ms`);
+      await sleep(5, undefined, this.clock);
     }
   }
 
@@ -401,7 +408,7 @@ class HelperProcess implements UserNet {
       const pid = this.child.pid;
       if (pid !== undefined && !this.done) {
         kill(-pid, 'SIGTERM');
-        await Promise.race([this.exited, sleep(GRACE_MS)]);
+        await Promise.race([this.exited, sleep(GRACE_MS, undefined, this.clock)]);
         if (!this.done) {
           kill(-pid, 'SIGKILL');
           await this.exited;

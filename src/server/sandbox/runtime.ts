@@ -15,6 +15,7 @@ import { checkFileKey, createDirs, removeDirs, sweepOrphans, type SandboxDirs } 
 import { WarmPool } from './pool.js';
 import { CgroupManager, type CgroupLimits, type SandboxCgroup } from './cgroup.js';
 import { lineCapFor } from './client.js';
+import { systemClock, type Clock } from '../../util/clock.js';
 import { strategyFor, type PreparedHost, type RuntimeStrategy } from './runtimes/index.js';
 
 /** What the first open() prepares once: binaries, identity, tool server install, cgroups. */
@@ -54,7 +55,11 @@ export class Runtime implements SandboxRuntime {
   /** The image cache (built lazily, bwrap images). */
   images: ImageCache | undefined;
 
-  constructor(readonly config: SandboxConfig, private readonly log?: Logger) {
+  constructor(
+    readonly config: SandboxConfig,
+    private readonly log?: Logger,
+    private readonly clock: Clock = systemClock,
+  ) {
     this.kind = config.runtime;
     this.strategy = strategyFor(config);
   }
@@ -76,8 +81,8 @@ export class Runtime implements SandboxRuntime {
     this.strategy.prepare(root);
     const orphans = sweepOrphans(root);
     if (orphans) this.log?.info({ root, removed: orphans }, 'removed workspaces of sandboxes whose server is gone');
-    this.images = new ImageCache({ root: path.join(root, 'images'), runtime: this, log: this.log });
-    const cgroups = CgroupManager.detect(this.strategy.cgroupOptions(identity));
+    this.images = new ImageCache({ root: path.join(root, 'images'), runtime: this, log: this.log, clock: this.clock });
+    const cgroups = CgroupManager.detect({ ...this.strategy.cgroupOptions(identity), clock: this.clock });
     this.log?.info({ limits: cgroups.describe() }, 'sandbox resource limits');
     void cgroups.sweep().then(
       (n) => n && this.log?.info({ removed: n }, 'removed cgroups of sandboxes whose server is gone'),
@@ -238,6 +243,7 @@ export class Runtime implements SandboxRuntime {
           clientOptions: { maxLineBytes: lineCapFor({ output_cap: this.config.output_cap }), maxReadBytes: this.config.max_read_bytes },
           cgroup: group,
           log: this.log,
+          clock: this.clock,
           cleanup: async () => {
             if (sb) this.open_.delete(sb);
             if (sb?.leftover.length) this.survivors++;
