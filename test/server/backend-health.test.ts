@@ -275,7 +275,7 @@ describe('backend metadata (/v1/models)', () => {
   it('a failed fetch is not cached as final: unknown during its backoff, fetched again after it, then kept', async () => {
     const b = await start('models_500');
     let now = 0;
-    const c = new VllmClient(b.url, { metadata: { retryMs: 1_000, now: () => now } });
+    const c = new VllmClient(b.url, { metadata: { retryMs: 1_000, clock: { now: () => now } } });
     expect(await c.maxModelLen()).toBeUndefined();
     expect(await c.maxModelLen()).toBeUndefined();
     expect(b.hits.models).toBe(1); // within the backoff: no new request

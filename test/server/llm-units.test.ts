@@ -77,7 +77,7 @@ describe('backend metadata', () => {
       calls++;
       if (!ok) throw new Error('down');
       return 42;
-    }, { retryMs: 100, retryMaxMs: 250, now: () => t });
+    }, { retryMs: 100, retryMaxMs: 250, clock: { now: () => t } });
     expect(m.isKnown).toBe(false);
     expect(await m.get()).toBeUndefined();
     expect(calls).toBe(1);

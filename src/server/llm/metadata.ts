@@ -1,3 +1,5 @@
+import { systemClock, type Clock } from '../../util/clock.js';
+
 /** How the metadata of one backend (model id, max_model_len) is fetched and how often a failure is retried. */
 export interface MetadataOptions {
   /** Deadline of one fetch (its own: no caller's signal ends it). */
@@ -5,8 +7,8 @@ export interface MetadataOptions {
   /** Wait after the first failure before the next caller fetches again; doubles per failure. */
   retryMs?: number;
   retryMaxMs?: number;
-  /** Monotonic milliseconds (tests drive it). */
-  now?: () => number;
+  /** The backoff's time (tests drive it; default: the system clock). */
+  clock?: Pick<Clock, 'now'>;
 }
 
 /**
@@ -24,7 +26,7 @@ export class BackendMetadata<T> {
   private readonly timeoutMs: number;
   private readonly retryMs: number;
   private readonly retryMaxMs: number;
-  private readonly now: () => number;
+  private readonly clock: Pick<Clock, 'now'>;
 
   constructor(
     private readonly fetcher: (signal: AbortSignal) => Promise<T>,
@@ -33,7 +35,7 @@ export class BackendMetadata<T> {
     this.timeoutMs = opts.timeoutMs ?? 10_000;
     this.retryMs = opts.retryMs ?? 1_000;
     this.retryMaxMs = opts.retryMaxMs ?? 60_000;
-    this.now = opts.now ?? (() => performance.now());
+    this.clock = opts.clock ?? systemClock;
   }
 
   /** True once a fetch succeeded. */
@@ -44,7 +46,7 @@ export class BackendMetadata<T> {
   /** The metadata, or undefined while unknown (a failure within its backoff window). `signal` only ends this caller's wait. */
   get(signal?: AbortSignal): Promise<T | undefined> {
     if (this.known) return Promise.resolve(this.value);
-    const p = this.inflight ?? (this.now() >= this.retryAt ? this.load() : undefined);
+    const p = this.inflight ?? (this.clock.now() >= this.retryAt ? this.load() : undefined);
     if (!p) return Promise.resolve(undefined);
     return signal ? untilAborted(p, signal) : p;
   }
@@ -63,7 +65,7 @@ export class BackendMetadata<T> {
         return v;
       },
       () => {
-        this.retryAt = this.now() + Math.min(this.retryMaxMs, this.retryMs * 2 ** this.failures++);
+        this.retryAt = this.clock.now() + Math.min(this.retryMaxMs, this.retryMs * 2 ** this.failures++);
         return undefined;
       },
     );
