@@ -29,7 +29,9 @@ const TOKENS = arg('tokens', 64);
 const CONCURRENCY = 256;
 
 async function startEcho(): Promise<{ url: string; proc: ChildProcess }> {
-  const proc = spawn(process.execPath, ['--import', 'tsx', path.join(here, 'client/echo-server.ts')], { stdio: ['ignore', 'pipe', 'inherit'] });
+  const proc = spawn(process.execPath, ['--import', 'tsx', path.join(here, 'client/echo-server.ts')], {
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
   const port = await new Promise<number>((resolve, reject) => {
     proc.stdout!.on('data', (d: Buffer) => {
       const m = /listening (\d+)/.exec(String(d));
@@ -40,7 +42,11 @@ async function startEcho(): Promise<{ url: string; proc: ChildProcess }> {
   return { url: `http://127.0.0.1:${port}`, proc };
 }
 
-const req = (i: number) => ({ instance: { data_source: 'chat', instance_id: `p${i >> 3}` }, sampling_params: { seed: 1 }, job_id: `b-${i}` });
+const req = (i: number) => ({
+  instance: { data_source: 'chat', instance_id: `p${i >> 3}` },
+  sampling_params: { seed: 1 },
+  job_id: `b-${i}`,
+});
 
 /** Runs `one(i)` for i < JOBS with CONCURRENCY in flight; returns jobs/s and client CPU µs per job. */
 async function drive(one: (i: number) => Promise<unknown>): Promise<{ jobs_per_s: number; cpu_us_per_job: number }> {
@@ -73,7 +79,9 @@ async function main(): Promise<void> {
     'got keep-alive (baseline)': rawGot(keepAlive),
     'got without keep-alive': rawGot(noKeepAlive),
     'got + protocol Result.parse (naive typed client)': async (i) =>
-      Result.parse(await got.post(`${a.url}/process`, { json: req(i + round * JOBS), agent: { http: keepAlive }, retry: { limit: 0 } }).json()),
+      Result.parse(
+        await got.post(`${a.url}/process`, { json: req(i + round * JOBS), agent: { http: keepAlive }, retry: { limit: 0 } }).json(),
+      ),
     'RolloutClient.process': (i) => client.process(req(i + round * JOBS)),
     // Groups of 8: submit when i is a group's first index; the others wait on their own promise.
     'RolloutFleet.submitGroup (2 servers, n=8)': (() => {
@@ -101,10 +109,24 @@ async function main(): Promise<void> {
   const rows = Object.entries(samples).map(([name, s]) => {
     const rate = median(s.map((x) => x.jobs_per_s));
     const cpu = median(s.map((x) => x.cpu_us_per_job));
-    return { variant: name, jobs_per_s: Math.round(rate), cpu_us_per_job: Math.round(cpu), rate_ratio: +(rate / baseRate).toFixed(2), cpu_ratio: +(cpu / baseCpu).toFixed(2) };
+    return {
+      variant: name,
+      jobs_per_s: Math.round(rate),
+      cpu_us_per_job: Math.round(cpu),
+      rate_ratio: +(rate / baseRate).toFixed(2),
+      cpu_ratio: +(cpu / baseCpu).toFixed(2),
+    };
   });
   console.table(rows);
-  const out = { bench: 'client', tokens_per_array: TOKENS, jobs_per_round: JOBS, rounds: ROUNDS, concurrency: CONCURRENCY, date: new Date().toISOString(), rows };
+  const out = {
+    bench: 'client',
+    tokens_per_array: TOKENS,
+    jobs_per_round: JOBS,
+    rounds: ROUNDS,
+    concurrency: CONCURRENCY,
+    date: new Date().toISOString(),
+    rows,
+  };
   await mkdir(path.join(here, 'results'), { recursive: true });
   await writeFile(path.join(here, `results/client-${TOKENS}.json`), `${JSON.stringify(out, null, 2)}\n`);
   client.close();

@@ -69,7 +69,8 @@ interface Ro {
 }
 
 export function oracleSchedule(groups: readonly OracleGroup[], p: OracleParams): OracleRun {
-  if (!groups.some((g) => g.informative)) throw new Error('oracle: no informative group among the measured ones; nothing can be handed over');
+  if (!groups.some((g) => g.informative))
+    throw new Error('oracle: no informative group among the measured ones; nothing can be handed over');
   if (p.workers < 1 || p.batch_size < 1 || p.steps < 1) throw new Error('oracle: workers, batch_size and steps must be ≥ 1');
   const events = new Heap<Ro>((a, b) => a.end - b.end || a.seq - b.seq);
   const ready: Array<{ g: G; d: number }> = [];
@@ -102,7 +103,15 @@ export function oracleSchedule(groups: readonly OracleGroup[], p: OracleParams):
       }
       if (!usable()) return;
       const src = groups[cursor % groups.length]!;
-      const g: G = { version, informative: src.informative, left: src.durations.length, state: 'running', seq: cursor++, live: new Set(), doneBusy: 0 };
+      const g: G = {
+        version,
+        informative: src.informative,
+        left: src.durations.length,
+        state: 'running',
+        seq: cursor++,
+        live: new Set(),
+        doneBusy: 0,
+      };
       active.add(g);
       for (const d of src.durations) ready.push({ g, d: Math.max(0, d) });
       if (g.left === 0) finish(g);

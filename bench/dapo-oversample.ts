@@ -54,7 +54,21 @@ export interface OversampleRun {
 }
 
 export async function runOversampled(o: OversampleOptions): Promise<OversampleRun> {
-  const cfg = parseTrainConfig({ name: o.name, seed: o.seed, servers: [{ url: o.server }], backends: o.backends, dataset: { path: o.dataset }, n: o.n, batch_size: o.batch_size, steps: o.steps, mode: 'sync', sampling_params: o.sampling_params }, 'oversample');
+  const cfg = parseTrainConfig(
+    {
+      name: o.name,
+      seed: o.seed,
+      servers: [{ url: o.server }],
+      backends: o.backends,
+      dataset: { path: o.dataset },
+      n: o.n,
+      batch_size: o.batch_size,
+      steps: o.steps,
+      mode: 'sync',
+      sampling_params: o.sampling_params,
+    },
+    'oversample',
+  );
   const dataset = await loadDataset(cfg.dataset, cfg.seed);
   const fleet = new RolloutFleet({ servers: cfg.servers });
   const out: OversampleRun = { wall_s: 0, rounds: 0, groups: 0, filtered: 0, tokens_generated: 0, tokens_wasted: 0, driver_utilization: 0 };
@@ -80,22 +94,43 @@ export async function runOversampled(o: OversampleOptions): Promise<OversampleRu
           const prompt = dataset.next();
           if (!prompt) throw new Error('oversample: dataset exhausted');
           const gi = index++;
-          groups.push({ index: gi, id: groupId(cfg.name, gi), prompt, requests: groupRequests(cfg, prompt, gi, version), submittedVersion: version, submittedStep: step, state: 'running', results: new Array(o.n).fill(undefined), ended: 0, tokens: 0 });
+          groups.push({
+            index: gi,
+            id: groupId(cfg.name, gi),
+            prompt,
+            requests: groupRequests(cfg, prompt, gi, version),
+            submittedVersion: version,
+            submittedStep: step,
+            state: 'running',
+            results: new Array(o.n).fill(undefined),
+            ended: 0,
+            tokens: 0,
+          });
         }
         tick();
         inflight += o.gen_batch_size * o.n;
         for (const g of groups) for (const q of g.requests) o.recorder.submitted(q.job_id!);
-        await Promise.all(groups.map((g) => Promise.all(fleet.submitGroup(g.requests).map((p, k) => p.then(
-          (r: Result) => {
-            o.recorder.add(g.requests[k]!.job_id!, r);
-            g.results[k] = r;
-          },
-          () => undefined,
-        ).finally(() => {
-          tick();
-          inflight--;
-          g.ended++;
-        })))));
+        await Promise.all(
+          groups.map((g) =>
+            Promise.all(
+              fleet.submitGroup(g.requests).map((p, k) =>
+                p
+                  .then(
+                    (r: Result) => {
+                      o.recorder.add(g.requests[k]!.job_id!, r);
+                      g.results[k] = r;
+                    },
+                    () => undefined,
+                  )
+                  .finally(() => {
+                    tick();
+                    inflight--;
+                    g.ended++;
+                  }),
+              ),
+            ),
+          ),
+        );
         for (const g of groups) {
           out.groups++;
           const done = g.results.filter((r): r is Result => r !== undefined);

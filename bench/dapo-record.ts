@@ -58,9 +58,16 @@ export class Recorder {
     if (!m) return;
     const t = r.timing;
     this.rollouts.set(jobId, {
-      group: Number(m[1]), k: Number(m[2]), duration_s: (t?.init_s ?? 0) + (t?.run_s ?? 0) + (t?.eval_s ?? 0),
-      tokens: resultTokens(r), turns: r.num_turns ?? 0, reward: r.reward ?? 0, ok: r.critical_error === null,
-      queued_s: t?.queued_s ?? 0, run_s: t?.run_s ?? 0, ...(at !== undefined ? { life_s: (performance.now() - at) / 1000 } : {}),
+      group: Number(m[1]),
+      k: Number(m[2]),
+      duration_s: (t?.init_s ?? 0) + (t?.run_s ?? 0) + (t?.eval_s ?? 0),
+      tokens: resultTokens(r),
+      turns: r.num_turns ?? 0,
+      reward: r.reward ?? 0,
+      ok: r.critical_error === null,
+      queued_s: t?.queued_s ?? 0,
+      run_s: t?.run_s ?? 0,
+      ...(at !== undefined ? { life_s: (performance.now() - at) / 1000 } : {}),
     });
   }
 
@@ -135,7 +142,10 @@ export class RunUtilSampler {
   private inFlight = false;
   samples = 0;
 
-  constructor(private readonly url: string, private readonly everyMs = 50) {}
+  constructor(
+    private readonly url: string,
+    private readonly everyMs = 50,
+  ) {}
 
   start(): void {
     this.timer = setInterval(() => void this.sample(), this.everyMs);

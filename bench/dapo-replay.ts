@@ -43,10 +43,39 @@ const TOKEN_S = 0.01;
 function result(jobId: string, reward: number, cancelled: boolean, seconds: number): Result {
   const t = Math.max(0, Math.round(seconds / TOKEN_S));
   return {
-    instance_id: null, trajectory_id: null, git_patch: null, success: reward > 0, finish: true, messages: [], tools: [], end_properly: true,
-    resolved: reward > 0, critical_error: cancelled ? 'cancelled' : null, filter: false, error: null, job_id: jobId, data_source: 'chat', reward,
-    finish_reason: cancelled ? 'cancelled' : 'finish', backend: 'replay', policy_version: 0, weight_versions: [], num_turns: 1,
-    timing: { init_time: 0, run_time: 0, eval_time: 0, others_time: 0, counted_elapsed: 0, timeout_triggered: false, queued_s: 0, init_s: 0, run_s: 0, eval_s: 0, counted_s: 0 },
+    instance_id: null,
+    trajectory_id: null,
+    git_patch: null,
+    success: reward > 0,
+    finish: true,
+    messages: [],
+    tools: [],
+    end_properly: true,
+    resolved: reward > 0,
+    critical_error: cancelled ? 'cancelled' : null,
+    filter: false,
+    error: null,
+    job_id: jobId,
+    data_source: 'chat',
+    reward,
+    finish_reason: cancelled ? 'cancelled' : 'finish',
+    backend: 'replay',
+    policy_version: 0,
+    weight_versions: [],
+    num_turns: 1,
+    timing: {
+      init_time: 0,
+      run_time: 0,
+      eval_time: 0,
+      others_time: 0,
+      counted_elapsed: 0,
+      timeout_triggered: false,
+      queued_s: 0,
+      init_s: 0,
+      run_s: 0,
+      eval_s: 0,
+      counted_s: 0,
+    },
     tokens: { prompt_ids: [], response_ids: [], response_mask: new Array(t).fill(1), logprobs: [] },
   };
 }
@@ -143,5 +172,10 @@ export function replayCoordinator(groups: readonly ReplayGroup[], p: ReplayParam
     pump();
   }
   for (const j of jobs.values()) if (!j.done && j.started !== undefined) busy += now - j.started;
-  return { wall_s: now, informative_groups_per_s: (p.steps * cfg.batch_size) / now, utilization: now > 0 ? busy / (p.workers * now) : 1, waste_fraction: core.totals.tokens_wasted / Math.max(1, core.totals.tokens_generated) };
+  return {
+    wall_s: now,
+    informative_groups_per_s: (p.steps * cfg.batch_size) / now,
+    utilization: now > 0 ? busy / (p.workers * now) : 1,
+    waste_fraction: core.totals.tokens_wasted / Math.max(1, core.totals.tokens_generated),
+  };
 }

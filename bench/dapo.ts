@@ -72,7 +72,13 @@ const INFLIGHT = flag('--inflight', RUN_WORKERS + 2 * N);
 const TRAIN_MS = 300 * SLOW;
 const SEED = 11;
 const TURN_CAP = 1024;
-const LATENCY = { prefill_ms_per_token: 0.1 * SLOW, decode_ms_per_token: 2.5 * SLOW, overhead_ms: 2 * SLOW, concurrency_slowdown: 0.01, max_num_seqs: 256 } satisfies SimOptions['latency'];
+const LATENCY = {
+  prefill_ms_per_token: 0.1 * SLOW,
+  decode_ms_per_token: 2.5 * SLOW,
+  overhead_ms: 2 * SLOW,
+  concurrency_slowdown: 0.01,
+  max_num_seqs: 256,
+} satisfies SimOptions['latency'];
 const FILLER = { median_tokens: 60, sigma: 1, min_tokens: 4, max_tokens: 4 * TURN_CAP } satisfies SimOptions['filler'];
 const SAMPLING = { max_tokens_per_turn: TURN_CAP };
 
@@ -91,7 +97,9 @@ const MODES: Variant[] = [
   { name: `oversampling sync (veRL DAPO, ${GEN_BATCH} prompts/round)`, oversample: true },
   { name: 'async, no carry-over', cfg: { mode: 'async', carry_over: false } },
   CARRY,
-  ...(args.includes('--table3') ? [{ name: 'async + carry-over, round-robin routing', cfg: CARRY.cfg, routing: 'round_robin' as const }] : []),
+  ...(args.includes('--table3')
+    ? [{ name: 'async + carry-over, round-robin routing', cfg: CARRY.cfg, routing: 'round_robin' as const }]
+    : []),
 ];
 /** `--tools`: the code tasks (bash, editor, python in bwrap sandboxes), PTY bash vs the tmux baseline. */
 const TOOLS: Variant[] = [
@@ -163,8 +171,13 @@ interface Measured {
 let sims: Promise<{ child: ChildProcess; urls: string[] }> | undefined;
 function startSims(dataset: string): Promise<{ child: ChildProcess; urls: string[] }> {
   sims ??= (async () => {
-    const spec = { count: 2, options: { seed: SEED, latency: LATENCY, filler: FILLER, abort_on_weight_update: false, weight_version: '0', datasets: [dataset] } };
-    const child = spawn(process.execPath, [...process.execArgv, path.join(here, 'sim-fleet.ts'), JSON.stringify(spec)], { stdio: ['pipe', 'pipe', 'inherit'] });
+    const spec = {
+      count: 2,
+      options: { seed: SEED, latency: LATENCY, filler: FILLER, abort_on_weight_update: false, weight_version: '0', datasets: [dataset] },
+    };
+    const child = spawn(process.execPath, [...process.execArgv, path.join(here, 'sim-fleet.ts'), JSON.stringify(spec)], {
+      stdio: ['pipe', 'pipe', 'inherit'],
+    });
     const line = await new Promise<string>((resolve, reject) => {
       createInterface({ input: child.stdout! }).once('line', resolve);
       child.once('exit', (c) => reject(new Error(`sim-fleet exited with ${c}`)));
@@ -183,7 +196,13 @@ async function stopSims(): Promise<void> {
 
 async function runOnce(v: Variant, dataset: string, tag: string): Promise<Measured> {
   const { child, urls } = await startSims(dataset);
-  const server = await startRolloutServer({ port: 0, workers: { init: 32, run: RUN_WORKERS, eval: 32 }, llm: { routing: v.routing ?? 'active' }, log_level: 'silent', ...(v.sandbox ? { sandbox: v.sandbox } : {}) } as never);
+  const server = await startRolloutServer({
+    port: 0,
+    workers: { init: 32, run: RUN_WORKERS, eval: 32 },
+    llm: { routing: v.routing ?? 'active' },
+    log_level: 'silent',
+    ...(v.sandbox ? { sandbox: v.sandbox } : {}),
+  } as never);
   const backends = urls.map((address) => ({ address, api: 'vllm' as const }));
   const rec = new Recorder();
   const sampler = new RunUtilSampler(server.url);
@@ -200,15 +219,43 @@ async function runOnce(v: Variant, dataset: string, tag: string): Promise<Measur
       sampler.start();
       const cpu0 = process.cpuUsage();
       const sim0 = processCpuSeconds(child.pid!);
-      const o = await runOversampled({ name, seed: SEED, server: server.url, backends, dataset, n: N, batch_size: B, gen_batch_size: GEN_BATCH, steps: STEPS, train_ms: TRAIN_MS, sampling_params: SAMPLING, workers: RUN_WORKERS, recorder: rec });
+      const o = await runOversampled({
+        name,
+        seed: SEED,
+        server: server.url,
+        backends,
+        dataset,
+        n: N,
+        batch_size: B,
+        gen_batch_size: GEN_BATCH,
+        steps: STEPS,
+        train_ms: TRAIN_MS,
+        sampling_params: SAMPLING,
+        workers: RUN_WORKERS,
+        recorder: rec,
+      });
       cpu = process.cpuUsage(cpu0);
       simCpu = processCpuSeconds(child.pid!) - sim0;
       wall = o.wall_s;
-      rest = { coordinator_utilization: o.driver_utilization, waste_fraction: o.tokens_wasted / Math.max(1, o.tokens_generated), staleness_mean: 0, staleness_max: 0 };
+      rest = {
+        coordinator_utilization: o.driver_utilization,
+        waste_fraction: o.tokens_wasted / Math.max(1, o.tokens_generated),
+        staleness_mean: 0,
+        staleness_max: 0,
+      };
     } else {
       c = new Coordinator({
-        name, seed: SEED, servers: [{ url: server.url }], backends, dataset: { path: dataset }, n: N, batch_size: B, steps: STEPS,
-        max_inflight_jobs: INFLIGHT, sampling_params: SAMPLING, ...v.cfg,
+        name,
+        seed: SEED,
+        servers: [{ url: server.url }],
+        backends,
+        dataset: { path: dataset },
+        n: N,
+        batch_size: B,
+        steps: STEPS,
+        max_inflight_jobs: INFLIGHT,
+        sampling_params: SAMPLING,
+        ...v.cfg,
       });
       const batches: Batch[] = [];
       await c.start();
@@ -232,13 +279,19 @@ async function runOnce(v: Variant, dataset: string, tag: string): Promise<Measur
       const stal = batches.flatMap((b) => b.groups.flatMap((g) => g.rollouts.map((r) => r.staleness)));
       rest = {
         coordinator_utilization: sum((x) => x.worker_utilization * x.wall_s) / sum((x) => x.wall_s),
-        waste_fraction: sum((x) => x.tokens_wasted) / Math.max(1, sum((x) => x.tokens_generated)),
-        staleness_mean: stal.reduce((a, b) => a + b, 0) / stal.length, staleness_max: Math.max(...stal),
+        waste_fraction:
+          sum((x) => x.tokens_wasted) /
+          Math.max(
+            1,
+            sum((x) => x.tokens_generated),
+          ),
+        staleness_mean: stal.reduce((a, b) => a + b, 0) / stal.length,
+        staleness_max: Math.max(...stal),
       };
     }
     const serverUtil = sampler.stop();
     // A replay that fails must not lose the measured run: it reports NaN and says why.
-    const safely = <T,>(what: string, f: () => T): T | undefined => {
+    const safely = <T>(what: string, f: () => T): T | undefined => {
       try {
         return f();
       } catch (err) {
@@ -246,25 +299,64 @@ async function runOnce(v: Variant, dataset: string, tag: string): Promise<Measur
         return undefined;
       }
     };
-    const oracle = safely('oracle', () => oracleSchedule(rec.oracleGroups(N), { workers: RUN_WORKERS, batch_size: B, max_staleness: boundOf(v), train_s: TRAIN_MS / 1000, steps: STEPS })) ?? { informative_groups_per_s: Number.NaN, utilization: Number.NaN };
+    const oracle = safely('oracle', () =>
+      oracleSchedule(rec.oracleGroups(N), {
+        workers: RUN_WORKERS,
+        batch_size: B,
+        max_staleness: boundOf(v),
+        train_s: TRAIN_MS / 1000,
+        steps: STEPS,
+      }),
+    ) ?? { informative_groups_per_s: Number.NaN, utilization: Number.NaN };
     const groupsPerS = (B * STEPS) / wall;
     const dump = args.indexOf('--dump');
-    if (dump >= 0) writeFileSync(path.join(args[dump + 1]!, `${name}.json`), JSON.stringify({ variant: v.name, bound: boundOf(v), groups: rec.replayGroups(N) }) + '\n');
+    if (dump >= 0)
+      writeFileSync(
+        path.join(args[dump + 1]!, `${name}.json`),
+        JSON.stringify({ variant: v.name, bound: boundOf(v), groups: rec.replayGroups(N) }) + '\n',
+      );
     const replay = v.cfg
-      ? safely('policy replay', () => replayCoordinator(rec.replayGroups(N), { config: { n: N, batch_size: B, ...v.cfg }, workers: RUN_WORKERS, capacity: INFLIGHT, train_s: TRAIN_MS / 1000, steps: STEPS }))
+      ? safely('policy replay', () =>
+          replayCoordinator(rec.replayGroups(N), {
+            config: { n: N, batch_size: B, ...v.cfg },
+            workers: RUN_WORKERS,
+            capacity: INFLIGHT,
+            train_s: TRAIN_MS / 1000,
+            steps: STEPS,
+          }),
+        )
       : undefined;
     const toks = rec.tokens();
     const durs = [...rec.rollouts.values()].filter((r) => r.ok).map((r) => r.duration_s);
     const life = rec.life();
     const perJob = (x: number): number => (life.jobs > 0 ? (x / life.jobs) * 1000 : 0);
     return {
-      variant: v.name, informative_groups_per_s: groupsPerS, oracle_groups_per_s: oracle.informative_groups_per_s, vs_oracle: groupsPerS / oracle.informative_groups_per_s,
+      variant: v.name,
+      informative_groups_per_s: groupsPerS,
+      oracle_groups_per_s: oracle.informative_groups_per_s,
+      vs_oracle: groupsPerS / oracle.informative_groups_per_s,
       replay_vs_oracle: replay ? replay.informative_groups_per_s / oracle.informative_groups_per_s : Number.NaN,
-      step_time_s: wall / STEPS, server_run_utilization: serverUtil, oracle_utilization: oracle.utilization, oracle_waste_fraction: oracle.waste_fraction, ...rest,
-      rollouts_per_s: toks.length / wall, cpu_bench: (cpu.user + cpu.system) / 1e6 / wall, cpu_sims: simCpu / wall, load_avg_1m: Math.max(load0, loadavg()[0]!),
-      tokens_p50: percentile(toks, 50), tokens_p90: percentile(toks, 90), tokens_p99: percentile(toks, 99), tokens_max: percentile(toks, 100),
-      rollout_s_p50: percentile(durs, 50), rollout_s_max: percentile(durs, 100),
-      job_life_ms: perJob(life.life_s), job_queued_ms: perJob(life.queued_s), job_init_eval_ms: perJob(life.init_eval_s), job_transit_ms: perJob(life.transit_s), update_ms: updateMs, wall_s: wall,
+      step_time_s: wall / STEPS,
+      server_run_utilization: serverUtil,
+      oracle_utilization: oracle.utilization,
+      oracle_waste_fraction: oracle.waste_fraction,
+      ...rest,
+      rollouts_per_s: toks.length / wall,
+      cpu_bench: (cpu.user + cpu.system) / 1e6 / wall,
+      cpu_sims: simCpu / wall,
+      load_avg_1m: Math.max(load0, loadavg()[0]!),
+      tokens_p50: percentile(toks, 50),
+      tokens_p90: percentile(toks, 90),
+      tokens_p99: percentile(toks, 99),
+      tokens_max: percentile(toks, 100),
+      rollout_s_p50: percentile(durs, 50),
+      rollout_s_max: percentile(durs, 100),
+      job_life_ms: perJob(life.life_s),
+      job_queued_ms: perJob(life.queued_s),
+      job_init_eval_ms: perJob(life.init_eval_s),
+      job_transit_ms: perJob(life.transit_s),
+      update_ms: updateMs,
+      wall_s: wall,
     };
   } finally {
     sampler.stop();
@@ -291,7 +383,9 @@ async function runSet(title: string, variants: Variant[], dataset: string): Prom
     const order = variants.map((_, i) => variants[(i + rep) % variants.length]!);
     for (const v of order) {
       const m = await runOnce(v, dataset, `${title}-${variants.indexOf(v)}-${rep}`);
-      process.stderr.write(`  ${v.name} | rep ${rep}: ${m.informative_groups_per_s.toFixed(2)} groups/s = ${(m.vs_oracle * 100).toFixed(0)}% of oracle ${m.oracle_groups_per_s.toFixed(2)} (policy replay ${(m.replay_vs_oracle * 100).toFixed(0)}%); server RUN util ${(m.server_run_utilization * 100).toFixed(0)}% (coordinator ${(m.coordinator_utilization * 100).toFixed(0)}%, oracle ${(m.oracle_utilization * 100).toFixed(0)}%); waste ${(m.waste_fraction * 100).toFixed(1)}% (oracle ${(m.oracle_waste_fraction * 100).toFixed(1)}%); per job ${m.job_life_ms.toFixed(0)} ms of which queued ${m.job_queued_ms.toFixed(0)}, init+eval ${m.job_init_eval_ms.toFixed(0)}, transit ${m.job_transit_ms.toFixed(0)}; weight update ${m.update_ms.toFixed(0)} ms; CPU bench ${(m.cpu_bench * 100).toFixed(0)}% sims ${(m.cpu_sims * 100).toFixed(0)}% of a core; load ${m.load_avg_1m.toFixed(1)}; ${m.wall_s.toFixed(1)} s\n`);
+      process.stderr.write(
+        `  ${v.name} | rep ${rep}: ${m.informative_groups_per_s.toFixed(2)} groups/s = ${(m.vs_oracle * 100).toFixed(0)}% of oracle ${m.oracle_groups_per_s.toFixed(2)} (policy replay ${(m.replay_vs_oracle * 100).toFixed(0)}%); server RUN util ${(m.server_run_utilization * 100).toFixed(0)}% (coordinator ${(m.coordinator_utilization * 100).toFixed(0)}%, oracle ${(m.oracle_utilization * 100).toFixed(0)}%); waste ${(m.waste_fraction * 100).toFixed(1)}% (oracle ${(m.oracle_waste_fraction * 100).toFixed(1)}%); per job ${m.job_life_ms.toFixed(0)} ms of which queued ${m.job_queued_ms.toFixed(0)}, init+eval ${m.job_init_eval_ms.toFixed(0)}, transit ${m.job_transit_ms.toFixed(0)}; weight update ${m.update_ms.toFixed(0)} ms; CPU bench ${(m.cpu_bench * 100).toFixed(0)}% sims ${(m.cpu_sims * 100).toFixed(0)}% of a core; load ${m.load_avg_1m.toFixed(1)}; ${m.wall_s.toFixed(1)} s\n`,
+      );
       runs.get(v.name)!.push(m);
     }
   }
@@ -299,7 +393,8 @@ async function runSet(title: string, variants: Variant[], dataset: string): Prom
     const ms = runs.get(v.name)!;
     const agg = (f: (xs: number[]) => number): Measured => {
       const out = { ...ms[0]! };
-      for (const k of Object.keys(out) as Array<keyof Measured>) if (k !== 'variant') (out as unknown as Record<string, number>)[k] = f(ms.map((m) => m[k] as number));
+      for (const k of Object.keys(out) as Array<keyof Measured>)
+        if (k !== 'variant') (out as unknown as Record<string, number>)[k] = f(ms.map((m) => m[k] as number));
       return out;
     };
     return { median: agg(median), min: agg((xs) => Math.min(...xs)), max: agg((xs) => Math.max(...xs)), runs: ms };
@@ -307,13 +402,18 @@ async function runSet(title: string, variants: Variant[], dataset: string): Prom
 }
 
 const pct = (x: number): string => `${(x * 100).toFixed(0)}%`;
-const range = (s: Summary, k: keyof Measured, f: (x: number) => string): string => (s.runs.length > 1 ? `${f(s.median[k] as number)} (${f(s.min[k] as number)}–${f(s.max[k] as number)})` : f(s.median[k] as number));
+const range = (s: Summary, k: keyof Measured, f: (x: number) => string): string =>
+  s.runs.length > 1 ? `${f(s.median[k] as number)} (${f(s.min[k] as number)}–${f(s.max[k] as number)})` : f(s.median[k] as number);
 
 function table(rows: Summary[], sync: Summary | undefined, over: Summary | undefined): string {
-  const head = '| variant | informative groups/s | × plain sync | × oversampling sync | oracle groups/s | ÷ oracle | policy replay ÷ oracle | server RUN util | coordinator util | waste | oracle waste | staleness mean/max | rollouts/s |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|';
-  const x = (r: Summary, base: Summary | undefined): string => (base ? (r.median.informative_groups_per_s / base.median.informative_groups_per_s).toFixed(2) : '–');
-  const body = rows.map((r) =>
-    `| ${r.median.variant} | ${range(r, 'informative_groups_per_s', (v) => v.toFixed(2))} | ${x(r, sync)} | ${x(r, over)} | ${r.median.oracle_groups_per_s.toFixed(2)} | ${range(r, 'vs_oracle', (v) => v.toFixed(2))} | ${Number.isNaN(r.median.replay_vs_oracle) ? '–' : r.median.replay_vs_oracle.toFixed(2)} | ${range(r, 'server_run_utilization', pct)} | ${pct(r.median.coordinator_utilization)} | ${range(r, 'waste_fraction', (v) => `${(v * 100).toFixed(1)}%`)} | ${range(r, 'oracle_waste_fraction', (v) => `${(v * 100).toFixed(1)}%`)} | ${r.median.staleness_mean.toFixed(2)}/${r.median.staleness_max} | ${r.median.rollouts_per_s.toFixed(1)} |`);
+  const head =
+    '| variant | informative groups/s | × plain sync | × oversampling sync | oracle groups/s | ÷ oracle | policy replay ÷ oracle | server RUN util | coordinator util | waste | oracle waste | staleness mean/max | rollouts/s |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|';
+  const x = (r: Summary, base: Summary | undefined): string =>
+    base ? (r.median.informative_groups_per_s / base.median.informative_groups_per_s).toFixed(2) : '–';
+  const body = rows.map(
+    (r) =>
+      `| ${r.median.variant} | ${range(r, 'informative_groups_per_s', (v) => v.toFixed(2))} | ${x(r, sync)} | ${x(r, over)} | ${r.median.oracle_groups_per_s.toFixed(2)} | ${range(r, 'vs_oracle', (v) => v.toFixed(2))} | ${Number.isNaN(r.median.replay_vs_oracle) ? '–' : r.median.replay_vs_oracle.toFixed(2)} | ${range(r, 'server_run_utilization', pct)} | ${pct(r.median.coordinator_utilization)} | ${range(r, 'waste_fraction', (v) => `${(v * 100).toFixed(1)}%`)} | ${range(r, 'oracle_waste_fraction', (v) => `${(v * 100).toFixed(1)}%`)} | ${r.median.staleness_mean.toFixed(2)}/${r.median.staleness_max} | ${r.median.rollouts_per_s.toFixed(1)} |`,
+  );
   return [head, ...body].join('\n');
 }
 
@@ -322,7 +422,14 @@ async function tools(): Promise<void> {
   process.stderr.write(`bench:dapo --tools: code tasks in bwrap sandboxes, ${STEPS} steps, n=${N}, batch_size=${B}, ${REPS} rep(s)\n`);
   const rows = await runSet('tools', TOOLS, dataset);
   mkdirSync(path.join(here, 'results'), { recursive: true });
-  writeFileSync(path.join(here, 'results', 'dapo-tools.json'), JSON.stringify({ bench: 'dapo --tools', date: new Date().toISOString(), steps: STEPS, n: N, batch_size: B, reps: REPS, rows }, null, 2) + '\n');
+  writeFileSync(
+    path.join(here, 'results', 'dapo-tools.json'),
+    JSON.stringify(
+      { bench: 'dapo --tools', date: new Date().toISOString(), steps: STEPS, n: N, batch_size: B, reps: REPS, rows },
+      null,
+      2,
+    ) + '\n',
+  );
   process.stdout.write(`\nTable 3 shape: efficient bash\n${table(rows, undefined, undefined)}\n`);
 }
 
@@ -331,18 +438,29 @@ async function main(): Promise<void> {
   const dataset = writeDataset();
   const started = performance.now();
   const load0 = loadavg();
-  process.stderr.write(`bench:dapo: ${STEPS} steps, n=${N}, batch_size=${B}, ${RUN_WORKERS} RUN workers, 2 simulated backends (decode ${LATENCY.decode_ms_per_token} ms/token), train ${TRAIN_MS} ms/step, turns lognormal median ${FILLER.median_tokens} σ=${FILLER.sigma} cap ${TURN_CAP}, ${REPS} rep(s), ${cpus().length} cores, load average ${load0.map((l) => l.toFixed(2)).join(' ')}\n`);
+  process.stderr.write(
+    `bench:dapo: ${STEPS} steps, n=${N}, batch_size=${B}, ${RUN_WORKERS} RUN workers, 2 simulated backends (decode ${LATENCY.decode_ms_per_token} ms/token), train ${TRAIN_MS} ms/step, turns lognormal median ${FILLER.median_tokens} σ=${FILLER.sigma} cap ${TURN_CAP}, ${REPS} rep(s), ${cpus().length} cores, load average ${load0.map((l) => l.toFixed(2)).join(' ')}\n`,
+  );
   const only = args.indexOf('--only');
   if (only >= 0) {
     // A diagnostic: the variants whose name contains the given text, no ratios.
-    const rows = await runSet('only', MODES.filter((v) => v.name.includes(args[only + 1] ?? '')), dataset);
+    const rows = await runSet(
+      'only',
+      MODES.filter((v) => v.name.includes(args[only + 1] ?? '')),
+      dataset,
+    );
     process.stdout.write(`\n${table(rows, undefined, undefined)}\n`);
     return;
   }
   const modes = await runSet('modes', MODES, dataset);
   const [sync, over, , carry] = modes as [Summary, Summary, Summary, Summary];
   const all = modes.flatMap((m) => m.runs);
-  const tokens = { p50: median(all.map((m) => m.tokens_p50)), p90: median(all.map((m) => m.tokens_p90)), p99: median(all.map((m) => m.tokens_p99)), max: Math.max(...all.map((m) => m.tokens_max)) };
+  const tokens = {
+    p50: median(all.map((m) => m.tokens_p50)),
+    p90: median(all.map((m) => m.tokens_p90)),
+    p99: median(all.map((m) => m.tokens_p99)),
+    max: Math.max(...all.map((m) => m.tokens_max)),
+  };
   const cpuBench = Math.max(...all.map((m) => m.cpu_bench));
   const loads = all.map((m) => m.load_avg_1m);
   const c = carry.median;
@@ -361,27 +479,61 @@ async function main(): Promise<void> {
   };
   const saturated = cpuBench > 0.9 || Math.max(...loads) > cpus().length;
   const result = {
-    bench: 'dapo', date: new Date().toISOString(), steps: STEPS, n: N, batch_size: B, gen_batch_size: GEN_BATCH, run_workers: RUN_WORKERS, train_ms: TRAIN_MS, reps: REPS, slow: SLOW,
-    latency: LATENCY, filler: FILLER, sampling_params: SAMPLING, load_avg_start: load0, load_avg_1m_range: [Math.min(...loads), Math.max(...loads)], cpu_bench_max: cpuBench, saturated,
-    rollout_tokens: tokens, modes, ratios, targets, duration_s: (performance.now() - started) / 1000,
+    bench: 'dapo',
+    date: new Date().toISOString(),
+    steps: STEPS,
+    n: N,
+    batch_size: B,
+    gen_batch_size: GEN_BATCH,
+    run_workers: RUN_WORKERS,
+    train_ms: TRAIN_MS,
+    reps: REPS,
+    slow: SLOW,
+    latency: LATENCY,
+    filler: FILLER,
+    sampling_params: SAMPLING,
+    load_avg_start: load0,
+    load_avg_1m_range: [Math.min(...loads), Math.max(...loads)],
+    cpu_bench_max: cpuBench,
+    saturated,
+    rollout_tokens: tokens,
+    modes,
+    ratios,
+    targets,
+    duration_s: (performance.now() - started) / 1000,
   };
   mkdirSync(path.join(here, 'results'), { recursive: true });
   writeFileSync(path.join(here, 'results', 'dapo.json'), JSON.stringify(result, null, 2) + '\n');
-  writeFileSync(path.join(here, 'results', 'dapo.svg'), barChartSvg('bench:dapo — DAPO modes (same server, dataset, lengths): ÷ oracle, utilization, waste', modes.map((m) => m.median.variant), [
-    { name: 'measured ÷ oracle', color: '#1f77b4', values: modes.map((m) => m.median.vs_oracle) },
-    { name: 'server RUN-worker utilization', color: '#2ca02c', values: modes.map((m) => m.median.server_run_utilization) },
-    { name: 'waste fraction', color: '#d62728', values: modes.map((m) => m.median.waste_fraction) },
-  ]));
+  writeFileSync(
+    path.join(here, 'results', 'dapo.svg'),
+    barChartSvg(
+      'bench:dapo — DAPO modes (same server, dataset, lengths): ÷ oracle, utilization, waste',
+      modes.map((m) => m.median.variant),
+      [
+        { name: 'measured ÷ oracle', color: '#1f77b4', values: modes.map((m) => m.median.vs_oracle) },
+        { name: 'server RUN-worker utilization', color: '#2ca02c', values: modes.map((m) => m.median.server_run_utilization) },
+        { name: 'waste fraction', color: '#d62728', values: modes.map((m) => m.median.waste_fraction) },
+      ],
+    ),
+  );
   const yes = (b: boolean): string => (b ? 'met' : 'MISSED');
   process.stdout.write(`\nDAPO modes (medians over ${REPS} rep(s), min–max in parentheses)\n${table(modes, sync, over)}\n\n`);
-  process.stdout.write(`rollout tokens (median over runs): p50 ${tokens.p50}, p90 ${tokens.p90}, p99 ${tokens.p99}, max ${tokens.max} (p99/p50 ${(tokens.p99 / tokens.p50).toFixed(1)})\n`);
-  process.stdout.write(`CPU: this process (coordinator + server) up to ${pct(cpuBench)} of a core, simulators ${pct(Math.max(...all.map((m) => m.cpu_sims)))}; load average (1 min) ${Math.min(...loads).toFixed(2)}–${Math.max(...loads).toFixed(2)} on ${cpus().length} cores${saturated ? ' — SATURATED: rerun on a quiet machine or with --slow 2' : ''}\n`);
-  process.stdout.write(`targets: async+carry-over ÷ oracle ${ratios.carry_vs_oracle.toFixed(2)} (≥ 0.8: ${yes(targets.carry_ge_0_8_of_oracle)}); × plain sync ${ratios.carry_vs_plain_sync.toFixed(2)} (≥ 3: ${yes(targets.carry_ge_3x_plain_sync)}); × oversampling sync ${ratios.carry_vs_oversampling_sync.toFixed(2)} (≥ 2: ${yes(targets.carry_ge_2x_oversampling_sync)}); server RUN util ${pct(c.server_run_utilization)} (≥ 90%: ${yes(targets.server_run_util_ge_90)}); waste ${(c.waste_fraction * 100).toFixed(1)}% (≤ 5%: ${yes(targets.waste_le_5)})\n`);
+  process.stdout.write(
+    `rollout tokens (median over runs): p50 ${tokens.p50}, p90 ${tokens.p90}, p99 ${tokens.p99}, max ${tokens.max} (p99/p50 ${(tokens.p99 / tokens.p50).toFixed(1)})\n`,
+  );
+  process.stdout.write(
+    `CPU: this process (coordinator + server) up to ${pct(cpuBench)} of a core, simulators ${pct(Math.max(...all.map((m) => m.cpu_sims)))}; load average (1 min) ${Math.min(...loads).toFixed(2)}–${Math.max(...loads).toFixed(2)} on ${cpus().length} cores${saturated ? ' — SATURATED: rerun on a quiet machine or with --slow 2' : ''}\n`,
+  );
+  process.stdout.write(
+    `targets: async+carry-over ÷ oracle ${ratios.carry_vs_oracle.toFixed(2)} (≥ 0.8: ${yes(targets.carry_ge_0_8_of_oracle)}); × plain sync ${ratios.carry_vs_plain_sync.toFixed(2)} (≥ 3: ${yes(targets.carry_ge_3x_plain_sync)}); × oversampling sync ${ratios.carry_vs_oversampling_sync.toFixed(2)} (≥ 2: ${yes(targets.carry_ge_2x_oversampling_sync)}); server RUN util ${pct(c.server_run_utilization)} (≥ 90%: ${yes(targets.server_run_util_ge_90)}); waste ${(c.waste_fraction * 100).toFixed(1)}% (≤ 5%: ${yes(targets.waste_le_5)})\n`,
+  );
   process.stdout.write(`bench:dapo took ${result.duration_s.toFixed(0)} s\n`);
 }
 
-main().then(stopSims).catch(async (err) => {
-  process.stderr.write(`bench:dapo failed: ${err instanceof Error ? err.stack : String(err)}\n`);
-  await stopSims();
-  process.exit(1);
-});
+main()
+  .then(stopSims)
+  .catch(async (err) => {
+    process.stderr.write(`bench:dapo failed: ${err instanceof Error ? err.stack : String(err)}\n`);
+    await stopSims();
+    process.exit(1);
+  });

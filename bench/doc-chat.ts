@@ -21,7 +21,10 @@ export const DocChatInstance = z.looseObject({
 });
 export type DocChatInstance = z.infer<typeof DocChatInstance>;
 
-const WORDS = 'the of and to in is that for it as was with be by on not he this are or his from at which but have an they you were her she there been one all we their has would when if so no will more can out up into do said what some time could them other than only then its about two may first like these new also any very'.split(' ');
+const WORDS =
+  'the of and to in is that for it as was with be by on not he this are or his from at which but have an they you were her she there been one all we their has would when if so no will more can out up into do said what some time could them other than only then its about two may first like these new also any very'.split(
+    ' ',
+  );
 
 const docs = new Map<string, string>();
 const prompts = new Map<string, number[]>();

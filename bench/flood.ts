@@ -22,7 +22,8 @@ const CHARS = arg('chars', 10_000);
 const FLOODS = arg('floods', 2);
 const REPS = arg('reps', 3);
 
-const flood = (n: number, seed: number): string => `python3 -c "import sys; sys.stdout.write(''.join(chr(0x4e00 + (i * 7919 + ${seed}) % 20000) for i in range(${n})))"`;
+const flood = (n: number, seed: number): string =>
+  `python3 -c "import sys; sys.stdout.write(''.join(chr(0x4e00 + (i * 7919 + ${seed}) % 20000) for i in range(${n})))"`;
 
 const q = (xs: number[], p: number): number => {
   const s = [...xs].sort((a, b) => a - b);
@@ -49,7 +50,13 @@ async function probeWhile(h: Harness, work: Promise<unknown>): Promise<Omit<Rep,
     await new Promise((r) => setTimeout(r, 50));
   }
   loop.disable();
-  return { health_p50: q(health, 0.5), health_p99: q(health, 0.99), health_max: Math.max(...health), loop_p99: loop.percentile(99) / 1e6, loop_max: loop.max / 1e6 };
+  return {
+    health_p50: q(health, 0.5),
+    health_p99: q(health, 0.99),
+    health_max: Math.max(...health),
+    loop_p99: loop.percentile(99) / 1e6,
+    loop_max: loop.max / 1e6,
+  };
 }
 
 async function runVariant(name: string, workers: number): Promise<{ idle: number; reps: Rep[] }> {
@@ -78,8 +85,13 @@ async function runVariant(name: string, workers: number): Promise<{ idle: number
   }
 }
 
-const med = (reps: Rep[], k: keyof Rep): number => q(reps.map((r) => r[k]), 0.5);
-const spread = (reps: Rep[], k: keyof Rep): string => `${Math.min(...reps.map((r) => r[k])).toFixed(0)}–${Math.max(...reps.map((r) => r[k])).toFixed(0)}`;
+const med = (reps: Rep[], k: keyof Rep): number =>
+  q(
+    reps.map((r) => r[k]),
+    0.5,
+  );
+const spread = (reps: Rep[], k: keyof Rep): string =>
+  `${Math.min(...reps.map((r) => r[k])).toFixed(0)}–${Math.max(...reps.map((r) => r[k])).toFixed(0)}`;
 
 async function main(): Promise<void> {
   const load0 = loadavg()[0]!;
@@ -90,9 +102,14 @@ async function main(): Promise<void> {
     `${label.padEnd(26)} /health p50 ${med(v.reps, 'health_p50').toFixed(0).padStart(5)} ms  p99 ${med(v.reps, 'health_p99').toFixed(0).padStart(5)} ms (${spread(v.reps, 'health_p99')})  max ${med(v.reps, 'health_max').toFixed(0).padStart(5)} ms  loop p99 ${med(v.reps, 'loop_p99').toFixed(0).padStart(4)} ms max ${med(v.reps, 'loop_max').toFixed(0).padStart(5)} ms  wall ${med(v.reps, 'wall_s').toFixed(1)} s`;
   process.stdout.write(`${row('worker pool (default)', pool)}\n${row('main thread (baseline)', main)}\n`);
   process.stdout.write(`floor: idle /health p50 ${pool.idle.toFixed(1)} ms\n`);
-  process.stdout.write(`ratio baseline/pool: /health p99 ${(med(main.reps, 'health_p99') / med(pool.reps, 'health_p99')).toFixed(1)}x, loop max ${(med(main.reps, 'loop_max') / med(pool.reps, 'loop_max')).toFixed(1)}x, wall ${(med(main.reps, 'wall_s') / med(pool.reps, 'wall_s')).toFixed(2)}x\n`);
-  process.stdout.write(`target /health p99 < 250 ms: ${med(pool.reps, 'health_p99') < 250 ? 'met' : 'missed'}; load avg ${load0.toFixed(2)} -> ${loadavg()[0]!.toFixed(2)}\n`);
-  if (process.argv.includes('--json')) process.stdout.write(`${JSON.stringify({ jobs: JOBS, chars: CHARS, floods: FLOODS, load_avg_1m: load0, pool, main_thread: main })}\n`);
+  process.stdout.write(
+    `ratio baseline/pool: /health p99 ${(med(main.reps, 'health_p99') / med(pool.reps, 'health_p99')).toFixed(1)}x, loop max ${(med(main.reps, 'loop_max') / med(pool.reps, 'loop_max')).toFixed(1)}x, wall ${(med(main.reps, 'wall_s') / med(pool.reps, 'wall_s')).toFixed(2)}x\n`,
+  );
+  process.stdout.write(
+    `target /health p99 < 250 ms: ${med(pool.reps, 'health_p99') < 250 ? 'met' : 'missed'}; load avg ${load0.toFixed(2)} -> ${loadavg()[0]!.toFixed(2)}\n`,
+  );
+  if (process.argv.includes('--json'))
+    process.stdout.write(`${JSON.stringify({ jobs: JOBS, chars: CHARS, floods: FLOODS, load_avg_1m: load0, pool, main_thread: main })}\n`);
 }
 
 main().then(

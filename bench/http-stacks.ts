@@ -24,11 +24,19 @@ http.createServer((req, res) => { req.resume(); req.on('end', () => { res.writeH
 `;
 
 type Call = (url: string, body: unknown) => Promise<unknown>;
-const gotClient = got.extend({ retry: { limit: 0 }, throwHttpErrors: false, agent: { http: new (await import('node:http')).Agent({ keepAlive: true, maxSockets: Infinity }) } });
+const gotClient = got.extend({
+  retry: { limit: 0 },
+  throwHttpErrors: false,
+  agent: { http: new (await import('node:http')).Agent({ keepAlive: true, maxSockets: Infinity }) },
+});
 const STACKS: Array<[string, Call]> = [
   ['postJson (node:http, raas)', (url, body) => postJson(url, body, undefined, 10_000)],
   ['got', (url, body) => gotClient.post(url, { json: body }).json()],
-  ['fetch (undici)', async (url, body) => (await fetch(url, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) })).json()],
+  [
+    'fetch (undici)',
+    async (url, body) =>
+      (await fetch(url, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) })).json(),
+  ],
 ];
 
 const q = (xs: number[], p: number): number => {
@@ -49,9 +57,11 @@ async function measure(call: Call, url: string): Promise<{ cpu_us: number; p50_m
   const cpu = process.cpuUsage(cpu0);
   let next = 0;
   const t0 = performance.now();
-  await Promise.all(Array.from({ length: 64 }, async () => {
-    while (next++ < N) await call(url, body);
-  }));
+  await Promise.all(
+    Array.from({ length: 64 }, async () => {
+      while (next++ < N) await call(url, body);
+    }),
+  );
   const wall = (performance.now() - t0) / 1000;
   return { cpu_us: (cpu.user + cpu.system) / N, p50_ms: q(lat, 0.5), p99_ms: q(lat, 0.99), rps64: N / wall };
 }
@@ -64,7 +74,8 @@ process.stderr.write(`bench:http: ${N} requests per stack and phase, load avg ${
 const rows: Array<{ name: string; cpu_us: number; p50_ms: number; p99_ms: number; rps64: number }> = [];
 // Two rounds, the order swapped in the second, medians of the two.
 const results = new Map<string, Array<Awaited<ReturnType<typeof measure>>>>();
-for (const order of [STACKS, [...STACKS].reverse()]) for (const [name, call] of order) results.set(name, [...(results.get(name) ?? []), await measure(call, url)]);
+for (const order of [STACKS, [...STACKS].reverse()])
+  for (const [name, call] of order) results.set(name, [...(results.get(name) ?? []), await measure(call, url)]);
 for (const [name] of STACKS) {
   const rs = results.get(name)!;
   const m = (k: 'cpu_us' | 'p50_ms' | 'p99_ms' | 'rps64'): number => rs.reduce((a, r) => a + r[k], 0) / rs.length;
@@ -72,7 +83,9 @@ for (const [name] of STACKS) {
 }
 const base = rows[0]!;
 for (const r of rows) {
-  process.stdout.write(`${r.name.padEnd(28)} client CPU ${r.cpu_us.toFixed(0).padStart(4)} µs/request (${(r.cpu_us / base.cpu_us).toFixed(2)}x)  p50 ${r.p50_ms.toFixed(3)} ms  p99 ${r.p99_ms.toFixed(3)} ms  ${r.rps64.toFixed(0).padStart(6)} req/s at concurrency 64 (${(r.rps64 / base.rps64).toFixed(2)}x)\n`);
+  process.stdout.write(
+    `${r.name.padEnd(28)} client CPU ${r.cpu_us.toFixed(0).padStart(4)} µs/request (${(r.cpu_us / base.cpu_us).toFixed(2)}x)  p50 ${r.p50_ms.toFixed(3)} ms  p99 ${r.p99_ms.toFixed(3)} ms  ${r.rps64.toFixed(0).padStart(6)} req/s at concurrency 64 (${(r.rps64 / base.rps64).toFixed(2)}x)\n`,
+  );
 }
 process.stdout.write(`load avg ${load0.toFixed(2)} -> ${loadavg()[0]!.toFixed(2)}\n`);
 if (process.argv.includes('--json')) process.stdout.write(`${JSON.stringify({ n: N, load_avg_1m: load0, rows })}\n`);

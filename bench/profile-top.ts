@@ -22,9 +22,12 @@ p.samples.forEach((id, i) => {
   if (cf.functionName === '(idle)') return;
   const d = p.timeDeltas[i] ?? 0;
   busy += d;
-  const where = cf.url ? ` ${cf.url.replace(/^.*node_modules\//, '').replace(/^file:\/\/.*?\/(dist|src)\//, '$1/')}:${cf.lineNumber + 1}` : '';
+  const where = cf.url
+    ? ` ${cf.url.replace(/^.*node_modules\//, '').replace(/^file:\/\/.*?\/(dist|src)\//, '$1/')}:${cf.lineNumber + 1}`
+    : '';
   const key = `${cf.functionName || '(anonymous)'}${where}`;
   self.set(key, (self.get(key) ?? 0) + d);
 });
 console.log(`busy ${(busy / 1000).toFixed(0)} ms`);
-for (const [k, v] of [...self].sort((a, b) => b[1] - a[1]).slice(0, Number(count))) console.log(`${((100 * v) / busy).toFixed(1).padStart(5)} %  ${k}`);
+for (const [k, v] of [...self].sort((a, b) => b[1] - a[1]).slice(0, Number(count)))
+  console.log(`${((100 * v) / busy).toFixed(1).padStart(5)} %  ${k}`);

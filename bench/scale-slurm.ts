@@ -56,15 +56,34 @@ function writeInputs(dir: string, k: number, steps: number): { base: string; sim
   const r = rng(SEED);
   // Every prompt has pass rate 0.5, so 7 in 8 groups of 4 are informative: the step's length does
   // not hang on which prompts a run happened to draw.
-  const rows = Array.from({ length: 4000 }, (_, i) => JSON.stringify({ data_source: 'chat', instance_id: `s${i}`, turns: 1 + Math.floor(r() * 2), pass_rate: 0.5 }));
+  const rows = Array.from({ length: 4000 }, (_, i) =>
+    JSON.stringify({ data_source: 'chat', instance_id: `s${i}`, turns: 1 + Math.floor(r() * 2), pass_rate: 0.5 }),
+  );
   writeFileSync(path.join(dir, 'prompts.jsonl'), rows.join('\n') + '\n');
   const base = path.join(dir, 'train.yaml');
-  writeFileSync(base, [
-    `name: scale-slurm-${k}`, `seed: ${SEED}`, 'dataset: {path: prompts.jsonl}', `n: ${N}`, `batch_size: ${GROUPS_PER_NODE * k}`,
-    `steps: ${steps + 1}`, 'mode: async', 'carry_over: true', 'max_staleness: 1', 'trainer: {update_weights: true}', '',
-  ].join('\n'));
+  writeFileSync(
+    base,
+    [
+      `name: scale-slurm-${k}`,
+      `seed: ${SEED}`,
+      'dataset: {path: prompts.jsonl}',
+      `n: ${N}`,
+      `batch_size: ${GROUPS_PER_NODE * k}`,
+      `steps: ${steps + 1}`,
+      'mode: async',
+      'carry_over: true',
+      'max_staleness: 1',
+      'trainer: {update_weights: true}',
+      '',
+    ].join('\n'),
+  );
   const sim = path.join(dir, 'sim.yaml');
-  writeFileSync(sim, [`seed: ${SEED}`, 'abort_on_weight_update: false', `latency: ${JSON.stringify(LATENCY)}`, `filler: ${JSON.stringify(FILLER)}`, ''].join('\n'));
+  writeFileSync(
+    sim,
+    [`seed: ${SEED}`, 'abort_on_weight_update: false', `latency: ${JSON.stringify(LATENCY)}`, `filler: ${JSON.stringify(FILLER)}`, ''].join(
+      '\n',
+    ),
+  );
   return { base, sim };
 }
 
@@ -74,12 +93,19 @@ async function measure(k: number, rep: number, steps: number): Promise<Point> {
   try {
     const { base, sim } = writeInputs(dir, k, steps);
     const env = {
-      ...process.env, RAAS_HOME: ROOT, LAUNCHER: 'sim', SIM_CONFIG: sim, JOURNAL_DIR: path.join(dir, 'journal'),
+      ...process.env,
+      RAAS_HOME: ROOT,
+      LAUNCHER: 'sim',
+      SIM_CONFIG: sim,
+      JOURNAL_DIR: path.join(dir, 'journal'),
       SERVE_ARGS: `--workers-init ${RUN_WORKERS} --workers-run ${RUN_WORKERS} --workers-eval ${RUN_WORKERS}`,
     };
     const loadBefore = loadavg()[0];
     const t0 = performance.now();
-    const id = sh('sbatch', ['--parsable', `--nodes=${k}`, '--gpus-per-node=0', '--cpus-per-task=1', TEMPLATE, base], { cwd: dir, env }).split(';')[0];
+    const id = sh('sbatch', ['--parsable', `--nodes=${k}`, '--gpus-per-node=0', '--cpus-per-task=1', TEMPLATE, base], {
+      cwd: dir,
+      env,
+    }).split(';')[0];
     const cpu = new Map<number, number>();
     for (;;) {
       sampleCpu(cpu);
@@ -93,16 +119,27 @@ async function measure(k: number, rep: number, steps: number): Promise<Point> {
     }
     const jobS = (performance.now() - t0) / 1000;
     const runDir = path.join(dir, 'runs', `slurm-${id}`);
-    const batches = readFileSync(path.join(runDir, 'batches.jsonl'), 'utf8').split('\n').filter(Boolean)
-      .map((l) => JSON.parse(l) as { step: number; groups: unknown[]; stats: { wall_s: number; completed: number; worker_utilization: number } })
+    const batches = readFileSync(path.join(runDir, 'batches.jsonl'), 'utf8')
+      .split('\n')
+      .filter(Boolean)
+      .map(
+        (l) =>
+          JSON.parse(l) as { step: number; groups: unknown[]; stats: { wall_s: number; completed: number; worker_utilization: number } },
+      )
       .filter((b) => b.step >= 1);
     const wall = batches.reduce((a, b) => a + b.stats.wall_s, 0);
     return {
-      nodes: k, rep, batch_size: GROUPS_PER_NODE * k,
+      nodes: k,
+      rep,
+      batch_size: GROUPS_PER_NODE * k,
       informative_groups_per_s: batches.reduce((a, b) => a + b.groups.length, 0) / wall,
       rollouts_per_s: (batches.reduce((a, b) => a + b.stats.completed, 0) * N) / wall,
       worker_utilization: batches.reduce((a, b) => a + b.stats.worker_utilization * b.stats.wall_s, 0) / wall,
-      measured_s: wall, job_s: jobS, infra_cpu_s: [...cpu.values()].reduce((a, b) => a + b, 0), load_before: loadBefore, load_after: loadavg()[0],
+      measured_s: wall,
+      job_s: jobS,
+      infra_cpu_s: [...cpu.values()].reduce((a, b) => a + b, 0),
+      load_before: loadBefore,
+      load_after: loadavg()[0],
       steps: batches.map((b) => ({ wall_s: b.stats.wall_s, worker_utilization: b.stats.worker_utilization })),
     };
   } finally {
@@ -149,8 +186,15 @@ export async function main(args: string[]): Promise<void> {
   if (!wasUp) sh('bash', [CLUSTER, 'up', String(Math.max(...ks))]);
   process.env.SLURM_CONF = path.join(dir, 'slurm.conf');
   const have = new Set(sh('sinfo', ['-h', '-N', '-o', '%N']).split('\n').filter(Boolean)).size;
-  if (have < Math.max(...ks)) throw new Error(`the local cluster in ${dir} has ${have} nodes; take it down (scripts/slurm-cluster.sh down) or bring it up with ${Math.max(...ks)}`);
-  process.stderr.write(`bench:scale --slurm: nodes ${ks.join(', ')}; ${RUN_WORKERS} RUN workers per node; n=${N}; batch_size ${GROUPS_PER_NODE}×nodes; 1 warm-up + ${steps} measured steps; ${reps} repetition(s); decode ${LATENCY.decode_ms_per_token} ms/token; load ${loadavg().map((l) => l.toFixed(2)).join(' ')}\n`);
+  if (have < Math.max(...ks))
+    throw new Error(
+      `the local cluster in ${dir} has ${have} nodes; take it down (scripts/slurm-cluster.sh down) or bring it up with ${Math.max(...ks)}`,
+    );
+  process.stderr.write(
+    `bench:scale --slurm: nodes ${ks.join(', ')}; ${RUN_WORKERS} RUN workers per node; n=${N}; batch_size ${GROUPS_PER_NODE}×nodes; 1 warm-up + ${steps} measured steps; ${reps} repetition(s); decode ${LATENCY.decode_ms_per_token} ms/token; load ${loadavg()
+      .map((l) => l.toFixed(2))
+      .join(' ')}\n`,
+  );
   const pts: Point[] = [];
   try {
     for (let rep = 0; rep < reps; rep++) {
@@ -159,7 +203,9 @@ export async function main(args: string[]): Promise<void> {
       for (const k of order) {
         const p = await measure(k, rep, steps);
         pts.push(p);
-        process.stderr.write(`  ${k} node(s), rep ${rep}: ${p.informative_groups_per_s.toFixed(3)} groups/s, ${p.rollouts_per_s.toFixed(2)} rollouts/s, util ${(p.worker_utilization * 100).toFixed(0)}%, measured ${p.measured_s.toFixed(1)} s of a ${p.job_s.toFixed(0)} s job, infra CPU ${p.infra_cpu_s.toFixed(0)} s, load ${p.load_before.toFixed(2)} → ${p.load_after.toFixed(2)}; steps ${p.steps.map((x) => `${x.wall_s.toFixed(1)}s/${(x.worker_utilization * 100).toFixed(0)}%`).join(' ')}\n`);
+        process.stderr.write(
+          `  ${k} node(s), rep ${rep}: ${p.informative_groups_per_s.toFixed(3)} groups/s, ${p.rollouts_per_s.toFixed(2)} rollouts/s, util ${(p.worker_utilization * 100).toFixed(0)}%, measured ${p.measured_s.toFixed(1)} s of a ${p.job_s.toFixed(0)} s job, infra CPU ${p.infra_cpu_s.toFixed(0)} s, load ${p.load_before.toFixed(2)} → ${p.load_after.toFixed(2)}; steps ${p.steps.map((x) => `${x.wall_s.toFixed(1)}s/${(x.worker_utilization * 100).toFixed(0)}%`).join(' ')}\n`,
+        );
       }
     }
   } finally {
@@ -174,19 +220,46 @@ export async function main(args: string[]): Promise<void> {
     const reff = at.map((p) => p.rollouts_per_s / (k * baseR));
     const util = at.map((p) => p.worker_utilization);
     return {
-      nodes: k, batch_size: GROUPS_PER_NODE * k, informative_groups_per_s: median(g), range: [Math.min(...g), Math.max(...g)],
-      scaling_efficiency: median(eff), efficiency_range: [Math.min(...eff), Math.max(...eff)],
-      rollouts_per_s: median(at.map((p) => p.rollouts_per_s)), rollout_scaling_efficiency: median(reff),
-      worker_utilization: median(util), utilization_range: [Math.min(...util), Math.max(...util)],
+      nodes: k,
+      batch_size: GROUPS_PER_NODE * k,
+      informative_groups_per_s: median(g),
+      range: [Math.min(...g), Math.max(...g)],
+      scaling_efficiency: median(eff),
+      efficiency_range: [Math.min(...eff), Math.max(...eff)],
+      rollouts_per_s: median(at.map((p) => p.rollouts_per_s)),
+      rollout_scaling_efficiency: median(reff),
+      worker_utilization: median(util),
+      utilization_range: [Math.min(...util), Math.max(...util)],
     };
   });
   mkdirSync(path.join(here, 'results'), { recursive: true });
-  writeFileSync(path.join(here, 'results', 'scale-slurm.json'), JSON.stringify({
-    bench: 'scale-slurm', date: new Date().toISOString(), steps, reps, n: N, run_workers_per_node: RUN_WORKERS, groups_per_node: GROUPS_PER_NODE, latency: LATENCY, filler: FILLER, rows, points: pts,
-  }, null, 2) + '\n');
+  writeFileSync(
+    path.join(here, 'results', 'scale-slurm.json'),
+    JSON.stringify(
+      {
+        bench: 'scale-slurm',
+        date: new Date().toISOString(),
+        steps,
+        reps,
+        n: N,
+        run_workers_per_node: RUN_WORKERS,
+        groups_per_node: GROUPS_PER_NODE,
+        latency: LATENCY,
+        filler: FILLER,
+        rows,
+        points: pts,
+      },
+      null,
+      2,
+    ) + '\n',
+  );
   const pct = (x: number): string => `${(x * 100).toFixed(0)}%`;
-  process.stdout.write('\n| nodes | batch_size | informative groups/s (min–max) | scaling efficiency (min–max) | rollouts/s | rollout scaling efficiency | worker util (min–max) |\n|---|---|---|---|---|---|---|\n');
+  process.stdout.write(
+    '\n| nodes | batch_size | informative groups/s (min–max) | scaling efficiency (min–max) | rollouts/s | rollout scaling efficiency | worker util (min–max) |\n|---|---|---|---|---|---|---|\n',
+  );
   for (const r of rows) {
-    process.stdout.write(`| ${r.nodes} | ${r.batch_size} | ${r.informative_groups_per_s.toFixed(3)} (${r.range.map((x) => x.toFixed(3)).join('–')}) | ${pct(r.scaling_efficiency)} (${r.efficiency_range.map(pct).join('–')}) | ${r.rollouts_per_s.toFixed(2)} | ${pct(r.rollout_scaling_efficiency)} | ${pct(r.worker_utilization)} (${r.utilization_range.map(pct).join('–')}) |\n`);
+    process.stdout.write(
+      `| ${r.nodes} | ${r.batch_size} | ${r.informative_groups_per_s.toFixed(3)} (${r.range.map((x) => x.toFixed(3)).join('–')}) | ${pct(r.scaling_efficiency)} (${r.efficiency_range.map(pct).join('–')}) | ${r.rollouts_per_s.toFixed(2)} | ${pct(r.rollout_scaling_efficiency)} | ${pct(r.worker_utilization)} (${r.utilization_range.map(pct).join('–')}) |\n`,
+    );
   }
 }

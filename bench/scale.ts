@@ -37,8 +37,16 @@ async function infra(node: number): Promise<void> {
   for (const i of [node]) {
     const host = `127.0.0.${2 + i}`;
     const sim = await startSim({ host, seed: SEED, latency: LATENCY, filler: FILLER, abort_on_weight_update: false, weight_version: '0' });
-    const srv = await startRolloutServer({ host, port: 0, workers: { init: RUN_WORKERS, run: RUN_WORKERS, eval: RUN_WORKERS }, log_level: 'silent' } as never);
-    closers.push(() => srv.close(), () => sim.close());
+    const srv = await startRolloutServer({
+      host,
+      port: 0,
+      workers: { init: RUN_WORKERS, run: RUN_WORKERS, eval: RUN_WORKERS },
+      log_level: 'silent',
+    } as never);
+    closers.push(
+      () => srv.close(),
+      () => sim.close(),
+    );
     servers.push(srv.url);
     backends.push(sim.url);
   }
@@ -57,7 +65,12 @@ function writeDataset(): string {
   const r = rng(SEED);
   const rows = Array.from({ length: 2000 }, (_, i) => {
     const u = r();
-    return JSON.stringify({ data_source: 'chat', instance_id: `s${i}`, turns: 1 + Math.floor(r() * 2), pass_rate: u < 0.25 ? 0 : u < 0.5 ? 1 : 0.5 });
+    return JSON.stringify({
+      data_source: 'chat',
+      instance_id: `s${i}`,
+      turns: 1 + Math.floor(r() * 2),
+      pass_rate: u < 0.25 ? 0 : u < 0.5 ? 1 : 0.5,
+    });
   });
   const file = path.join(dir, 'prompts.jsonl');
   writeFileSync(file, rows.join('\n') + '\n');
@@ -79,19 +92,38 @@ interface Point {
   worker_utilization: number;
 }
 
-async function measure(k: number, steps: number, dataset: string): Promise<Omit<Point, 'scaling_efficiency' | 'rollout_scaling_efficiency'>> {
+async function measure(
+  k: number,
+  steps: number,
+  dataset: string,
+): Promise<Omit<Point, 'scaling_efficiency' | 'rollout_scaling_efficiency'>> {
   // One child process per node, as on a cluster: no node shares an event loop with another.
-  const children = Array.from({ length: k }, (_, i) => spawn(process.execPath, [...process.execArgv, new URL(import.meta.url).pathname, '--infra', String(i)], { stdio: ['pipe', 'pipe', 'inherit'] }));
-  const lines = await Promise.all(children.map((child) => new Promise<string>((resolve, reject) => {
-    createInterface({ input: child.stdout! }).once('line', resolve);
-    child.once('exit', (c) => reject(new Error(`infra exited with ${c}`)));
-  })));
+  const children = Array.from({ length: k }, (_, i) =>
+    spawn(process.execPath, [...process.execArgv, new URL(import.meta.url).pathname, '--infra', String(i)], {
+      stdio: ['pipe', 'pipe', 'inherit'],
+    }),
+  );
+  const lines = await Promise.all(
+    children.map(
+      (child) =>
+        new Promise<string>((resolve, reject) => {
+          createInterface({ input: child.stdout! }).once('line', resolve);
+          child.once('exit', (c) => reject(new Error(`infra exited with ${c}`)));
+        }),
+    ),
+  );
   const servers = lines.flatMap((l) => (JSON.parse(l) as { servers: string[] }).servers);
   const backends = lines.flatMap((l) => (JSON.parse(l) as { backends: string[] }).backends);
   const B = 4 * k;
   const c = new Coordinator({
-    name: `scale-${k}`, seed: SEED, servers: servers.map((url) => ({ url })), backends: backends.map((address) => ({ address, api: 'vllm' as const })),
-    dataset: { path: dataset }, n: N, batch_size: B, steps,
+    name: `scale-${k}`,
+    seed: SEED,
+    servers: servers.map((url) => ({ url })),
+    backends: backends.map((address) => ({ address, api: 'vllm' as const })),
+    dataset: { path: dataset },
+    n: N,
+    batch_size: B,
+    steps,
   });
   try {
     await c.start();
@@ -110,14 +142,27 @@ async function measure(k: number, steps: number, dataset: string): Promise<Omit<
     const jobs = c.status().totals.jobs_submitted - jobs0;
     const childCpu = (await Promise.all(children.map((c) => childCpuSeconds(c.pid!)))).reduce((a, b) => a + b, 0);
     const completed = batches.reduce((a, b) => a + b.stats.completed, 0) * N;
-    const util = batches.reduce((a, b) => a + b.stats.worker_utilization * b.stats.wall_s, 0) / batches.reduce((a, b) => a + b.stats.wall_s, 0);
-    return { servers: k, batch_size: B, informative_groups_per_s: (B * steps) / wall, rollouts_per_s: completed / wall, coordinator_cpu_ms_per_job: (cpu.user + cpu.system) / 1000 / Math.max(1, jobs), jobs, wall_s: wall, infra_cpu_s: childCpu, worker_utilization: util };
+    const util =
+      batches.reduce((a, b) => a + b.stats.worker_utilization * b.stats.wall_s, 0) / batches.reduce((a, b) => a + b.stats.wall_s, 0);
+    return {
+      servers: k,
+      batch_size: B,
+      informative_groups_per_s: (B * steps) / wall,
+      rollouts_per_s: completed / wall,
+      coordinator_cpu_ms_per_job: (cpu.user + cpu.system) / 1000 / Math.max(1, jobs),
+      jobs,
+      wall_s: wall,
+      infra_cpu_s: childCpu,
+      worker_utilization: util,
+    };
   } finally {
     await c.close();
-    await Promise.all(children.map((child) => {
-      child.stdin!.end();
-      return new Promise((r) => child.once('exit', r));
-    }));
+    await Promise.all(
+      children.map((child) => {
+        child.stdin!.end();
+        return new Promise((r) => child.once('exit', r));
+      }),
+    );
   }
 }
 
@@ -133,31 +178,65 @@ async function main(): Promise<void> {
   const steps = quick ? 3 : 5;
   const ks = quick ? [1, 2, 4] : [1, 2, 4, 8];
   const dataset = writeDataset();
-  process.stderr.write(`bench:scale: servers ${ks.join(', ')}; ${RUN_WORKERS} RUN workers each; n=${N}; batch_size 4×servers; ${steps} measured steps; decode ${LATENCY.decode_ms_per_token} ms/token\n`);
+  process.stderr.write(
+    `bench:scale: servers ${ks.join(', ')}; ${RUN_WORKERS} RUN workers each; n=${N}; batch_size 4×servers; ${steps} measured steps; decode ${LATENCY.decode_ms_per_token} ms/token\n`,
+  );
   const pts: Point[] = [];
   for (const k of ks) {
     const m = await measure(k, steps, dataset);
     const base = pts[0] ?? m;
-    const p = { ...m, scaling_efficiency: m.informative_groups_per_s / (k * base.informative_groups_per_s), rollout_scaling_efficiency: m.rollouts_per_s / (k * base.rollouts_per_s) };
+    const p = {
+      ...m,
+      scaling_efficiency: m.informative_groups_per_s / (k * base.informative_groups_per_s),
+      rollout_scaling_efficiency: m.rollouts_per_s / (k * base.rollouts_per_s),
+    };
     pts.push(p);
-    process.stderr.write(`  ${k} server(s): ${p.informative_groups_per_s.toFixed(2)} groups/s, efficiency ${(p.scaling_efficiency * 100).toFixed(0)}% (rollouts ${p.rollouts_per_s.toFixed(1)}/s, ${(p.rollout_scaling_efficiency * 100).toFixed(0)}%), coordinator ${p.coordinator_cpu_ms_per_job.toFixed(2)} ms CPU/job, util ${(p.worker_utilization * 100).toFixed(0)}%, infra CPU ${p.infra_cpu_s.toFixed(1)} s over ${p.wall_s.toFixed(1)} s\n`);
+    process.stderr.write(
+      `  ${k} server(s): ${p.informative_groups_per_s.toFixed(2)} groups/s, efficiency ${(p.scaling_efficiency * 100).toFixed(0)}% (rollouts ${p.rollouts_per_s.toFixed(1)}/s, ${(p.rollout_scaling_efficiency * 100).toFixed(0)}%), coordinator ${p.coordinator_cpu_ms_per_job.toFixed(2)} ms CPU/job, util ${(p.worker_utilization * 100).toFixed(0)}%, infra CPU ${p.infra_cpu_s.toFixed(1)} s over ${p.wall_s.toFixed(1)} s\n`,
+    );
   }
   mkdirSync(path.join(here, 'results'), { recursive: true });
-  writeFileSync(path.join(here, 'results', 'scale.json'), JSON.stringify({ bench: 'scale', date: new Date().toISOString(), steps, n: N, run_workers_per_server: RUN_WORKERS, latency: LATENCY, filler: FILLER, points: pts }, null, 2) + '\n');
-  writeFileSync(path.join(here, 'results', 'scale.svg'), lineChartSvg('bench:scale — informative groups/s and scaling efficiency vs servers (x = 1, 2, 4, 8)', 'point (1, 2, 4, 8 servers)', [
-    { name: 'informative groups/s', color: '#1f77b4', values: pts.map((p) => p.informative_groups_per_s) },
-    { name: 'scaling efficiency', color: '#2ca02c', values: pts.map((p) => p.scaling_efficiency) },
-  ]));
-  process.stdout.write('\n| servers | batch_size | informative groups/s | scaling efficiency | rollouts/s | rollout scaling efficiency | coordinator CPU ms/job | worker util |\n|---|---|---|---|---|---|---|---|\n');
-  for (const p of pts) process.stdout.write(`| ${p.servers} | ${p.batch_size} | ${p.informative_groups_per_s.toFixed(2)} | ${(p.scaling_efficiency * 100).toFixed(0)}% | ${p.rollouts_per_s.toFixed(1)} | ${(p.rollout_scaling_efficiency * 100).toFixed(0)}% | ${p.coordinator_cpu_ms_per_job.toFixed(2)} | ${(p.worker_utilization * 100).toFixed(0)}% |\n`);
+  writeFileSync(
+    path.join(here, 'results', 'scale.json'),
+    JSON.stringify(
+      {
+        bench: 'scale',
+        date: new Date().toISOString(),
+        steps,
+        n: N,
+        run_workers_per_server: RUN_WORKERS,
+        latency: LATENCY,
+        filler: FILLER,
+        points: pts,
+      },
+      null,
+      2,
+    ) + '\n',
+  );
+  writeFileSync(
+    path.join(here, 'results', 'scale.svg'),
+    lineChartSvg('bench:scale — informative groups/s and scaling efficiency vs servers (x = 1, 2, 4, 8)', 'point (1, 2, 4, 8 servers)', [
+      { name: 'informative groups/s', color: '#1f77b4', values: pts.map((p) => p.informative_groups_per_s) },
+      { name: 'scaling efficiency', color: '#2ca02c', values: pts.map((p) => p.scaling_efficiency) },
+    ]),
+  );
+  process.stdout.write(
+    '\n| servers | batch_size | informative groups/s | scaling efficiency | rollouts/s | rollout scaling efficiency | coordinator CPU ms/job | worker util |\n|---|---|---|---|---|---|---|---|\n',
+  );
+  for (const p of pts)
+    process.stdout.write(
+      `| ${p.servers} | ${p.batch_size} | ${p.informative_groups_per_s.toFixed(2)} | ${(p.scaling_efficiency * 100).toFixed(0)}% | ${p.rollouts_per_s.toFixed(1)} | ${(p.rollout_scaling_efficiency * 100).toFixed(0)}% | ${p.coordinator_cpu_ms_per_job.toFixed(2)} | ${(p.worker_utilization * 100).toFixed(0)}% |\n`,
+    );
 }
 
 if (args.includes('--slurm')) {
   // The same weak-scaling question on a real (local) Slurm cluster, through configs/slurm/raas.sbatch.
-  import('./scale-slurm.js').then((m) => m.main(args)).catch((err) => {
-    process.stderr.write(`bench:scale --slurm failed: ${err instanceof Error ? err.stack : String(err)}\n`);
-    process.exit(1);
-  });
+  import('./scale-slurm.js')
+    .then((m) => m.main(args))
+    .catch((err) => {
+      process.stderr.write(`bench:scale --slurm failed: ${err instanceof Error ? err.stack : String(err)}\n`);
+      process.exit(1);
+    });
 } else if (args[0] === '--infra') {
   infra(Number(args[1])).catch((err) => {
     process.stderr.write(`infra failed: ${err instanceof Error ? err.stack : String(err)}\n`);

@@ -28,7 +28,10 @@ export const pickHandler: AgentHandler<PickInstance> = {
   },
   async run(ctx) {
     const { tokenizer: tok, llm, signal } = ctx;
-    const user = { role: 'user' as const, content: `Question ${ctx.job.instance.question}: what is its code word? Think, then give it as "The answer is <word>."` };
+    const user = {
+      role: 'user' as const,
+      content: `Question ${ctx.job.instance.question}: what is its code word? Think, then give it as "The answer is <word>."`,
+    };
     const prompt = tok.renderPrompt([user], { enableThinking: false });
     const budget = (ctx.job.samplingParams.max_tokens_per_turn as number | undefined) ?? 1024;
     const r = await llm.generate({ prompt_ids: prompt, max_tokens: budget, stop_token_ids: [tok.eosId], signal });
@@ -36,7 +39,13 @@ export const pickHandler: AgentHandler<PickInstance> = {
     const text = tok.decode(ended ? r.ids.slice(0, -1) : r.ids);
     return {
       messages: [user, { role: 'assistant', content: text, token_ids: r.ids, logprobs: r.logprobs }],
-      tokens: { prompt_ids: prompt, response_ids: r.ids, response_mask: r.ids.map(() => 1), logprobs: r.logprobs, spans: [{ message_index: 1, start: 0, end: r.ids.length }] },
+      tokens: {
+        prompt_ids: prompt,
+        response_ids: r.ids,
+        response_mask: r.ids.map(() => 1),
+        logprobs: r.logprobs,
+        spans: [{ message_index: 1, start: 0, end: r.ids.length }],
+      },
       finish_reason: ended ? 'finish' : 'max_response_tokens',
       artifacts: { said: /The answer is (\S+?)\./.exec(text)?.[1] ?? null },
       num_turns: 1,
@@ -72,6 +81,8 @@ const wordOf = (id: string): string => `w${id.slice(1)}`;
 
 /** Writes `count` prompts of the task (JSONL) to `file`. */
 export function writePickDataset(file: string, count: number): void {
-  const rows = Array.from({ length: count }, (_, i) => JSON.stringify({ data_source: PICK, instance_id: `q${i}`, question: `q${i}`, answer: wordOf(`q${i}`) }));
+  const rows = Array.from({ length: count }, (_, i) =>
+    JSON.stringify({ data_source: PICK, instance_id: `q${i}`, question: `q${i}`, answer: wordOf(`q${i}`) }),
+  );
   writeFileSync(file, rows.join('\n') + '\n');
 }

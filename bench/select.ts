@@ -85,7 +85,9 @@ interface Measured {
 
 async function startSims(seed: number): Promise<{ child: ChildProcess; urls: string[] }> {
   const spec = { count: 2, median_tokens: 150, options: { ...SIM, seed } };
-  const child = spawn(process.execPath, [...process.execArgv, path.join(here, 'select-sim.ts'), JSON.stringify(spec)], { stdio: ['pipe', 'pipe', 'inherit'] });
+  const child = spawn(process.execPath, [...process.execArgv, path.join(here, 'select-sim.ts'), JSON.stringify(spec)], {
+    stdio: ['pipe', 'pipe', 'inherit'],
+  });
   const line = await new Promise<string>((resolve, reject) => {
     createInterface({ input: child.stdout! }).once('line', resolve);
     child.once('exit', (c) => reject(new Error(`select-sim exited with ${c}`)));
@@ -103,12 +105,24 @@ const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms
 async function runOnce(v: Variant, seed: number, dataset: string): Promise<Measured> {
   // Fresh backends per run: the difficulty model moves with the weight updates a backend has seen.
   const sims = await startSims(seed);
-  const server = await startRolloutServer({ port: 0, workers: { init: 32, run: RUN_WORKERS, eval: 32 }, log_level: 'silent' } as never, { handlers: [pickHandler] });
+  const server = await startRolloutServer({ port: 0, workers: { init: 32, run: RUN_WORKERS, eval: 32 }, log_level: 'silent' } as never, {
+    handlers: [pickHandler],
+  });
   const cfg: TrainConfigInput = {
-    name: `select-${v.name.replace(/\W+/g, '-')}-${seed}`, seed, servers: [{ url: server.url }],
-    backends: sims.urls.map((address) => ({ address, api: 'vllm' as const })), dataset: { path: dataset },
-    n: N, batch_size: B, steps: STEPS, mode: 'async', carry_over: true, max_staleness: 1, max_inflight_jobs: RUN_WORKERS + 2 * N,
-    sampling_params: { max_tokens_per_turn: 1024 }, selection: v.selection,
+    name: `select-${v.name.replace(/\W+/g, '-')}-${seed}`,
+    seed,
+    servers: [{ url: server.url }],
+    backends: sims.urls.map((address) => ({ address, api: 'vllm' as const })),
+    dataset: { path: dataset },
+    n: N,
+    batch_size: B,
+    steps: STEPS,
+    mode: 'async',
+    carry_over: true,
+    max_staleness: 1,
+    max_inflight_jobs: RUN_WORKERS + 2 * N,
+    sampling_params: { max_tokens_per_turn: 1024 },
+    selection: v.selection,
   };
   const load0 = loadavg()[0]!;
   const c = new Coordinator(cfg, { onWarning: () => {} });
@@ -127,7 +141,11 @@ async function runOnce(v: Variant, seed: number, dataset: string): Promise<Measu
       if (step === STEPS - 1) break;
       await sleep(TRAIN_MS);
       // The trainer's weight sync: the backends serve the new weights, then the coordinator is told.
-      await Promise.all(sims.urls.map((u) => fetch(`${u}/finish_weight_update`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{}' })));
+      await Promise.all(
+        sims.urls.map((u) =>
+          fetch(`${u}/finish_weight_update`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{}' }),
+        ),
+      );
       await c.updateWeights({});
     }
     const wall = (performance.now() - t0) / 1000;
@@ -135,12 +153,20 @@ async function runOnce(v: Variant, seed: number, dataset: string): Promise<Measu
     const hist = c.promptHistory();
     const finished = t.accepted + t.filtered + t.dropped_error;
     return {
-      variant: v.name, seed, accepted: t.handed, rollouts: t.jobs_submitted,
-      rollouts_per_accepted: t.jobs_submitted / t.handed, rollouts_per_batch_rollout: t.jobs_submitted / batchRollouts,
-      wall_s: wall, wait_s: wait / 1000, filtered_share: finished ? t.filtered / finished : 0, skipped: t.skipped,
+      variant: v.name,
+      seed,
+      accepted: t.handed,
+      rollouts: t.jobs_submitted,
+      rollouts_per_accepted: t.jobs_submitted / t.handed,
+      rollouts_per_batch_rollout: t.jobs_submitted / batchRollouts,
+      wall_s: wall,
+      wait_s: wait / 1000,
+      filtered_share: finished ? t.filtered / finished : 0,
+      skipped: t.skipped,
       visited_share: hist.filter((r) => r.submitted > 0).length / PROMPTS,
       visited_share_late: hist.filter((r) => r.groups.some((g) => g.step >= STEPS / 2)).length / PROMPTS,
-      batch_mean_reward: rewardSum / STEPS, load_avg_1m: (load0 + loadavg()[0]!) / 2,
+      batch_mean_reward: rewardSum / STEPS,
+      load_avg_1m: (load0 + loadavg()[0]!) / 2,
     };
   } finally {
     await c.close();
@@ -167,7 +193,9 @@ async function main(): Promise<void> {
       for (const v of order) {
         const m = await runOnce(v, seed, dataset);
         runs.push(m);
-        process.stderr.write(`seed ${seed} ${v.name}: ${m.rollouts} rollouts for ${m.accepted} accepted groups (${m.rollouts_per_accepted.toFixed(2)} per group), ${m.wall_s.toFixed(1)} s, skipped ${m.skipped}, visited ${(m.visited_share * 100).toFixed(0)} %\n`);
+        process.stderr.write(
+          `seed ${seed} ${v.name}: ${m.rollouts} rollouts for ${m.accepted} accepted groups (${m.rollouts_per_accepted.toFixed(2)} per group), ${m.wall_s.toFixed(1)} s, skipped ${m.skipped}, visited ${(m.visited_share * 100).toFixed(0)} %\n`,
+        );
       }
     }
   } finally {
@@ -175,14 +203,46 @@ async function main(): Promise<void> {
   }
   const by = (name: string): Measured[] => runs.filter((r) => r.variant === name);
   const base = by('none');
-  console.log(`\nbench:select — ${PROMPTS} prompts (logit difficulty), n=${N}, batch_size=${B}, ${STEPS} steps (${STEPS * B} accepted groups), async η=1, ${RUN_WORKERS} RUN workers; seeds ${SEEDS.join(',')}`);
+  console.log(
+    `\nbench:select — ${PROMPTS} prompts (logit difficulty), n=${N}, batch_size=${B}, ${STEPS} steps (${STEPS * B} accepted groups), async η=1, ${RUN_WORKERS} RUN workers; seeds ${SEEDS.join(',')}`,
+  );
   console.log('medians over seeds (min–max)\n');
-  const head = ['variant', 'rollouts/accepted group', 'rollouts/batch rollout', 'wall s', 'waiting s', 'filtered', 'skipped', 'visited', 'visited (2nd half)'];
+  const head = [
+    'variant',
+    'rollouts/accepted group',
+    'rollouts/batch rollout',
+    'wall s',
+    'waiting s',
+    'filtered',
+    'skipped',
+    'visited',
+    'visited (2nd half)',
+  ];
   console.log(head.join(' | '));
   for (const v of VARIANTS) {
     const r = by(v.name);
-    console.log([v.name, spread(r.map((x) => x.rollouts_per_accepted)), spread(r.map((x) => x.rollouts_per_batch_rollout)), spread(r.map((x) => x.wall_s), 1), spread(r.map((x) => x.wait_s), 1),
-      spread(r.map((x) => x.filtered_share)), spread(r.map((x) => x.skipped), 0), spread(r.map((x) => x.visited_share)), spread(r.map((x) => x.visited_share_late))].join(' | '));
+    console.log(
+      [
+        v.name,
+        spread(r.map((x) => x.rollouts_per_accepted)),
+        spread(r.map((x) => x.rollouts_per_batch_rollout)),
+        spread(
+          r.map((x) => x.wall_s),
+          1,
+        ),
+        spread(
+          r.map((x) => x.wait_s),
+          1,
+        ),
+        spread(r.map((x) => x.filtered_share)),
+        spread(
+          r.map((x) => x.skipped),
+          0,
+        ),
+        spread(r.map((x) => x.visited_share)),
+        spread(r.map((x) => x.visited_share_late)),
+      ].join(' | '),
+    );
   }
   if (base.length) {
     console.log('\nratios none ÷ variant, per seed (median):');
@@ -193,13 +253,18 @@ async function main(): Promise<void> {
       const rpb = per('rollouts_per_batch_rollout');
       const wall = per('wall_s');
       const wait = per('wait_s');
-      console.log(`${v.name}: rollouts per accepted group ${spread(rpa)}× fewer (target ≥ 1.5), per batch rollout ${spread(rpb)}×; wall time ${spread(wall)}× less (target ≥ 1.3), waiting ${spread(wait)}×`);
+      console.log(
+        `${v.name}: rollouts per accepted group ${spread(rpa)}× fewer (target ≥ 1.5), per batch rollout ${spread(rpb)}×; wall time ${spread(wall)}× less (target ≥ 1.3), waiting ${spread(wait)}×`,
+      );
     }
   }
   const load = runs.map((r) => r.load_avg_1m);
   console.log(`\nload average (1 min) during the runs: ${spread(load, 1)} on ${(await import('node:os')).cpus().length} cores`);
   mkdirSync(path.join(here, 'results'), { recursive: true });
-  writeFileSync(path.join(here, 'results', 'select.json'), JSON.stringify({ steps: STEPS, n: N, batch_size: B, prompts: PROMPTS, seeds: SEEDS, runs }, null, 2) + '\n');
+  writeFileSync(
+    path.join(here, 'results', 'select.json'),
+    JSON.stringify({ steps: STEPS, n: N, batch_size: B, prompts: PROMPTS, seeds: SEEDS, runs }, null, 2) + '\n',
+  );
 }
 
 main().catch((err: unknown) => {

@@ -27,7 +27,12 @@ const noop: AgentHandler<Record<string, unknown>> = {
   name: 'noop',
   instance: z.looseObject({}),
   init: async () => ({}),
-  run: async () => ({ messages: [], tokens: { prompt_ids: [], response_ids: [], response_mask: [], logprobs: [] }, finish_reason: 'finish', artifacts: {} }),
+  run: async () => ({
+    messages: [],
+    tokens: { prompt_ids: [], response_ids: [], response_mask: [], logprobs: [] },
+    finish_reason: 'finish',
+    artifacts: {},
+  }),
   eval: async () => ({ reward: 1, resolved: true }),
 };
 
@@ -35,10 +40,15 @@ async function serve(): Promise<void> {
   let port: number;
   let close: () => Promise<void>;
   if (TARGET === 'raas') {
-    const mod = (await import(process.env.DIST ? `${process.env.DIST}/src/server/index.js` : '../src/server/index.js')) as typeof import('../src/server/index.js');
+    const mod = (await import(
+      process.env.DIST ? `${process.env.DIST}/src/server/index.js` : '../src/server/index.js'
+    )) as typeof import('../src/server/index.js');
     const registry = new mod.HandlerRegistry(mod.builtinHandlers());
     registry.register(noop);
-    const raas = await mod.startRolloutServer({ port: 0, log_level: 'warn', workers: { init: 256, run: 256, eval: 256 }, llm: { backends: [{ address: 'http://127.0.0.1:9' }] } }, { registry });
+    const raas = await mod.startRolloutServer(
+      { port: 0, log_level: 'warn', workers: { init: 256, run: 256, eval: 256 }, llm: { backends: [{ address: 'http://127.0.0.1:9' }] } },
+      { registry },
+    );
     port = raas.port;
     close = () => raas.close();
   } else {
@@ -71,7 +81,11 @@ async function serve(): Promise<void> {
 }
 
 async function drive(): Promise<void> {
-  const child = fork(fileURLToPath(import.meta.url), [], { execArgv: process.execArgv, env: { ...process.env, ROLE: 'server' }, stdio: 'inherit' });
+  const child = fork(fileURLToPath(import.meta.url), [], {
+    execArgv: process.execArgv,
+    env: { ...process.env, ROLE: 'server' },
+    stdio: 'inherit',
+  });
   const { port } = await new Promise<{ port: number }>((r) => child.once('message', (m) => r(m as { port: number })));
   const ask = <T>(m: string): Promise<T> =>
     new Promise((r) => {
@@ -83,11 +97,25 @@ async function drive(): Promise<void> {
   const one = (): Promise<void> =>
     new Promise((resolve, reject) => {
       const i = seq++;
-      const body = JSON.stringify({ instance: { data_source: 'noop', instance_id: `i${i}` }, sampling_params: { temperature: 1, max_tokens_per_turn: 64 }, job_id: `b-${i}` });
-      const req = http.request({ host: '127.0.0.1', port, path: '/process', method: 'POST', agent, headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) } }, (res) => {
-        res.on('data', () => undefined);
-        res.on('end', () => (res.statusCode === 200 ? resolve() : reject(new Error(`status ${res.statusCode}`))));
+      const body = JSON.stringify({
+        instance: { data_source: 'noop', instance_id: `i${i}` },
+        sampling_params: { temperature: 1, max_tokens_per_turn: 64 },
+        job_id: `b-${i}`,
       });
+      const req = http.request(
+        {
+          host: '127.0.0.1',
+          port,
+          path: '/process',
+          method: 'POST',
+          agent,
+          headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) },
+        },
+        (res) => {
+          res.on('data', () => undefined);
+          res.on('end', () => (res.statusCode === 200 ? resolve() : reject(new Error(`status ${res.statusCode}`))));
+        },
+      );
       req.on('error', reject);
       req.end(body);
     });
@@ -108,7 +136,9 @@ async function drive(): Promise<void> {
     const wall = performance.now() - t0;
     const c1 = (await ask<{ cpu: NodeJS.CpuUsage }>('cpu')).cpu;
     const cpu = (c1.user + c1.system - c0.user - c0.system) / N;
-    console.log(`${TARGET} c=${C}: ${((N / wall) * 1000).toFixed(0)} jobs/s, cpu ${cpu.toFixed(1)} us/req (sys ${((c1.system - c0.system) / N).toFixed(1)})`);
+    console.log(
+      `${TARGET} c=${C}: ${((N / wall) * 1000).toFixed(0)} jobs/s, cpu ${cpu.toFixed(1)} us/req (sys ${((c1.system - c0.system) / N).toFixed(1)})`,
+    );
   }
   if (process.env.PROF_OUT) await ask('prof-stop');
   agent.destroy();

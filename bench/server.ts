@@ -23,7 +23,12 @@ const noop: AgentHandler<Record<string, unknown>> = {
   name: 'noop',
   instance: z.looseObject({}),
   init: async () => ({}),
-  run: async () => ({ messages: [], tokens: { prompt_ids: [], response_ids: [], response_mask: [], logprobs: [] }, finish_reason: 'finish', artifacts: {} }),
+  run: async () => ({
+    messages: [],
+    tokens: { prompt_ids: [], response_ids: [], response_mask: [], logprobs: [] },
+    finish_reason: 'finish',
+    artifacts: {},
+  }),
   eval: async () => ({ reward: 1, resolved: true }),
 };
 
@@ -36,7 +41,9 @@ const DIST = new URL('../dist/src/server/index.js', import.meta.url);
 const useDist = process.env.RAAS_BENCH_SRC !== '1' && fs.existsSync(DIST);
 
 async function serveChild(): Promise<void> {
-  const { HandlerRegistry, builtinHandlers, startRolloutServer } = (await import(useDist ? DIST.href : '../src/server/index.js')) as typeof import('../src/server/index.js');
+  const { HandlerRegistry, builtinHandlers, startRolloutServer } = (await import(
+    useDist ? DIST.href : '../src/server/index.js'
+  )) as typeof import('../src/server/index.js');
   const registry = new HandlerRegistry(builtinHandlers());
   registry.register(noop);
   // Workers sized like a busy server; the backend is never called by the no-op handler.
@@ -75,14 +82,24 @@ async function measure(port: number, concurrency: number, total: number, bodyOf:
     new Promise((resolve, reject) => {
       const body = bodyOf(i);
       const t0 = performance.now();
-      const req = http.request({ host: '127.0.0.1', port, path: '/process', method: 'POST', agent, headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) } }, (res) => {
-        res.on('data', () => undefined);
-        res.on('end', () => {
-          if (res.statusCode !== 200) return reject(new Error(`status ${res.statusCode}`));
-          lat.push(performance.now() - t0);
-          resolve();
-        });
-      });
+      const req = http.request(
+        {
+          host: '127.0.0.1',
+          port,
+          path: '/process',
+          method: 'POST',
+          agent,
+          headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) },
+        },
+        (res) => {
+          res.on('data', () => undefined);
+          res.on('end', () => {
+            if (res.statusCode !== 200) return reject(new Error(`status ${res.statusCode}`));
+            lat.push(performance.now() - t0);
+            resolve();
+          });
+        },
+      );
       req.on('error', reject);
       req.end(body);
     });
@@ -103,7 +120,13 @@ async function measure(port: number, concurrency: number, total: number, bodyOf:
  * Below saturation this shows the latency the server itself adds; a closed loop at saturation only
  * shows concurrency / throughput.
  */
-async function measureOpenLoop(port: number, rate: number, total: number, maxInFlight: number, bodyOf: (i: number) => string): Promise<Sample> {
+async function measureOpenLoop(
+  port: number,
+  rate: number,
+  total: number,
+  maxInFlight: number,
+  bodyOf: (i: number) => string,
+): Promise<Sample> {
   const agent = new http.Agent({ keepAlive: true, maxSockets: maxInFlight });
   const lat: number[] = [];
   const start = performance.now();
@@ -116,13 +139,23 @@ async function measureOpenLoop(port: number, rate: number, total: number, maxInF
     const t0 = performance.now();
     pending.push(
       new Promise<void>((resolve, reject) => {
-        const req = http.request({ host: '127.0.0.1', port, path: '/process', method: 'POST', agent, headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) } }, (res) => {
-          res.on('data', () => undefined);
-          res.on('end', () => {
-            lat.push(performance.now() - t0);
-            resolve();
-          });
-        });
+        const req = http.request(
+          {
+            host: '127.0.0.1',
+            port,
+            path: '/process',
+            method: 'POST',
+            agent,
+            headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) },
+          },
+          (res) => {
+            res.on('data', () => undefined);
+            res.on('end', () => {
+              lat.push(performance.now() - t0);
+              resolve();
+            });
+          },
+        );
         req.on('error', reject);
         req.end(body);
       }),
@@ -139,9 +172,17 @@ const median = (xs: number[]): number => [...xs].sort((a, b) => a - b)[Math.floo
 
 async function main(): Promise<void> {
   // BENCH_PROFILE=<dir> writes a CPU profile of the server process there.
-  const execArgv = process.env.BENCH_PROFILE ? [...process.execArgv, '--cpu-prof', `--cpu-prof-dir=${process.env.BENCH_PROFILE}`] : process.execArgv;
-  const child = fork(fileURLToPath(import.meta.url), [], { env: { ...process.env, RAAS_BENCH_ROLE: 'servers' }, stdio: 'inherit', execArgv });
-  const ports = await new Promise<{ raas: number; bare: number }>((resolve) => child.once('message', (m) => resolve(m as { raas: number; bare: number })));
+  const execArgv = process.env.BENCH_PROFILE
+    ? [...process.execArgv, '--cpu-prof', `--cpu-prof-dir=${process.env.BENCH_PROFILE}`]
+    : process.execArgv;
+  const child = fork(fileURLToPath(import.meta.url), [], {
+    env: { ...process.env, RAAS_BENCH_ROLE: 'servers' },
+    stdio: 'inherit',
+    execArgv,
+  });
+  const ports = await new Promise<{ raas: number; bare: number }>((resolve) =>
+    child.once('message', (m) => resolve(m as { raas: number; bare: number })),
+  );
   const cpu = (): Promise<number> =>
     new Promise((resolve) => {
       child.once('message', (m) => {
@@ -157,7 +198,12 @@ async function main(): Promise<void> {
     return { ...s, cpuUs: ((await cpu()) - c0) / total };
   };
   let run = 0;
-  const body = (i: number) => JSON.stringify({ instance: { data_source: 'noop', instance_id: `i${i}` }, sampling_params: { temperature: 1, max_tokens_per_turn: 64 }, job_id: `b${run}-${i}` });
+  const body = (i: number) =>
+    JSON.stringify({
+      instance: { data_source: 'noop', instance_id: `i${i}` },
+      sampling_params: { temperature: 1, max_tokens_per_turn: 64 },
+      job_id: `b${run}-${i}`,
+    });
   const rows: string[] = [];
   const openRows: string[] = [];
   const cpuRows: string[] = [];
@@ -175,8 +221,18 @@ async function main(): Promise<void> {
       run++;
       raas.push(await measureCpu(ports.raas, c, REQUESTS, body));
     }
-    const b = { jobsPerS: median(bare.map((s) => s.jobsPerS)), p50: median(bare.map((s) => s.p50)), p99: median(bare.map((s) => s.p99)), cpuUs: median(bare.map((s) => s.cpuUs!)) };
-    const x = { jobsPerS: median(raas.map((s) => s.jobsPerS)), p50: median(raas.map((s) => s.p50)), p99: median(raas.map((s) => s.p99)), cpuUs: median(raas.map((s) => s.cpuUs!)) };
+    const b = {
+      jobsPerS: median(bare.map((s) => s.jobsPerS)),
+      p50: median(bare.map((s) => s.p50)),
+      p99: median(bare.map((s) => s.p99)),
+      cpuUs: median(bare.map((s) => s.cpuUs!)),
+    };
+    const x = {
+      jobsPerS: median(raas.map((s) => s.jobsPerS)),
+      p50: median(raas.map((s) => s.p50)),
+      p99: median(raas.map((s) => s.p99)),
+      cpuUs: median(raas.map((s) => s.cpuUs!)),
+    };
     cpuRows.push(`| ${c} | ${b.cpuUs.toFixed(0)} | ${x.cpuUs.toFixed(0)} | ${(b.cpuUs / x.cpuUs).toFixed(2)} |`);
     rows.push(
       `| ${c} | ${b.jobsPerS.toFixed(0)} | ${b.p50.toFixed(1)} / ${b.p99.toFixed(1)} | ${x.jobsPerS.toFixed(0)} | ${x.p50.toFixed(1)} / ${x.p99.toFixed(1)} | ${(x.jobsPerS / b.jobsPerS).toFixed(2)} | ${(x.p99 - b.p99).toFixed(1)} |`,
@@ -193,13 +249,17 @@ async function main(): Promise<void> {
     }
     const obm = { p50: median(ob.map((s) => s.p50)), p99: median(ob.map((s) => s.p99)) };
     const oxm = { p50: median(ox.map((s) => s.p50)), p99: median(ox.map((s) => s.p99)) };
-    openRows.push(`| ${c} | ${rate} | ${obm.p50.toFixed(1)} / ${obm.p99.toFixed(1)} | ${oxm.p50.toFixed(1)} / ${oxm.p99.toFixed(1)} | ${(oxm.p50 - obm.p50).toFixed(1)} | ${(oxm.p99 - obm.p99).toFixed(1)} |`);
+    openRows.push(
+      `| ${c} | ${rate} | ${obm.p50.toFixed(1)} / ${obm.p99.toFixed(1)} | ${oxm.p50.toFixed(1)} / ${oxm.p99.toFixed(1)} | ${(oxm.p50 - obm.p50).toFixed(1)} | ${(oxm.p99 - obm.p99).toFixed(1)} |`,
+    );
   }
   child.send('stop');
   await new Promise((r) => child.once('exit', r));
   process.stdout.write(
     [
-      `POST /process, no-op handler vs bare fastify echo; ${REQUESTS} requests x ${ROUNDS} rounds per cell, medians; node ${process.version}; server from ${useDist ? `dist/ (built ${fs.statSync(DIST).mtime.toISOString()})` : 'src/ (tsx)'}; load average ${loadavg().map((x) => x.toFixed(1)).join(' ')} at the end`,
+      `POST /process, no-op handler vs bare fastify echo; ${REQUESTS} requests x ${ROUNDS} rounds per cell, medians; node ${process.version}; server from ${useDist ? `dist/ (built ${fs.statSync(DIST).mtime.toISOString()})` : 'src/ (tsx)'}; load average ${loadavg()
+        .map((x) => x.toFixed(1))
+        .join(' ')} at the end`,
       '',
       '| clients | bare jobs/s | bare p50 / p99 ms | raas jobs/s | raas p50 / p99 ms | jobs/s ratio | added p99 ms (closed loop) |',
       '|---|---|---|---|---|---|---|',

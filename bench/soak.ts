@@ -34,11 +34,13 @@ const SANDBOX_SHARE = Number(flags['sandbox-share']);
 async function heapUsedMb(url: string, agent: http.Agent): Promise<number> {
   try {
     const text = await new Promise<string>((resolve, reject) => {
-      http.get(`${url}/metrics`, { agent }, (res) => {
-        let b = '';
-        res.on('data', (c: Buffer) => (b += c));
-        res.on('end', () => resolve(b));
-      }).on('error', reject);
+      http
+        .get(`${url}/metrics`, { agent }, (res) => {
+          let b = '';
+          res.on('data', (c: Buffer) => (b += c));
+          res.on('end', () => resolve(b));
+        })
+        .on('error', reject);
     });
     const m = /^nodejs_heap_size_used_bytes (\S+)$/m.exec(text);
     return m ? Number(m[1]) / 2 ** 20 : NaN;
@@ -56,10 +58,25 @@ async function main(): Promise<void> {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'raas-soak-'));
   const root = process.getuid?.() === 0 ? `/var/tmp/raas-soak-${process.pid}` : path.join(dir, 'sandboxes');
   const simCfg = path.join(dir, 'sim.yaml');
-  fs.writeFileSync(simCfg, 'latency:\n  decode_ms_per_token: 2\n  overhead_ms: 2\nfiller:\n  median_tokens: 48\n  sigma: 0.8\n  max_tokens: 256\n');
-  fs.writeFileSync(path.join(dir, 'server.yaml'), `journal:\n  dir: ${path.join(dir, 'journal')}\nsandbox:\n  runtime: bwrap\n  root: ${root}\nllm:\n  retries: 2\n  backoff_base_ms: 50\n  backoff_max_ms: 500\n  request_timeout_s: 30\n`);
+  fs.writeFileSync(
+    simCfg,
+    'latency:\n  decode_ms_per_token: 2\n  overhead_ms: 2\nfiller:\n  median_tokens: 48\n  sigma: 0.8\n  max_tokens: 256\n',
+  );
+  fs.writeFileSync(
+    path.join(dir, 'server.yaml'),
+    `journal:\n  dir: ${path.join(dir, 'journal')}\nsandbox:\n  runtime: bwrap\n  root: ${root}\nllm:\n  retries: 2\n  backoff_base_ms: 50\n  backoff_max_ms: 500\n  request_timeout_s: 30\n`,
+  );
   const sims: ServeProcess[] = await Promise.all([simProcess(['--config', simCfg]), simProcess(['--config', simCfg])]);
-  const server = await serveProcess(['--config', path.join(dir, 'server.yaml'), '--handler', HANDLERS, '--llm', ...sims.map((s) => s.url), '--workers-run', String(Math.max(64, CONCURRENCY))]);
+  const server = await serveProcess([
+    '--config',
+    path.join(dir, 'server.yaml'),
+    '--handler',
+    HANDLERS,
+    '--llm',
+    ...sims.map((s) => s.url),
+    '--workers-run',
+    String(Math.max(64, CONCURRENCY)),
+  ]);
   const agent = new http.Agent({ keepAlive: true, maxSockets: Infinity });
   const endAt = Date.now() + MINUTES * 60_000;
   const t0 = Date.now();
@@ -77,14 +94,21 @@ async function main(): Promise<void> {
       const sandboxed = Math.random() < SANDBOX_SHARE;
       const body = sandboxed
         ? { job_id: id, instance: { data_source: 'rel-sandbox', commands: ['echo $((6*7)) > a.txt; cat a.txt', 'echo SANDBOX-OK'] } }
-        : { job_id: id, instance: { data_source: 'chat', turns: 1 + (seq % 3), pass_rate: 0.5 }, sampling_params: { seed: seq, max_tokens_per_turn: 128 } };
+        : {
+            job_id: id,
+            instance: { data_source: 'chat', turns: 1 + (seq % 3), pass_rate: 0.5 },
+            sampling_params: { seed: seq, max_tokens_per_turn: 128 },
+          };
       try {
         const a = await httpPost(`${server.url}/process`, body, agent, 300_000);
         const key = a.status === 200 ? `200 critical_error=${a.body.critical_error}` : `${a.status} ${a.body?.error?.code}`;
         outcome.set(key, (outcome.get(key) ?? 0) + 1);
         if (a.status === 200) answered.set(id, (answered.get(id) ?? 0) + 1);
       } catch (err) {
-        outcome.set(`client error ${(err as Error).message.slice(0, 60)}`, (outcome.get(`client error ${(err as Error).message.slice(0, 60)}`) ?? 0) + 1);
+        outcome.set(
+          `client error ${(err as Error).message.slice(0, 60)}`,
+          (outcome.get(`client error ${(err as Error).message.slice(0, 60)}`) ?? 0) + 1,
+        );
       }
     }
   };
@@ -113,7 +137,9 @@ async function main(): Promise<void> {
       if (!sampling) return; // the run ended while /metrics answered: the server may be gone
       const sample = { t_s: Math.round((Date.now() - t0) / 1000), rss_mb: Math.round(rssMb(server.pid)), heap_mb: Math.round(heap), done };
       samples.push(sample);
-      process.stderr.write(`\rsoak ${sample.t_s} s: ${done} jobs answered, server RSS ${sample.rss_mb} MiB, heap ${sample.heap_mb} MiB, ${faults} backend kills   `);
+      process.stderr.write(
+        `\rsoak ${sample.t_s} s: ${done} jobs answered, server RSS ${sample.rss_mb} MiB, heap ${sample.heap_mb} MiB, ${faults} backend kills   `,
+      );
     });
   }, 5000);
 
@@ -147,7 +173,12 @@ async function main(): Promise<void> {
   const heap = samples.map((s) => s.heap_mb).filter((h) => Number.isFinite(h));
   // The heap's floor (its lowest sample, right after a major collection) in the third and the last
   // quarter of the run: the heap saws up and down between collections, so single samples say little.
-  const floor = (from: number, to: number): number => Math.min(...samples.filter((x) => x.t_s >= from * MINUTES * 60 && x.t_s < to * MINUTES * 60 && Number.isFinite(x.heap_mb)).map((x) => x.heap_mb));
+  const floor = (from: number, to: number): number =>
+    Math.min(
+      ...samples
+        .filter((x) => x.t_s >= from * MINUTES * 60 && x.t_s < to * MINUTES * 60 && Number.isFinite(x.heap_mb))
+        .map((x) => x.heap_mb),
+    );
   const result = {
     minutes: MINUTES,
     concurrency: CONCURRENCY,
@@ -171,7 +202,9 @@ async function main(): Promise<void> {
   process.stdout.write(JSON.stringify({ ...result, samples: undefined }, null, 2) + '\n');
   // Flat: the floor in the last quarter is within 10 % of the floor in the third.
   const { third_quarter: q3, last_quarter: q4 } = result.heap_floor_mb;
-  process.stdout.write(`memory: heap floor ${q3} MiB in the third quarter of the run, ${q4} MiB in the last: ${q4 <= q3 * 1.1 ? 'flat' : 'GROWS'}\n`);
+  process.stdout.write(
+    `memory: heap floor ${q3} MiB in the third quarter of the run, ${q4} MiB in the last: ${q4 <= q3 * 1.1 ? 'flat' : 'GROWS'}\n`,
+  );
   if (flags.out) fs.writeFileSync(flags.out, JSON.stringify(result, null, 2) + '\n');
   fs.rmSync(dir, { recursive: true, force: true });
   fs.rmSync(root, { recursive: true, force: true });

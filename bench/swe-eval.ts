@@ -44,7 +44,11 @@ function stat(name: string, xs: number[]): Stat {
   return { name, n: s.length, p50: s[Math.floor((s.length - 1) / 2)]!, min: s[0]!, max: s[s.length - 1]! };
 }
 
-const git = (cwd: string, ...args: string[]): string => execFileSync('git', ['-c', 'user.name=raas', '-c', 'user.email=raas@localhost', '-c', 'init.defaultBranch=main', ...args], { cwd, encoding: 'utf8' });
+const git = (cwd: string, ...args: string[]): string =>
+  execFileSync('git', ['-c', 'user.name=raas', '-c', 'user.email=raas@localhost', '-c', 'init.defaultBranch=main', ...args], {
+    cwd,
+    encoding: 'utf8',
+  });
 
 /** The repository as a files map: the package and its tests (text files). */
 function filesOf(dir: string): Record<string, string> {
@@ -88,7 +92,10 @@ function phaseOf(argv: readonly string[]): string {
 }
 
 function loadavg(): string {
-  return os.loadavg().map((x) => x.toFixed(2)).join(' ');
+  return os
+    .loadavg()
+    .map((x) => x.toFixed(2))
+    .join(' ');
 }
 
 async function main(): Promise<void> {
@@ -104,10 +111,18 @@ async function main(): Promise<void> {
     git(repo, 'init', '-q', '.');
     git(repo, 'add', '-A');
     git(repo, 'commit', '-q', '-m', 'sortedcontainers 2.4.0');
-    const suites = fs.readdirSync(path.join(repo, 'tests')).filter((f) => /^test_coverage_.*\.py$/.test(f)).sort().map((f) => `tests/${f}`);
+    const suites = fs
+      .readdirSync(path.join(repo, 'tests'))
+      .filter((f) => /^test_coverage_.*\.py$/.test(f))
+      .sort()
+      .map((f) => `tests/${f}`);
     const direct = (): { ms: number; log: string } => {
       const t = performance.now();
-      const r = spawnSync('bash', ['-c', `exec 2>&1; ${COMMAND} "$@"`, 'x', ...suites], { cwd: repo, encoding: 'utf8', env: { PATH: '/usr/bin:/bin', HOME: tmp, PYTHONDONTWRITEBYTECODE: '1' } });
+      const r = spawnSync('bash', ['-c', `exec 2>&1; ${COMMAND} "$@"`, 'x', ...suites], {
+        cwd: repo,
+        encoding: 'utf8',
+        env: { PATH: '/usr/bin:/bin', HOME: tmp, PYTHONDONTWRITEBYTECODE: '1' },
+      });
       return { ms: performance.now() - t, log: r.stdout };
     };
     const first = parseLog('pytest', direct().log);
@@ -115,11 +130,22 @@ async function main(): Promise<void> {
     if (passing.length < 201) throw new Error(`bench:swe-eval: expected ≥ 201 passing tests, got ${passing.length}`);
     const [f2p, ...p2p] = passing as [string, ...string[]];
     const keep = patchOf(repo, 'sortedcontainers/sortedlist.py', (s) => s.replace('"""Sorted List\n', '"""Sorted List (benchmarked)\n'));
-    const breaking = patchOf(repo, 'sortedcontainers/sortedlist.py', (s) => s.replace('        return self.__class__(self)\n\n    __copy__ = copy\n', '        return self.__class__(self)\n\n    def __copy__(self):\n        return self.__class__(list(self)[1:])\n'));
+    const breaking = patchOf(repo, 'sortedcontainers/sortedlist.py', (s) =>
+      s.replace(
+        '        return self.__class__(self)\n\n    __copy__ = copy\n',
+        '        return self.__class__(self)\n\n    def __copy__(self):\n        return self.__class__(list(self)[1:])\n',
+      ),
+    );
     execFileSync('chmod', ['-R', 'a+rX', tmp]);
 
     // The instance a researcher would send: files, the test command, the ids (appended as arguments).
-    const inst: SweInstance = SweInstanceSchema.parse({ problem_statement: 'bench', files: filesOf(repo), test_command: COMMAND, FAIL_TO_PASS: [f2p], PASS_TO_PASS: p2p });
+    const inst: SweInstance = SweInstanceSchema.parse({
+      problem_statement: 'bench',
+      files: filesOf(repo),
+      test_command: COMMAND,
+      FAIL_TO_PASS: [f2p],
+      PASS_TO_PASS: p2p,
+    });
     const opened: Sandbox[] = [];
     // Where EVAL's time goes: each process it starts in the sandbox, by what it is, per run.
     let phases = new Map<string, number>();
@@ -169,8 +195,11 @@ async function main(): Promise<void> {
       let inSandbox = 0;
       for (const v of phases.values()) inSandbox += v;
       phases.set('the rest: host side (repository files, log parsing, report) and sandbox close', ms - inSandbox);
-      const failed = Object.entries({ ...r.details.FAIL_TO_PASS, ...r.details.PASS_TO_PASS }).filter(([, s]) => s !== 'PASSED').map(([k]) => k);
-      if (r.filter_reason) throw new Error(`bench:swe-eval: EVAL filtered the run (${r.filter_reason}): ${JSON.stringify(r.details).slice(0, 2000)}`);
+      const failed = Object.entries({ ...r.details.FAIL_TO_PASS, ...r.details.PASS_TO_PASS })
+        .filter(([, s]) => s !== 'PASSED')
+        .map(([k]) => k);
+      if (r.filter_reason)
+        throw new Error(`bench:swe-eval: EVAL filtered the run (${r.filter_reason}): ${JSON.stringify(r.details).slice(0, 2000)}`);
       return { ms, failed, resolved: r.resolved, phases };
     };
 
@@ -185,7 +214,11 @@ async function main(): Promise<void> {
     const inside = await rt.open({ network: false, tools: [], files: filesOf(repo) });
     const insideRun = async (): Promise<number> => {
       const t = performance.now();
-      await inside.exec(['bash', '--noprofile', '--norc', '-c', `exec 2>&1; ${COMMAND} "$@"`, 'x', ...suites], { timeout_s: 300, env: { HOME: '/tmp', PYTHONDONTWRITEBYTECODE: '1' }, maxOutputBytes: 16 << 20 });
+      await inside.exec(['bash', '--noprofile', '--norc', '-c', `exec 2>&1; ${COMMAND} "$@"`, 'x', ...suites], {
+        timeout_s: 300,
+        env: { HOME: '/tmp', PYTHONDONTWRITEBYTECODE: '1' },
+        maxOutputBytes: 16 << 20,
+      });
       return performance.now() - t;
     };
     // One warm-up of each, then interleaved so load changes hit all four alike.
@@ -227,7 +260,14 @@ async function main(): Promise<void> {
       '',
       '| phase | p50 ms | min ms | max ms |',
       '|---|---:|---:|---:|',
-      ...[...new Set(aPhases.flatMap((m) => [...m.keys()]))].map((k) => stat(k, aPhases.map((m) => m.get(k) ?? 0))).map((r) => `| ${r.name} | ${r.p50.toFixed(0)} | ${r.min.toFixed(0)} | ${r.max.toFixed(0)} |`),
+      ...[...new Set(aPhases.flatMap((m) => [...m.keys()]))]
+        .map((k) =>
+          stat(
+            k,
+            aPhases.map((m) => m.get(k) ?? 0),
+          ),
+        )
+        .map((r) => `| ${r.name} | ${r.p50.toFixed(0)} | ${r.min.toFixed(0)} | ${r.max.toFixed(0)} |`),
       '',
       `(a) resolved ${aOut?.resolved}, failing ${aOut?.failed.length}; (b) resolved ${bOut?.resolved}, failing ${JSON.stringify(bOut?.failed)}`,
       `load average now: ${loadavg()}`,

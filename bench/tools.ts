@@ -56,7 +56,10 @@ async function main(): Promise<void> {
   };
 
   const bwrap = createSandboxRuntime({ runtime: 'bwrap' });
-  const proc = createSandboxRuntime({ runtime: 'process' }, { log: { warn: () => undefined, info: () => undefined, debug: () => undefined, error: () => undefined } });
+  const proc = createSandboxRuntime(
+    { runtime: 'process' },
+    { log: { warn: () => undefined, info: () => undefined, debug: () => undefined, error: () => undefined } },
+  );
 
   // (a) full path in bwrap
   const sb = await bwrap.open({});
@@ -80,7 +83,10 @@ async function main(): Promise<void> {
   log(stat('(c) echo hi, fresh bash -c spawn', await time(quick ? 50 : 200, 5, () => run('/bin/bash', ['-c', 'echo hi']))));
 
   // (e) start until the tool server answers
-  for (const [name, rt] of [['bwrap', bwrap], ['process', proc]] as const) {
+  for (const [name, rt] of [
+    ['bwrap', bwrap],
+    ['process', proc],
+  ] as const) {
     const xs: number[] = [];
     const n = quick ? 10 : 30;
     for (let i = 0; i < n + 2; i++) {
@@ -117,20 +123,56 @@ async function main(): Promise<void> {
 
   // (e) floors measured in the same run: what any node process costs to start, on the host and in bwrap.
   const id = process.getuid?.() === 0 ? resolveIdentity('raas-sandbox') : undefined;
-  const floorArgs = ['--unshare-user', '--unshare-pid', '--unshare-ipc', '--unshare-uts', '--unshare-net', '--die-with-parent', '--new-session', '--clearenv',
-    '--ro-bind', '/usr', '/usr', '--symlink', 'usr/bin', '/bin', '--symlink', 'usr/lib', '/lib', '--symlink', 'usr/lib64', '/lib64', '--ro-bind', '/etc', '/etc',
-    '--proc', '/proc', '--dev', '/dev'];
+  const floorArgs = [
+    '--unshare-user',
+    '--unshare-pid',
+    '--unshare-ipc',
+    '--unshare-uts',
+    '--unshare-net',
+    '--die-with-parent',
+    '--new-session',
+    '--clearenv',
+    '--ro-bind',
+    '/usr',
+    '/usr',
+    '--symlink',
+    'usr/bin',
+    '/bin',
+    '--symlink',
+    'usr/lib',
+    '/lib',
+    '--symlink',
+    'usr/lib64',
+    '/lib64',
+    '--ro-bind',
+    '/etc',
+    '/etc',
+    '--proc',
+    '/proc',
+    '--dev',
+    '/dev',
+  ];
   const spawnWait = (file: string, args: string[], asSandbox: boolean): Promise<void> =>
     new Promise((resolve, reject) => {
       // The same clean environment the tool server gets (no NODE_OPTIONS or CA bundles from the host).
-      const c = spawn(file, args, { stdio: 'ignore', env: { PATH: '/usr/bin:/bin' }, uid: asSandbox ? id?.uid : undefined, gid: asSandbox ? id?.gid : undefined });
+      const c = spawn(file, args, {
+        stdio: 'ignore',
+        env: { PATH: '/usr/bin:/bin' },
+        uid: asSandbox ? id?.uid : undefined,
+        gid: asSandbox ? id?.gid : undefined,
+      });
       c.on('error', reject);
       c.on('exit', () => resolve());
     });
   const nFloor = quick ? 10 : 30;
   log(stat('(e) floor: node -e 0 on the host', await time(nFloor, 2, () => spawnWait(process.execPath, ['-e', '0'], false))));
   log(stat('(e) floor: bwrap … true', await time(nFloor, 2, () => spawnWait('bwrap', [...floorArgs, '/usr/bin/true'], true))));
-  log(stat('(e) floor: bwrap … node -e 0', await time(nFloor, 2, () => spawnWait('bwrap', [...floorArgs, process.execPath, '-e', '0'], true))));
+  log(
+    stat(
+      '(e) floor: bwrap … node -e 0',
+      await time(nFloor, 2, () => spawnWait('bwrap', [...floorArgs, process.execPath, '-e', '0'], true)),
+    ),
+  );
   await bwrap.close();
   await proc.close();
 

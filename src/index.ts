@@ -12,10 +12,27 @@ export { qwen3Tokenizer, makeTokenizer, loadTokenizer, auditDrift } from './toke
 export type { Tokenizer, ChatMessage, ToolDefinition, DriftReport } from './tokens/index.js';
 
 // rollout server
-export { startRolloutServer, HandlerRegistry, builtinHandlers, loadHandlerModules, chatHandler, BackendPool, ServerConfig, loadServerConfig } from './server/index.js';
+export {
+  startRolloutServer,
+  HandlerRegistry,
+  builtinHandlers,
+  loadHandlerModules,
+  chatHandler,
+  BackendPool,
+  ServerConfig,
+  loadServerConfig,
+} from './server/index.js';
 export type { RolloutServer, RolloutServerOptions, ServerConfigInput } from './server/index.js';
 export type {
-  AgentHandler, AdmissionEnv, StageContext, RunContext, EvalContext, InitResult, RunResult, EvalResult, Logger,
+  AgentHandler,
+  AdmissionEnv,
+  StageContext,
+  RunContext,
+  EvalContext,
+  InitResult,
+  RunResult,
+  EvalResult,
+  Logger,
 } from './server/handlers/types.js';
 export type { LlmSession, GenerateRequest, GenerateResult } from './server/llm/types.js';
 
@@ -32,7 +49,14 @@ export { sweHandler } from './server/handlers/swe/index.js';
 // sandboxes
 export { createSandboxRuntime, SandboxConfig, LoopbackLeases, ImageCache } from './server/sandbox/index.js';
 export type {
-  SandboxConfigInput, Sandbox, SandboxRuntime, SandboxSpec, BashResult, PythonResult, EditOp, EditResult,
+  SandboxConfigInput,
+  Sandbox,
+  SandboxRuntime,
+  SandboxSpec,
+  BashResult,
+  PythonResult,
+  EditOp,
+  EditResult,
 } from './server/sandbox/index.js';
 
 // simulated backend

@@ -10,5 +10,6 @@ import path from 'node:path';
 export default function setup(): void {
   const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
   const r = spawnSync(path.join(root, 'node_modules/.bin/tsc'), ['-p', 'tsconfig.json'], { cwd: root, encoding: 'utf8' });
-  if (r.status !== 0) process.stderr.write(`global-setup: tsc reported errors (files still emitted):\n${(r.stdout ?? '').slice(0, 4000)}\n`);
+  if (r.status !== 0)
+    process.stderr.write(`global-setup: tsc reported errors (files still emitted):\n${(r.stdout ?? '').slice(0, 4000)}\n`);
 }

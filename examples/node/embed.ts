@@ -43,8 +43,10 @@ async function main(): Promise<void> {
     for await (const batch of coordinator.batches()) {
       const r = train(batch);
       const s = batch.stats;
-      console.log(`step ${batch.step} (policy v${batch.policy_version}): ${batch.groups.length} groups, ${r.tokens} model tokens, ` +
-        `filtered ${s.filtered}, carried over ${s.carried_over}, mean |advantage| ${r.meanAbsAdvantage.toFixed(3)}`);
+      console.log(
+        `step ${batch.step} (policy v${batch.policy_version}): ${batch.groups.length} groups, ${r.tokens} model tokens, ` +
+          `filtered ${s.filtered}, carried over ${s.carried_over}, mean |advantage| ${r.meanAbsAdvantage.toFixed(3)}`,
+      );
       const { policy_version } = await coordinator.updateWeights({});
       console.log(`  weights updated: policy v${policy_version}`);
     }

@@ -78,8 +78,17 @@ export class RolloutFleet {
       let reject!: (e: unknown) => void;
       const promise = new Promise<Result>((res, rej) => ((resolve = res), (reject = rej)));
       const job: JobRec = {
-        id, req: { ...r, job_id: id, attach: true }, group, attempt: undefined, former: new Set(),
-        cancelRequested: false, refusals: 0, settled: false, promise, resolve, reject,
+        id,
+        req: { ...r, job_id: id, attach: true },
+        group,
+        attempt: undefined,
+        former: new Set(),
+        cancelRequested: false,
+        refusals: 0,
+        settled: false,
+        promise,
+        resolve,
+        reject,
       };
       this.jobs.set(id, job);
       group.jobs.push(job);
@@ -113,7 +122,9 @@ export class RolloutFleet {
     try {
       await server.client.cancel(jobId); // an id that ended meanwhile answers too: its result is on the way
     } catch (err) {
-      this.settle(job, { error: new CancelledError(`job ${jobId} cancelled locally: ${server.url} did not acknowledge (${(err as Error).message})`) });
+      this.settle(job, {
+        error: new CancelledError(`job ${jobId} cancelled locally: ${server.url} did not acknowledge (${(err as Error).message})`),
+      });
     }
   }
 
@@ -137,7 +148,10 @@ export class RolloutFleet {
     const other = errors.find((e) => e !== undefined && !(e instanceof RaasError && e.code === 'server_unreachable'));
     if (other) throw other;
     if (this.list.every((s) => s.runSize === undefined)) {
-      throw new RaasError('server_unreachable', `no rollout server answers GET /status (${this.list.map((s) => s.url).join(', ')}); start \`raas serve\` or check the servers' URLs`);
+      throw new RaasError(
+        'server_unreachable',
+        `no rollout server answers GET /status (${this.list.map((s) => s.url).join(', ')}); start \`raas serve\` or check the servers' URLs`,
+      );
     }
   }
 
@@ -227,7 +241,8 @@ export class RolloutFleet {
     server.client.process(job.req, { signal: attempt.ac.signal, cancelOnAbort: false }).then(
       (result) => {
         this.release(attempt);
-        if (job.settled) this.counters.duplicates++; // e.g. the cancelled copy after a recovery
+        if (job.settled)
+          this.counters.duplicates++; // e.g. the cancelled copy after a recovery
         else if (job.attempt !== attempt) return;
         else if (result.critical_error === 'cancelled' && !job.cancelRequested && this.relocate(job, server)) return;
         else this.settle(job, { result });
@@ -380,9 +395,10 @@ export class RolloutFleet {
   /** Tells the owner (on a later microtask, outside whatever handler changed it) that the live capacity may differ. */
   private changed(): void {
     const fn = this.onChange;
-    if (fn && !this.closing) queueMicrotask(() => {
-      if (!this.closing) fn();
-    });
+    if (fn && !this.closing)
+      queueMicrotask(() => {
+        if (!this.closing) fn();
+      });
   }
 
   private async check(server: ServerState): Promise<void> {

@@ -88,8 +88,16 @@ export async function withRetries<T>(attempt: (n: number) => Promise<T>, opts: R
 
 /** Node error codes that mean "the connection failed", never "the server refused the request". */
 const CONNECTION_CODES = new Set([
-  'ECONNREFUSED', 'ECONNRESET', 'EPIPE', 'ETIMEDOUT', 'EHOSTUNREACH', 'ENETUNREACH', 'EAI_AGAIN', 'ECONNABORTED',
-  'UND_ERR_SOCKET', 'EADDRNOTAVAIL',
+  'ECONNREFUSED',
+  'ECONNRESET',
+  'EPIPE',
+  'ETIMEDOUT',
+  'EHOSTUNREACH',
+  'ENETUNREACH',
+  'EAI_AGAIN',
+  'ECONNABORTED',
+  'UND_ERR_SOCKET',
+  'EADDRNOTAVAIL',
 ]);
 
 /** True when `err` (a got RequestError or a Node socket error) is a connection failure. */

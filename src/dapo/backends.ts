@@ -38,12 +38,25 @@ export async function registerBackends(
   const timeout = opts.probe_timeout_ms ?? LIVE_PROBE_MS;
   const up = await Promise.all(clients.map((c) => c.health({ timeout_ms: timeout, signal: opts.signal })));
   const live = clients.filter((_, i) => up[i]);
-  const skipped = clients.filter((_, i) => !up[i]).map((c) => ({ rollout_server: c.url, error: `no answer to GET /health within ${timeout} ms` }));
+  const skipped = clients
+    .filter((_, i) => !up[i])
+    .map((c) => ({ rollout_server: c.url, error: `no answer to GET /health within ${timeout} ms` }));
   if (live.length === 0) {
-    throw new RaasError('server_unreachable', `placement: no rollout server answers GET /health (${clients.map((c) => c.url).join(', ')}); start \`raas serve\` or check the servers' URLs`);
+    throw new RaasError(
+      'server_unreachable',
+      `placement: no rollout server answers GET /health (${clients.map((c) => c.url).join(', ')}); start \`raas serve\` or check the servers' URLs`,
+    );
   }
-  const { plan, applied } = await place(live.map((c) => ({ url: c.url })), backends.map(normaliseBackend), {
-    clients: live, weight_version: weightVersion, mode, skip_unreachable: true, signal: opts.signal,
-  });
+  const { plan, applied } = await place(
+    live.map((c) => ({ url: c.url })),
+    backends.map(normaliseBackend),
+    {
+      clients: live,
+      weight_version: weightVersion,
+      mode,
+      skip_unreachable: true,
+      signal: opts.signal,
+    },
+  );
   return { plan, applied, skipped: [...skipped, ...applied.skipped] };
 }

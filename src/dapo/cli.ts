@@ -31,67 +31,126 @@ export function registerTrain(program: Command): void {
   program
     .command('train')
     .description('run DAPO training steps: embedded (local rollout server + simulated backends) or against configured servers')
-    .argument('[config]', 'training config (YAML); optional with --resume (the run directory\'s config.json is used)')
-    .option('--smoke', 'CI smoke run: the config\'s smoke overrides (fewer steps)')
+    .argument('[config]', "training config (YAML); optional with --resume (the run directory's config.json is used)")
+    .option('--smoke', "CI smoke run: the config's smoke overrides (fewer steps)")
     .option('--steps <n>', 'override steps', intArg('--steps', { min: 1 }))
     .option('--set <key=value>', SET_HELP, collect)
     .option('--name <name>', 'override the run name (runs/<name>/)')
     .option('--output-dir <dir>', 'override output_dir')
-    .option('--resume <run-dir>', 'continue an interrupted run from <run-dir>/checkpoint.json: re-attach to its jobs in flight, append to its outputs')
-    .option('--metrics-port <port>', 'serve the coordinator\'s Prometheus metrics on 127.0.0.1:<port>/metrics (0: a free port, printed)', (v) => metricsPort(v))
-    .option('--progress-interval-s <s>', 'when stderr is not a terminal, a progress line every <s> seconds while a step waits (0: none)', intArg('--progress-interval-s', { min: 0 }), 30)
-    .action(async (file: string | undefined, o: { smoke?: boolean; steps?: number; name?: string; outputDir?: string; metricsPort?: number; resume?: string; set?: string[]; progressIntervalS: number }) => {
-      if (file === undefined && !o.resume) throw new RaasError('config_invalid', 'raas train: give a training config (raas train <config>) or a run to continue (raas train --resume <run-dir>)');
-      if (o.resume && o.outputDir) throw new RaasError('config_invalid', '--output-dir: not with --resume (a resumed run writes into its own directory)');
-      if (o.resume && o.smoke) throw new RaasError('config_invalid', '--smoke: not with --resume (the run keeps the n and batch_size it started with; --steps sets how many steps)');
-      // --resume without a config: --set applies to the run's own config.json.
-      const source = file ?? (o.resume && o.set?.length ? path.join(o.resume, 'config.json') : undefined);
-      let cfg = source === undefined ? undefined : loadTrainConfig(source, { ...(o.name ? { name: o.name } : {}), ...(o.outputDir ? { output_dir: o.outputDir } : {}) }, o.set);
-      const plan = o.resume ? await planResume(o.resume, cfg) : undefined;
-      cfg = plan?.cfg ?? cfg!;
-      if (o.smoke) cfg = applySmoke(cfg);
-      if (o.steps !== undefined) {
-        if (!Number.isInteger(o.steps) || o.steps < 1) throw new RaasError('config_invalid', '--steps: expected a positive integer');
-        cfg = { ...cfg, steps: o.steps };
-      }
-      if (plan && plan.resume.checkpoint.steps_done >= cfg.steps) {
-        process.stderr.write(`raas train: ${plan.resume.dir} already finished ${plural(plan.resume.checkpoint.steps_done, 'step')} of ${cfg.steps}; ask for more with --steps\n`);
-        return;
-      }
-      const runDir = plan?.resume.dir ?? path.resolve(cfg.output_dir, cfg.name);
-      const { signal, dispose } = interruptSignal();
-      let prom: MetricsServer | undefined;
-      try {
-        const metrics = o.metricsPort === undefined ? undefined : new CoordinatorMetrics();
-        if (metrics) {
-          prom = await serveMetrics(metrics.registry, o.metricsPort!);
-          process.stderr.write(`raas train: Prometheus metrics on ${prom.url}\n`);
+    .option(
+      '--resume <run-dir>',
+      'continue an interrupted run from <run-dir>/checkpoint.json: re-attach to its jobs in flight, append to its outputs',
+    )
+    .option(
+      '--metrics-port <port>',
+      "serve the coordinator's Prometheus metrics on 127.0.0.1:<port>/metrics (0: a free port, printed)",
+      (v) => metricsPort(v),
+    )
+    .option(
+      '--progress-interval-s <s>',
+      'when stderr is not a terminal, a progress line every <s> seconds while a step waits (0: none)',
+      intArg('--progress-interval-s', { min: 0 }),
+      30,
+    )
+    .action(
+      async (
+        file: string | undefined,
+        o: {
+          smoke?: boolean;
+          steps?: number;
+          name?: string;
+          outputDir?: string;
+          metricsPort?: number;
+          resume?: string;
+          set?: string[];
+          progressIntervalS: number;
+        },
+      ) => {
+        if (file === undefined && !o.resume)
+          throw new RaasError(
+            'config_invalid',
+            'raas train: give a training config (raas train <config>) or a run to continue (raas train --resume <run-dir>)',
+          );
+        if (o.resume && o.outputDir)
+          throw new RaasError('config_invalid', '--output-dir: not with --resume (a resumed run writes into its own directory)');
+        if (o.resume && o.smoke)
+          throw new RaasError(
+            'config_invalid',
+            '--smoke: not with --resume (the run keeps the n and batch_size it started with; --steps sets how many steps)',
+          );
+        // --resume without a config: --set applies to the run's own config.json.
+        const source = file ?? (o.resume && o.set?.length ? path.join(o.resume, 'config.json') : undefined);
+        let cfg =
+          source === undefined
+            ? undefined
+            : loadTrainConfig(source, { ...(o.name ? { name: o.name } : {}), ...(o.outputDir ? { output_dir: o.outputDir } : {}) }, o.set);
+        const plan = o.resume ? await planResume(o.resume, cfg) : undefined;
+        cfg = plan?.cfg ?? cfg!;
+        if (o.smoke) cfg = applySmoke(cfg);
+        if (o.steps !== undefined) {
+          if (!Number.isInteger(o.steps) || o.steps < 1) throw new RaasError('config_invalid', '--steps: expected a positive integer');
+          cfg = { ...cfg, steps: o.steps };
         }
-        const s = await runTraining(cfg, { signal, stderr: process.stderr, metrics, progressIntervalS: o.progressIntervalS, ...(plan ? { resume: plan.resume } : {}) });
-        const first = s.first_mean_reward as number | undefined;
-        const last = s.last_mean_reward as number | undefined;
-        process.stderr.write(`raas train: ${plural(s.steps.length, 'step')} in ${(s.wall_s as number).toFixed(1)}s; mean reward ${first?.toFixed(3)} → ${last?.toFixed(3)}; outputs in ${s.run_dir}\n`);
-        process.stdout.write(JSON.stringify({ run_dir: s.run_dir, steps: s.steps.length, first_mean_reward: first, last_mean_reward: last, waste_fraction: s.waste_fraction }) + '\n');
-      } catch (err) {
-        if (err instanceof TrainerCommandError) {
-          process.stderr.write(`raas train: ${err.message}\nraas train: continue the run with: raas train --resume ${runDir}\n`);
-          process.exitCode = err.exitCode;
+        if (plan && plan.resume.checkpoint.steps_done >= cfg.steps) {
+          process.stderr.write(
+            `raas train: ${plan.resume.dir} already finished ${plural(plan.resume.checkpoint.steps_done, 'step')} of ${cfg.steps}; ask for more with --steps\n`,
+          );
           return;
         }
-        if (signal.aborted) {
-          const kept = cfg.embedded === false ? 'jobs in flight keep running on the rollout servers and are re-attached by the resume' : 'the embedded servers and their jobs were stopped';
-          process.stderr.write(`raas train: interrupted; ${kept}; continue with: raas train --resume ${runDir}\n`);
-          process.exitCode = 130;
-          return;
+        const runDir = plan?.resume.dir ?? path.resolve(cfg.output_dir, cfg.name);
+        const { signal, dispose } = interruptSignal();
+        let prom: MetricsServer | undefined;
+        try {
+          const metrics = o.metricsPort === undefined ? undefined : new CoordinatorMetrics();
+          if (metrics) {
+            prom = await serveMetrics(metrics.registry, o.metricsPort!);
+            process.stderr.write(`raas train: Prometheus metrics on ${prom.url}\n`);
+          }
+          const s = await runTraining(cfg, {
+            signal,
+            stderr: process.stderr,
+            metrics,
+            progressIntervalS: o.progressIntervalS,
+            ...(plan ? { resume: plan.resume } : {}),
+          });
+          const first = s.first_mean_reward as number | undefined;
+          const last = s.last_mean_reward as number | undefined;
+          process.stderr.write(
+            `raas train: ${plural(s.steps.length, 'step')} in ${(s.wall_s as number).toFixed(1)}s; mean reward ${first?.toFixed(3)} → ${last?.toFixed(3)}; outputs in ${s.run_dir}\n`,
+          );
+          process.stdout.write(
+            JSON.stringify({
+              run_dir: s.run_dir,
+              steps: s.steps.length,
+              first_mean_reward: first,
+              last_mean_reward: last,
+              waste_fraction: s.waste_fraction,
+            }) + '\n',
+          );
+        } catch (err) {
+          if (err instanceof TrainerCommandError) {
+            process.stderr.write(`raas train: ${err.message}\nraas train: continue the run with: raas train --resume ${runDir}\n`);
+            process.exitCode = err.exitCode;
+            return;
+          }
+          if (signal.aborted) {
+            const kept =
+              cfg.embedded === false
+                ? 'jobs in flight keep running on the rollout servers and are re-attached by the resume'
+                : 'the embedded servers and their jobs were stopped';
+            process.stderr.write(`raas train: interrupted; ${kept}; continue with: raas train --resume ${runDir}\n`);
+            process.exitCode = 130;
+            return;
+          }
+          throw err;
+        } finally {
+          dispose();
+          await prom?.close();
         }
-        throw err;
-      } finally {
-        dispose();
-        await prom?.close();
-      }
-      // Everything is closed; exit now rather than wait on a stray keep-alive handle.
-      process.exit(process.exitCode ?? 0);
-    });
+        // Everything is closed; exit now rather than wait on a stray keep-alive handle.
+        process.exit(process.exitCode ?? 0);
+      },
+    );
 
   program
     .command('eval')
@@ -107,7 +166,8 @@ export function registerTrain(program: Command): void {
       const { signal, dispose } = interruptSignal();
       try {
         const report = await runEval(cfg, {
-          signal, tag: o.tag,
+          signal,
+          tag: o.tag,
           onProgress: (d, t) => process.stderr.isTTY && process.stderr.write(`\reval: ${d}/${t} prompts`),
         });
         if (process.stderr.isTTY) process.stderr.write('\n');
@@ -115,7 +175,9 @@ export function registerTrain(program: Command): void {
         await mkdir(path.dirname(path.resolve(out)), { recursive: true });
         await writeFile(out, JSON.stringify(report, null, 2) + '\n');
         for (const [ds, r] of Object.entries(report.data_sources)) {
-          process.stderr.write(`${ds.padEnd(12)} prompts ${r.prompts}  pass@1 ${r.pass_at_1.toFixed(3)}  pass@${report.n} ${r.pass_at_n.toFixed(3)}  errors ${r.errors}\n`);
+          process.stderr.write(
+            `${ds.padEnd(12)} prompts ${r.prompts}  pass@1 ${r.pass_at_1.toFixed(3)}  pass@${report.n} ${r.pass_at_n.toFixed(3)}  errors ${r.errors}\n`,
+          );
         }
         process.stdout.write(JSON.stringify(report) + '\n');
       } catch (err) {
@@ -133,6 +195,7 @@ export function registerTrain(program: Command): void {
 /** --metrics-port: an integer 0..65535 (0 picks a free port). */
 function metricsPort(v: string): number {
   const n = Number(v);
-  if (!/^\d+$/.test(v.trim()) || !Number.isInteger(n) || n > 65535) throw new RaasError('config_invalid', `--metrics-port: expected a port number 0..65535, got "${v}"`);
+  if (!/^\d+$/.test(v.trim()) || !Number.isInteger(n) || n > 65535)
+    throw new RaasError('config_invalid', `--metrics-port: expected a port number 0..65535, got "${v}"`);
   return n;
 }

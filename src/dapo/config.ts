@@ -26,7 +26,10 @@ export function parseTrainConfig(input: unknown, source: string | IssueSource = 
     // What embedded mode hands to startSim, startRolloutServer and the sandboxes, checked now rather than ~10 s later.
     () => emb?.sim !== undefined && isMapping(emb.sim) && checkConfig(SimOptions, emb.sim, src, ['embedded', 'sim']),
     () => emb?.server !== undefined && isMapping(emb.server) && checkConfig(ServerConfig, emb.server, src, ['embedded', 'server']),
-    () => isMapping(emb?.server) && isMapping(emb.server.sandbox) && checkConfig(SandboxConfig, emb.server.sandbox, src, ['embedded', 'server', 'sandbox']),
+    () =>
+      isMapping(emb?.server) &&
+      isMapping(emb.server.sandbox) &&
+      checkConfig(SandboxConfig, emb.server.sandbox, src, ['embedded', 'server', 'sandbox']),
   ]);
   const c = cfg!;
   const apis = new Set<LlmApi>(typeof c.embedded === 'object' ? [c.embedded.api] : c.embedded ? ['vllm'] : []);
@@ -45,7 +48,10 @@ function selectionProblems(c: TrainConfig): string[] {
   const out: string[] = [];
   if (a.min > a.max) out.push(`\`selection.adaptive_n.min\`: ${a.min} is above \`selection.adaptive_n.max\` (${a.max}); set min ≤ max`);
   if (c.n < 2) out.push(`\`selection.adaptive_n\`: needs n ≥ 2 (a group of one is never informative), got n=${c.n}`);
-  if (a.batch === 'fixed' && a.max < c.n) out.push(`\`selection.adaptive_n.max\`: ${a.max} is below n=${c.n}; a fixed batch keeps n rollouts per group, so groups grow from n up to max (set max ≥ n)`);
+  if (a.batch === 'fixed' && a.max < c.n)
+    out.push(
+      `\`selection.adaptive_n.max\`: ${a.max} is below n=${c.n}; a fixed batch keeps n rollouts per group, so groups grow from n up to max (set max ≥ n)`,
+    );
   return out;
 }
 

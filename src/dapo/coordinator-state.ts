@@ -15,7 +15,11 @@ export function coordinatorState(core: DapoCore, cfg: TrainConfig, where: (g: Gr
     .map((g) => {
       const server = where(g);
       return {
-        index: g.index, state: g.state as 'running' | 'buffered', prompt: g.prompt, submitted_version: g.submittedVersion, submitted_step: g.submittedStep,
+        index: g.index,
+        state: g.state as 'running' | 'buffered',
+        prompt: g.prompt,
+        submitted_version: g.submittedVersion,
+        submitted_step: g.submittedStep,
         ...(server ? { server } : {}),
         results: g.results.map((r) => r ?? null),
         in_flight: g.requests.filter((_, k) => g.results[k] === undefined).map((q) => q.job_id!),
@@ -23,9 +27,16 @@ export function coordinatorState(core: DapoCore, cfg: TrainConfig, where: (g: Gr
       };
     });
   return {
-    format: 'raas.coordinator/1', name: cfg.name, policy_version: core.version, step: core.step, next_group_index: core.nextIndex,
+    format: 'raas.coordinator/1',
+    name: cfg.name,
+    policy_version: core.version,
+    step: core.step,
+    next_group_index: core.nextIndex,
     // Copies: the state may be serialised later (a sidecar answer) while results keep arriving.
-    cursor: { ...core.dataset.cursor }, groups, prompts: core.history.all().map((r) => ({ ...r, groups: [...r.groups] })), selector: core.selector.state(),
+    cursor: { ...core.dataset.cursor },
+    groups,
+    prompts: core.history.all().map((r) => ({ ...r, groups: [...r.groups] })),
+    selector: core.selector.state(),
     saved_at: new Date().toISOString(),
   };
 }
@@ -38,9 +49,17 @@ export function restoreCore(core: DapoCore, st: CoordinatorState, cfg: TrainConf
   for (const cg of st.groups) {
     const prompt = cg.prompt as Prompt;
     const g: GroupRecord = {
-      index: cg.index, id: groupId(cfg.name, cg.index), prompt, requests: groupRequests(cfg, prompt, cg.index, cg.submitted_version, cg.results.length),
-      submittedVersion: cg.submitted_version, submittedStep: cg.submitted_step, state: cg.state,
-      results: cg.results.map((r) => r ?? undefined), ended: cg.results.filter((r) => r !== null).length, tokens: 0, server: cg.server,
+      index: cg.index,
+      id: groupId(cfg.name, cg.index),
+      prompt,
+      requests: groupRequests(cfg, prompt, cg.index, cg.submitted_version, cg.results.length),
+      submittedVersion: cg.submitted_version,
+      submittedStep: cg.submitted_step,
+      state: cg.state,
+      results: cg.results.map((r) => r ?? undefined),
+      ended: cg.results.filter((r) => r !== null).length,
+      tokens: 0,
+      server: cg.server,
       ...(cg.select_keep !== undefined ? { selectKeep: cg.select_keep } : {}),
     };
     core.restoreGroup(g);

@@ -70,7 +70,15 @@ export interface CoordinatorStatus {
   /** The pause mode while generation is paused (pause()), else false. */
   paused: PauseMode | false;
   /** The current step window (since the last handover). */
-  window: { submitted: number; accepted: number; filtered: number; cancelled: number; skipped: number; dropped_error: number; elapsed_s: number };
+  window: {
+    submitted: number;
+    accepted: number;
+    filtered: number;
+    cancelled: number;
+    skipped: number;
+    dropped_error: number;
+    elapsed_s: number;
+  };
   closed: boolean;
 }
 
@@ -115,16 +123,29 @@ export class Coordinator {
     if (this.closing) return;
     this.backends = this.env.backends;
     // A server going down or coming back changes the admission cap (pump() reads it again).
-    this.fleet = new RolloutFleet({ servers: this.env.servers, clock: this.clock, on_change: () => this.pump(), ...(cfg.health_interval_ms ? { health_interval_ms: cfg.health_interval_ms } : {}) });
+    this.fleet = new RolloutFleet({
+      servers: this.env.servers,
+      clock: this.clock,
+      on_change: () => this.pump(),
+      ...(cfg.health_interval_ms ? { health_interval_ms: cfg.health_interval_ms } : {}),
+    });
     await this.fleet.readCapacity();
     const history = new PromptHistory();
     if (st?.prompts) history.load(st.prompts);
-    const core = new DapoCore(cfg, dataset, this.clock, this.fleet.liveCapacity(cfg.max_inflight_jobs), { history, selector: st?.selector });
+    const core = new DapoCore(cfg, dataset, this.clock, this.fleet.liveCapacity(cfg.max_inflight_jobs), {
+      history,
+      selector: st?.selector,
+    });
     if (st) {
       restoreCore(core, st, cfg);
       // The earlier coordinator may have sent groups it had not checkpointed: at most an admission
       // burst past the last one found can be missing (admitted, not yet sent when it stopped).
-      this.lookup = { from: st.next_group_index, found: st.next_group_index - 1, pending: 0, window: (cfg.max_staleness + 1) * cfg.batch_size + 1 };
+      this.lookup = {
+        from: st.next_group_index,
+        found: st.next_group_index - 1,
+        pending: 0,
+        window: (cfg.max_staleness + 1) * cfg.batch_size + 1,
+      };
     }
     this.core = core;
     await registerBackends(this.fleet.clients(), this.backends, String(core.version), cfg.placement_mode);
@@ -145,18 +166,20 @@ export class Coordinator {
     if (look && g.index >= look.from && look.pending === 0 && g.index > look.found + look.window) this.lookup = undefined;
     else if (look) {
       look.pending++;
-      this.track(this.collect(g).then((server) => {
-        look.pending--;
-        if (server) {
-          g.server = server;
-          look.found = Math.max(look.found, g.index);
-        } else if (g.index < look.from) g.server = undefined; // its server no longer knows it: place it anew
-        if (this.closing) return;
-        this.send(g);
-        // Cancelled while we looked (handover, staleness): its jobs must still end for the group to finish.
-        if (g.state === 'cancelling') this.sendCancels(g.requests.filter((_, k) => g.results[k] === undefined).map((r) => r.job_id!));
-        this.pump();
-      }));
+      this.track(
+        this.collect(g).then((server) => {
+          look.pending--;
+          if (server) {
+            g.server = server;
+            look.found = Math.max(look.found, g.index);
+          } else if (g.index < look.from) g.server = undefined; // its server no longer knows it: place it anew
+          if (this.closing) return;
+          this.send(g);
+          // Cancelled while we looked (handover, staleness): its jobs must still end for the group to finish.
+          if (g.state === 'cancelling') this.sendCancels(g.requests.filter((_, k) => g.results[k] === undefined).map((r) => r.job_id!));
+          this.pump();
+        }),
+      );
       return;
     }
     this.send(g);
@@ -198,13 +221,18 @@ export class Coordinator {
     const pending = g.requests.filter((_, k) => g.results[k] === undefined);
     const promises = fleet.submitGroup(pending, g.server ? { server: g.server } : {});
     const placed = fleet.serverOf(pending[0]?.job_id ?? '');
-    if (this.lookup || (g.server && placed !== g.server)) debug(`group ${g.index}: ${pending.length} jobs asked for ${g.server ?? 'any server'}, placed on ${placed ?? 'none yet'}`);
+    if (this.lookup || (g.server && placed !== g.server))
+      debug(`group ${g.index}: ${pending.length} jobs asked for ${g.server ?? 'any server'}, placed on ${placed ?? 'none yet'}`);
     g.server = placed ?? g.server;
     pending.forEach((req, i) => {
-      const p = promises[i].then(
-        (r: Result) => this.core?.onResult(req.job_id!, r),
-        (err: unknown) => { if (!this.closing) this.core?.onResult(req.job_id!, syntheticResult(req, err)); },
-      ).finally(() => this.pump());
+      const p = promises[i]
+        .then(
+          (r: Result) => this.core?.onResult(req.job_id!, r),
+          (err: unknown) => {
+            if (!this.closing) this.core?.onResult(req.job_id!, syntheticResult(req, err));
+          },
+        )
+        .finally(() => this.pump());
       this.track(p);
     });
   }
@@ -246,7 +274,11 @@ export class Coordinator {
     }
     if (this.waiters.length > 0 && core.exhausted()) {
       const skipped = core.totals.skipped ? ` (selection skipped ${core.totals.skipped} prompt turns; they count as visited)` : '';
-      const err = new RaasError('dataset_exhausted', `dataset ${this.config.dataset.path}: all ${this.config.dataset.epochs ?? '∞'} epochs served${skipped} and fewer than batch_size=${this.config.batch_size} accepted groups remain; raise dataset.epochs`, { retryable: false });
+      const err = new RaasError(
+        'dataset_exhausted',
+        `dataset ${this.config.dataset.path}: all ${this.config.dataset.epochs ?? '∞'} epochs served${skipped} and fewer than batch_size=${this.config.batch_size} accepted groups remain; raise dataset.epochs`,
+        { retryable: false },
+      );
       for (const w of this.waiters.splice(0)) w.reject(err);
     }
   }
@@ -269,7 +301,11 @@ export class Coordinator {
     const core = this.core;
     // Waiting would never end while nothing is generated (and would block a sidecar's resume behind it).
     if (core?.paused && !core.ready()) {
-      throw new RaasError('generation_paused', `nextBatch: generation is paused and ${core.bufferedGroups.length} of batch_size=${this.config.batch_size} groups are buffered; call resume() first`, { retryable: false });
+      throw new RaasError(
+        'generation_paused',
+        `nextBatch: generation is paused and ${core.bufferedGroups.length} of batch_size=${this.config.batch_size} groups are buffered; call resume() first`,
+        { retryable: false },
+      );
     }
     return new Promise<Batch>((resolve, reject) => {
       let timer: unknown;
@@ -277,7 +313,16 @@ export class Coordinator {
         if (timer !== undefined) this.clock.clearTimeout(timer);
         opts.signal?.removeEventListener('abort', onAbort);
       };
-      const w: Waiter = { resolve: (b) => { cleanup(); resolve(b); }, reject: (e) => { cleanup(); reject(e); } };
+      const w: Waiter = {
+        resolve: (b) => {
+          cleanup();
+          resolve(b);
+        },
+        reject: (e) => {
+          cleanup();
+          reject(e);
+        },
+      };
       const drop = (err: unknown): void => {
         const i = this.waiters.indexOf(w);
         if (i >= 0) this.waiters.splice(i, 1);
@@ -285,7 +330,11 @@ export class Coordinator {
       };
       const onAbort = (): void => drop(opts.signal!.reason ?? new CancelledError('nextBatch aborted'));
       opts.signal?.addEventListener('abort', onAbort, { once: true });
-      if (opts.timeout_s !== undefined) timer = this.clock.setTimeout(() => drop(new TimeoutError(`nextBatch: no batch within timeout_s=${opts.timeout_s}`)), opts.timeout_s * 1000);
+      if (opts.timeout_s !== undefined)
+        timer = this.clock.setTimeout(
+          () => drop(new TimeoutError(`nextBatch: no batch within timeout_s=${opts.timeout_s}`)),
+          opts.timeout_s * 1000,
+        );
       this.waiters.push(w);
       this.pump();
     });
@@ -325,7 +374,12 @@ export class Coordinator {
     const core = this.core;
     if (!core || this.closing) throw new RaasError('not_ready', 'Coordinator is closed');
     const version = r.version ?? core.version + 1;
-    if (version < core.version) throw new RaasError('bad_request', `updateWeights: version ${version} is below the current policy_version ${core.version}; versions only rise`, { retryable: false });
+    if (version < core.version)
+      throw new RaasError(
+        'bad_request',
+        `updateWeights: version ${version} is below the current policy_version ${core.version}; versions only rise`,
+        { retryable: false },
+      );
     const weightVersion = r.weight_version ?? String(version);
     if (r.backends) this.backends = r.backends;
     this.updating++;
@@ -361,7 +415,13 @@ export class Coordinator {
     const clients = this.fleet!.clients();
     const answers = await Promise.all(clients.map((c) => c.pause(parsed.data, { signal: opts.signal })));
     debug(`pause (${parsed.data.mode}): ${answers.map((a) => `${a.in_flight} in flight, ${a.held} held`).join('; ')}`);
-    return { paused: true, mode: parsed.data.mode, policy_version: core.version, running_jobs: core.runningJobs, servers: answers.map((a, i) => ({ ...a, url: clients[i]!.url })) };
+    return {
+      paused: true,
+      mode: parsed.data.mode,
+      policy_version: core.version,
+      running_jobs: core.runningJobs,
+      servers: answers.map((a, i) => ({ ...a, url: clients[i]!.url })),
+    };
   }
 
   /** Ends a pause: the servers let their held jobs go on, then admission resumes. Safe when not paused. */
@@ -380,14 +440,28 @@ export class Coordinator {
   status(): CoordinatorStatus {
     const core = this.core;
     return {
-      name: this.config.name, mode: this.config.mode,
-      policy_version: core?.version ?? 0, step: core?.step ?? 0,
-      running_groups: core?.runningGroups ?? 0, running_jobs: core?.runningJobs ?? 0,
-      buffered_groups: core?.bufferedGroups.length ?? 0, max_inflight_jobs: core?.capacity ?? 0,
+      name: this.config.name,
+      mode: this.config.mode,
+      policy_version: core?.version ?? 0,
+      step: core?.step ?? 0,
+      running_groups: core?.runningGroups ?? 0,
+      running_jobs: core?.runningJobs ?? 0,
+      buffered_groups: core?.bufferedGroups.length ?? 0,
+      max_inflight_jobs: core?.capacity ?? 0,
       totals: core ? { ...core.totals } : ({} as DapoCore['totals']),
-      servers: this.fleet?.servers() ?? [], paused: this.pausedMode ?? false, closed: this.closing !== undefined,
+      servers: this.fleet?.servers() ?? [],
+      paused: this.pausedMode ?? false,
+      closed: this.closing !== undefined,
       window: core
-        ? { submitted: core.window.submitted, accepted: core.window.accepted, filtered: core.window.filtered, cancelled: core.window.cancelled, skipped: core.window.skipped, dropped_error: core.window.droppedError, elapsed_s: (this.clock.now() - core.window.startedAt) / 1000 }
+        ? {
+            submitted: core.window.submitted,
+            accepted: core.window.accepted,
+            filtered: core.window.filtered,
+            cancelled: core.window.cancelled,
+            skipped: core.window.skipped,
+            dropped_error: core.window.droppedError,
+            elapsed_s: (this.clock.now() - core.window.startedAt) / 1000,
+          }
         : { submitted: 0, accepted: 0, filtered: 0, cancelled: 0, skipped: 0, dropped_error: 0, elapsed_s: 0 },
     };
   }
@@ -429,7 +503,12 @@ export class Coordinator {
       throw new RaasError('config_invalid', `resume state: ${fieldPath(i.path)}: ${i.message}`, { retryable: false });
     }
     const c = new Coordinator(config, opts);
-    if (parsed.data.name !== c.config.name) throw new RaasError('config_invalid', `resume state: name "${parsed.data.name}" differs from config name "${c.config.name}"; job ids derive from it`, { retryable: false });
+    if (parsed.data.name !== c.config.name)
+      throw new RaasError(
+        'config_invalid',
+        `resume state: name "${parsed.data.name}" differs from config name "${c.config.name}"; job ids derive from it`,
+        { retryable: false },
+      );
     c.restore = parsed.data;
     return c;
   }
@@ -449,10 +528,13 @@ export class Coordinator {
       if (this.core && this.fleet && opts.cancel !== false) {
         const ids = this.core.cancelAll();
         debug(`close: cancelling ${ids.length} jobs`);
-        await Promise.allSettled(ids.map((id) => this.fleet!.cancel(id).catch((e: unknown) => debug(`cancel ${id}: ${(e as Error).message}`))));
+        await Promise.allSettled(
+          ids.map((id) => this.fleet!.cancel(id).catch((e: unknown) => debug(`cancel ${id}: ${(e as Error).message}`))),
+        );
       }
       // A server left paused would hold the next coordinator's jobs.
-      if (this.pausedMode && this.fleet) await Promise.allSettled(this.fleet.clients().map((c) => c.resume({ retries: 0, timeout_ms: 5000 })));
+      if (this.pausedMode && this.fleet)
+        await Promise.allSettled(this.fleet.clients().map((c) => c.resume({ retries: 0, timeout_ms: 5000 })));
       debug('close: cancels acknowledged; closing fleet');
       await this.fleet?.close();
       debug('close: fleet closed');

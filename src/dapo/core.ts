@@ -61,8 +61,20 @@ export class DapoCore {
   paused = false;
   window: StepWindow;
   readonly totals: CoreTotals = {
-    groups_submitted: 0, jobs_submitted: 0, accepted: 0, handed: 0, filtered: 0, cancelled: 0, dropped_stale: 0,
-    dropped_error: 0, tokens_generated: 0, tokens_used: 0, tokens_wasted: 0, tokens_filtered: 0, skipped: 0, rollouts_trimmed: 0,
+    groups_submitted: 0,
+    jobs_submitted: 0,
+    accepted: 0,
+    handed: 0,
+    filtered: 0,
+    cancelled: 0,
+    dropped_stale: 0,
+    dropped_error: 0,
+    tokens_generated: 0,
+    tokens_used: 0,
+    tokens_wasted: 0,
+    tokens_filtered: 0,
+    skipped: 0,
+    rollouts_trimmed: 0,
   };
   /** Per prompt: its groups' rewards, submissions and skips (checkpointed, `prompts.jsonl`). */
   readonly history: PromptHistory;
@@ -164,8 +176,16 @@ export class DapoCore {
     const { prompt, n } = next;
     const index = this.nextIndex++;
     const g: GroupRecord = {
-      index, id: groupId(this.cfg.name, index), prompt, requests: groupRequests(this.cfg, prompt, index, this.version, n),
-      submittedVersion: this.version, submittedStep: this.step, state: 'running', results: new Array(n).fill(undefined), ended: 0, tokens: 0,
+      index,
+      id: groupId(this.cfg.name, index),
+      prompt,
+      requests: groupRequests(this.cfg, prompt, index, this.version, n),
+      submittedVersion: this.version,
+      submittedStep: this.step,
+      state: 'running',
+      results: new Array(n).fill(undefined),
+      ended: 0,
+      tokens: 0,
       ...(next.keep < 1 ? { selectKeep: next.keep } : {}),
     };
     this.track(g);
@@ -221,7 +241,11 @@ export class DapoCore {
     }
     if (g.state !== 'running' || g.ended < g.results.length) return;
     this.window.completed++;
-    for (const r of g.results as Result[]) if (!isErrorResult(r)) { this.window.rewardSum += r.reward; this.window.rewardCount++; }
+    for (const r of g.results as Result[])
+      if (!isErrorResult(r)) {
+        this.window.rewardSum += r.reward;
+        this.window.rewardCount++;
+      }
     const verdict = judgeGroup(g, this.cfg);
     if (verdict === 'accepted') {
       g.state = 'buffered';
@@ -247,7 +271,8 @@ export class DapoCore {
     const results = g.results as Result[];
     const clean = results.filter((r) => !isErrorResult(r));
     // What acceptance judged: with on_error zero_reward a failed rollout counts as reward 0.
-    const rewards = this.cfg.on_error === 'zero_reward' ? results.map((r) => (isErrorResult(r) ? 0 : r.reward)) : clean.map((r) => r.reward);
+    const rewards =
+      this.cfg.on_error === 'zero_reward' ? results.map((r) => (isErrorResult(r) ? 0 : r.reward)) : clean.map((r) => r.reward);
     const h: HistoryGroup = { step: this.step, version: g.submittedVersion, rewards, errors: results.length - clean.length, verdict };
     this.history.recordGroup(g.prompt, h);
     this.selector.observe(h);
@@ -276,7 +301,10 @@ export class DapoCore {
     g.state = 'cancelling';
     this.window.cancelled++;
     this.totals.cancelled++;
-    if (reason === 'stale') { this.window.droppedStale++; this.totals.dropped_stale++; }
+    if (reason === 'stale') {
+      this.window.droppedStale++;
+      this.totals.dropped_stale++;
+    }
     this.waste(g.tokens);
     const pending = g.requests.filter((_, k) => g.results[k] === undefined).map((r) => r.job_id!);
     this.window.jobsCancelled += pending.length;
@@ -348,8 +376,13 @@ export class DapoCore {
     }
     const now = this.clock.now();
     const stats: BatchStats = this.window.finish(now, this.capacity, {
-      carried_over: carried, tokens_used: tokensUsed, staleness, batch_rewards: rewards,
-      running_at_handover: this.runningGroups, buffered_after_handover: this.bufferedGroups.length, batch_size: chosen.length,
+      carried_over: carried,
+      tokens_used: tokensUsed,
+      staleness,
+      batch_rewards: rewards,
+      running_at_handover: this.runningGroups,
+      buffered_after_handover: this.bufferedGroups.length,
+      batch_size: chosen.length,
       selection: this.selectionStats(),
     });
     // Per batch group, the probability its prompt was submitted with: a trainer may weight a group by
@@ -383,8 +416,13 @@ export class DapoCore {
     const st = this.selector.state();
     const size = this.dataset.rows.length;
     return {
-      ...h, dataset_size: size, visited_share: size ? h.prompts_visited / size : 0,
-      keep_easy: st.keep_easy, keep_hard: st.keep_hard, uniform_share_easy: st.share_easy, uniform_share_hard: st.share_hard,
+      ...h,
+      dataset_size: size,
+      visited_share: size ? h.prompts_visited / size : 0,
+      keep_easy: st.keep_easy,
+      keep_hard: st.keep_hard,
+      uniform_share_easy: st.share_easy,
+      uniform_share_hard: st.share_hard,
     };
   }
 
@@ -409,12 +447,25 @@ export class DapoCore {
   }
 
   /** What is still in flight or buffered (reported separately from waste at the end of a run). */
-  leftovers(): { running_groups: number; running_jobs: number; buffered_groups: number; tokens_in_running: number; tokens_in_buffered: number } {
-    let tr = 0, tb = 0;
+  leftovers(): {
+    running_groups: number;
+    running_jobs: number;
+    buffered_groups: number;
+    tokens_in_running: number;
+    tokens_in_buffered: number;
+  } {
+    let tr = 0,
+      tb = 0;
     for (const g of this.groups.values()) {
       if (g.state === 'running') tr += g.tokens;
       if (g.state === 'buffered') tb += g.tokens;
     }
-    return { running_groups: this.runningGroups, running_jobs: this.runningJobs, buffered_groups: this.bufferedGroups.length, tokens_in_running: tr, tokens_in_buffered: tb };
+    return {
+      running_groups: this.runningGroups,
+      running_jobs: this.runningJobs,
+      buffered_groups: this.bufferedGroups.length,
+      tokens_in_running: tr,
+      tokens_in_buffered: tb,
+    };
   }
 }

@@ -22,8 +22,14 @@ export class PromptDataset {
   private orderEpoch = -1;
   cursor: DatasetCursor;
 
-  constructor(rows: readonly Prompt[], private readonly cfg: Pick<DatasetConfig, 'shuffle' | 'epochs'>, private readonly seed: number, cursor?: DatasetCursor) {
-    if (rows.length === 0) throw new RaasError('config_invalid', 'dataset.path: the dataset has no rows; expected at least one instance', { retryable: false });
+  constructor(
+    rows: readonly Prompt[],
+    private readonly cfg: Pick<DatasetConfig, 'shuffle' | 'epochs'>,
+    private readonly seed: number,
+    cursor?: DatasetCursor,
+  ) {
+    if (rows.length === 0)
+      throw new RaasError('config_invalid', 'dataset.path: the dataset has no rows; expected at least one instance', { retryable: false });
     this.rows = rows;
     this.cursor = cursor ? { ...cursor } : { epoch: 0, index: 0 };
   }
@@ -67,7 +73,12 @@ export class PromptDataset {
 export async function loadDataset(cfg: DatasetConfig, seed: number, cursor?: DatasetCursor): Promise<PromptDataset> {
   const rows = await readRows(cfg);
   const limited = cfg.limit ? rows.slice(0, cfg.limit) : rows;
-  return new PromptDataset(limited.map((r, i) => normaliseRow(r, i, cfg)), cfg, seed, cursor);
+  return new PromptDataset(
+    limited.map((r, i) => normaliseRow(r, i, cfg)),
+    cfg,
+    seed,
+    cursor,
+  );
 }
 
 async function readRows(cfg: DatasetConfig): Promise<Record<string, unknown>[]> {
@@ -84,13 +95,19 @@ async function readRows(cfg: DatasetConfig): Promise<Record<string, unknown>[]> 
       try {
         out.push(JSON.parse(line) as Record<string, unknown>);
       } catch {
-        throw new RaasError('config_invalid', `dataset.path: ${cfg.path} line ${i + 1} is not JSON; expected one instance object per line`, { retryable: false });
+        throw new RaasError(
+          'config_invalid',
+          `dataset.path: ${cfg.path} line ${i + 1} is not JSON; expected one instance object per line`,
+          { retryable: false },
+        );
       }
     });
     return out;
   } catch (err) {
     if (err instanceof RaasError) throw err;
-    throw new RaasError('config_invalid', `dataset.path: cannot read ${cfg.path} as ${format}: ${(err as Error).message}`, { retryable: false });
+    throw new RaasError('config_invalid', `dataset.path: cannot read ${cfg.path} as ${format}: ${(err as Error).message}`, {
+      retryable: false,
+    });
   }
 }
 
@@ -104,7 +121,12 @@ export function normaliseRow(row: Record<string, unknown>, index: number, cfg: P
   for (const [k, v] of Object.entries(out)) if (typeof v === 'bigint') out[k] = Number(v);
   const extra = (row.extra_info ?? {}) as Record<string, unknown>;
   const ds = cfg.data_source ?? (row.data_source as string | undefined) ?? (row.task as string | undefined);
-  if (!ds) throw new RaasError('config_invalid', `dataset.path: row ${index} of ${cfg.path} has no data_source; add one per row or set dataset.data_source`, { retryable: false });
+  if (!ds)
+    throw new RaasError(
+      'config_invalid',
+      `dataset.path: row ${index} of ${cfg.path} has no data_source; add one per row or set dataset.data_source`,
+      { retryable: false },
+    );
   out.data_source = ds;
   delete out.task;
   const id = row.instance_id ?? extra.index ?? index;

@@ -24,7 +24,10 @@ export interface Environment {
 /** Configured servers as given, or (embedded) a local rollout server and simulators started now. */
 export async function startEnvironment(cfg: TrainConfig): Promise<Environment> {
   if (cfg.embedded === false) {
-    if (cfg.servers.length === 0) throw new RaasError('config_invalid', 'servers: expected at least one rollout server {url}, or embedded: true to start a local one', { retryable: false });
+    if (cfg.servers.length === 0)
+      throw new RaasError('config_invalid', 'servers: expected at least one rollout server {url}, or embedded: true to start a local one', {
+        retryable: false,
+      });
     return { servers: cfg.servers, backends: cfg.backends, bumpSims: async () => {}, close: async () => {} };
   }
   const opts: EmbeddedConfig = cfg.embedded === true ? EmbeddedSchema.parse({}) : cfg.embedded;
@@ -40,9 +43,15 @@ async function startEmbedded(cfg: TrainConfig, opts: EmbeddedConfig): Promise<En
     // after the deadline we go on; bwrap sandboxes run with --die-with-parent and end with us.
     const all = Promise.allSettled(servers.map((s) => s.close()));
     let timer: NodeJS.Timeout | undefined;
-    const late = await Promise.race([all.then(() => false), new Promise<boolean>((r) => (timer = setTimeout(() => r(true), CLOSE_DEADLINE_MS)))]);
+    const late = await Promise.race([
+      all.then(() => false),
+      new Promise<boolean>((r) => (timer = setTimeout(() => r(true), CLOSE_DEADLINE_MS))),
+    ]);
     clearTimeout(timer);
-    if (late) process.stderr.write(`raas: an embedded rollout server did not close within ${CLOSE_DEADLINE_MS / 1000}s; continuing (its sandboxes end with this process)\n`);
+    if (late)
+      process.stderr.write(
+        `raas: an embedded rollout server did not close within ${CLOSE_DEADLINE_MS / 1000}s; continuing (its sandboxes end with this process)\n`,
+      );
     debug(`embedded: closing ${sims.length} simulator(s)`);
     await Promise.allSettled(sims.map((s) => s.close()));
     debug('embedded: closed');
@@ -50,7 +59,9 @@ async function startEmbedded(cfg: TrainConfig, opts: EmbeddedConfig): Promise<En
   try {
     for (let i = 0; i < opts.backends; i++) {
       // One seed for every simulator: an instance's success probability must not depend on the backend.
-      sims.push(await startSim({ seed: cfg.seed, datasets: [cfg.dataset.path], abort_on_weight_update: false, weight_version: '0', ...opts.sim }));
+      sims.push(
+        await startSim({ seed: cfg.seed, datasets: [cfg.dataset.path], abort_on_weight_update: false, weight_version: '0', ...opts.sim }),
+      );
     }
     for (let i = 0; i < opts.servers; i++) {
       servers.push(await startRolloutServer({ port: 0, host: '127.0.0.1', ...opts.server } as never));
@@ -64,7 +75,9 @@ async function startEmbedded(cfg: TrainConfig, opts: EmbeddedConfig): Promise<En
     servers: servers.map((s) => ({ url: s.url })),
     backends: sims.map((s) => ({ address: s.url, api: opts.api })),
     async bumpSims(weightVersion) {
-      await Promise.all(sims.map((s) => got.post(`${s.url}/finish_weight_update`, { json: { weight_version: weightVersion }, retry: { limit: 2 } })));
+      await Promise.all(
+        sims.map((s) => got.post(`${s.url}/finish_weight_update`, { json: { weight_version: weightVersion }, retry: { limit: 2 } })),
+      );
     },
     close() {
       closing ??= closeAll();

@@ -58,7 +58,8 @@ export async function runEval(config: TrainConfig | TrainConfigInput, opts: Eval
   const started = clock.now();
   try {
     await registerBackends(fleet.clients(), env.backends, opts.weight_version ?? 'eval');
-    const capacity = cfg.max_inflight_jobs ?? (await Promise.all(fleet.clients().map((c) => c.status()))).reduce((a, s) => a + s.workers.run.size, 0);
+    const capacity =
+      cfg.max_inflight_jobs ?? (await Promise.all(fleet.clients().map((c) => c.status()))).reduce((a, s) => a + s.workers.run.size, 0);
     const prompts: Prompt[] = [];
     for (let p = dataset.next(); p; p = dataset.next()) prompts.push(p);
     const perPrompt: Result[][] = new Array(prompts.length);
@@ -71,11 +72,15 @@ export async function runEval(config: TrainConfig | TrainConfigInput, opts: Eval
         const i = next++;
         const sampling = { ...cfg.sampling_params, seed: cfg.sampling_params.seed ?? cfg.seed };
         const reqs = Array.from({ length: n }, (_, k) => ({
-          instance: { ...prompts[i], trajectory_id: k }, sampling_params: sampling,
-          job_id: `${cfg.name}-eval-${tag}-g${i}-r${k}`, group_id: `${cfg.name}-eval-${tag}-g${i}`,
+          instance: { ...prompts[i], trajectory_id: k },
+          sampling_params: sampling,
+          job_id: `${cfg.name}-eval-${tag}-g${i}-r${k}`,
+          group_id: `${cfg.name}-eval-${tag}-g${i}`,
           ...(cfg.timeout_s !== undefined ? { timeout_s: cfg.timeout_s } : {}),
         }));
-        perPrompt[i] = await Promise.all(fleet.submitGroup(reqs, { signal: opts.signal }).map((p, k) => p.catch((err: unknown) => syntheticResult(reqs[k], err))));
+        perPrompt[i] = await Promise.all(
+          fleet.submitGroup(reqs, { signal: opts.signal }).map((p, k) => p.catch((err: unknown) => syntheticResult(reqs[k], err))),
+        );
         opts.onProgress?.(++done, prompts.length);
       }
     };
@@ -95,7 +100,11 @@ export async function runEval(config: TrainConfig | TrainConfigInput, opts: Eval
 
 /** pass@1 (mean success rate) and pass@n (any success) over groups of rollouts. */
 export function passRates(groups: Result[][]): PassRates {
-  let p1 = 0, pn = 0, rewards = 0, rollouts = 0, errors = 0;
+  let p1 = 0,
+    pn = 0,
+    rewards = 0,
+    rollouts = 0,
+    errors = 0;
   for (const g of groups) {
     const ok = g.filter((r) => !isErrorResult(r) && r.reward > 0).length;
     p1 += g.length ? ok / g.length : 0;

@@ -117,20 +117,22 @@ export function toBatchGroup(g: GroupRecord, version: number, withMessages: bool
   const staleness = version - g.submittedVersion;
   const results = g.results as Result[];
   const kept = g.keep ?? results.map((_, k) => k);
-  const rollouts: Rollout[] = kept.map((k, j) => ({ r: results[k]!, k, j })).map(({ r, k, j }) => ({
-    job_id: r.job_id,
-    trajectory_id: r.trajectory_id ?? k,
-    reward: g.rewards![j]!,
-    shaped_reward: g.shaped![j]!,
-    advantage: g.advantages![j]!,
-    policy_version: g.submittedVersion,
-    staleness,
-    weight_versions: r.weight_versions ?? [],
-    finish_reason: r.finish_reason,
-    num_turns: r.num_turns,
-    tokens: r.tokens,
-    ...(withMessages ? { messages: batchMessages(r) } : {}),
-  }));
+  const rollouts: Rollout[] = kept
+    .map((k, j) => ({ r: results[k]!, k, j }))
+    .map(({ r, k, j }) => ({
+      job_id: r.job_id,
+      trajectory_id: r.trajectory_id ?? k,
+      reward: g.rewards![j]!,
+      shaped_reward: g.shaped![j]!,
+      advantage: g.advantages![j]!,
+      policy_version: g.submittedVersion,
+      staleness,
+      weight_versions: r.weight_versions ?? [],
+      finish_reason: r.finish_reason,
+      num_turns: r.num_turns,
+      tokens: r.tokens,
+      ...(withMessages ? { messages: batchMessages(r) } : {}),
+    }));
   return { group_id: g.id, instance_id: g.prompt.instance_id, data_source: g.prompt.data_source, rollouts };
 }
 

@@ -22,7 +22,9 @@ export function finishedIn(w: StepWindow): number {
 
 /** "rewards all 0 in 300 groups, all 1 in 18": what the uniform groups of the window were uniform at. */
 export function uniformValues(w: StepWindow): string {
-  const parts = [...w.uniformAt.entries()].sort((a, b) => b[1] - a[1]).map(([v, c], i) => `${i === 0 ? 'rewards all ' : 'all '}${fmt(v)} in ${c} group${c === 1 ? '' : 's'}`);
+  const parts = [...w.uniformAt.entries()]
+    .sort((a, b) => b[1] - a[1])
+    .map(([v, c], i) => `${i === 0 ? 'rewards all ' : 'all '}${fmt(v)} in ${c} group${c === 1 ? '' : 's'}`);
   return parts.length ? parts.join(', ') : 'none uniform';
 }
 
@@ -56,7 +58,7 @@ export class StepGuard {
         error: new RaasError(
           'no_informative_groups',
           `step ${step}: ${finished} groups finished without batch_size=${this.cfg.batch_size} informative ones (max_groups_per_step=${limit}): ${seen(w, this.cfg)}. ` +
-            'Groups whose rewards are all equal teach nothing: the tasks are too hard (or too easy) for this policy, or the reward is constant (look at one rollout\'s reward); ' +
+            "Groups whose rewards are all equal teach nothing: the tasks are too hard (or too easy) for this policy, or the reward is constant (look at one rollout's reward); " +
             'raise max_groups_per_step (0: no limit) to keep trying.',
           { retryable: false },
         ),
@@ -64,7 +66,9 @@ export class StepGuard {
     }
     if (this.warned !== step && finished >= Math.ceil(limit / 3)) {
       this.warned = step;
-      return { warning: `step ${step}: ${finished} groups finished and too few were informative: ${seen(w, this.cfg)}; the step ends with an error at max_groups_per_step=${limit}` };
+      return {
+        warning: `step ${step}: ${finished} groups finished and too few were informative: ${seen(w, this.cfg)}; the step ends with an error at max_groups_per_step=${limit}`,
+      };
     }
     return {};
   }

@@ -112,7 +112,15 @@ export class PromptHistory {
   }
 
   summary(): HistorySummary {
-    const s: HistorySummary = { prompts_visited: 0, prompts_seen: 0, prompts_mixed: 0, prompts_none_solved: 0, prompts_all_solved: 0, prompts_skipped: 0, skips: 0 };
+    const s: HistorySummary = {
+      prompts_visited: 0,
+      prompts_seen: 0,
+      prompts_mixed: 0,
+      prompts_none_solved: 0,
+      prompts_all_solved: 0,
+      prompts_skipped: 0,
+      skips: 0,
+    };
     for (const r of this.records.values()) {
       if (r.submitted > 0) s.prompts_visited++;
       if (r.skips > 0) s.prompts_skipped++;

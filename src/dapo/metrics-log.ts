@@ -35,6 +35,9 @@ export class MetricsLog {
   /** Every record so far (tests, tools). */
   async read(): Promise<StepRecord[]> {
     if (!existsSync(this.file)) return [];
-    return (await readFile(this.file, 'utf8')).split('\n').filter(Boolean).map((l) => JSON.parse(l) as StepRecord);
+    return (await readFile(this.file, 'utf8'))
+      .split('\n')
+      .filter(Boolean)
+      .map((l) => JSON.parse(l) as StepRecord);
   }
 }

@@ -30,7 +30,11 @@ export async function serveMetrics(registry: Registry, port: number, host = '127
       return;
     }
     res.writeHead(404, { 'content-type': 'application/json' });
-    res.end(JSON.stringify({ error: { code: 'route_not_found', message: `${req.method} ${url.pathname}: the coordinator serves only GET /metrics here` } }));
+    res.end(
+      JSON.stringify({
+        error: { code: 'route_not_found', message: `${req.method} ${url.pathname}: the coordinator serves only GET /metrics here` },
+      }),
+    );
   });
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);

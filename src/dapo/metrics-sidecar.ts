@@ -6,7 +6,11 @@ import { stepRecord, type CoordinatorMetrics } from './metrics.js';
  * `raas sidecar --metrics-port`: the backend's coordinators feed `metrics` — the live gauges read the
  * coordinator started last (a resume replaces it), every batch handed to the trainer is observed.
  */
-export function withMetrics(backend: SidecarBackend, metrics: CoordinatorMetrics, clock: () => number = () => performance.now()): SidecarBackend {
+export function withMetrics(
+  backend: SidecarBackend,
+  metrics: CoordinatorMetrics,
+  clock: () => number = () => performance.now(),
+): SidecarBackend {
   const t0 = clock();
   const wrap = (c: SidecarCoordinator): SidecarCoordinator => {
     metrics.setSource(() => c.status() as CoordinatorStatus);

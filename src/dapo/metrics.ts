@@ -68,15 +68,35 @@ export function stepRecord(b: Batch, elapsed_s: number, now: Date = new Date()):
     finished,
     filtered_share: finished ? row.filtered / finished : 0,
     waste_fraction: row.tokens_generated ? row.tokens_wasted / row.tokens_generated : 0,
-    submitted: num(s.submitted), completed: num(s.completed), errors: num(s.errors), dropped_stale: num(s.dropped_stale), dropped_error: num(s.dropped_error),
-    jobs_submitted: num(s.jobs_submitted), jobs_cancelled: num(s.jobs_cancelled), tokens_used: num(s.tokens_used), tokens_filtered: num(s.tokens_filtered),
-    running_at_handover: num(s.running_at_handover), buffered_after_handover: num(s.buffered_after_handover), max_inflight_jobs: num(s.max_inflight_jobs),
+    submitted: num(s.submitted),
+    completed: num(s.completed),
+    errors: num(s.errors),
+    dropped_stale: num(s.dropped_stale),
+    dropped_error: num(s.dropped_error),
+    jobs_submitted: num(s.jobs_submitted),
+    jobs_cancelled: num(s.jobs_cancelled),
+    tokens_used: num(s.tokens_used),
+    tokens_filtered: num(s.tokens_filtered),
+    running_at_handover: num(s.running_at_handover),
+    buffered_after_handover: num(s.buffered_after_handover),
+    max_inflight_jobs: num(s.max_inflight_jobs),
     staleness_histogram: (s.staleness_histogram as Record<string, number> | undefined) ?? {},
-    skipped: num(s.skipped), skipped_easy: num(s.skipped_easy), skipped_hard: num(s.skipped_hard), explored: num(s.explored),
-    mean_group_size: num(s.mean_group_size), rollouts_trimmed: num(s.rollouts_trimmed), tokens_trimmed: num(s.tokens_trimmed),
-    prompts_visited: num(s.prompts_visited), visited_share: num(s.visited_share), prompts_seen: num(s.prompts_seen), prompts_mixed: num(s.prompts_mixed),
-    prompts_none_solved: num(s.prompts_none_solved), prompts_all_solved: num(s.prompts_all_solved), prompts_skipped: num(s.prompts_skipped),
-    keep_easy: num(s.keep_easy), keep_hard: num(s.keep_hard),
+    skipped: num(s.skipped),
+    skipped_easy: num(s.skipped_easy),
+    skipped_hard: num(s.skipped_hard),
+    explored: num(s.explored),
+    mean_group_size: num(s.mean_group_size),
+    rollouts_trimmed: num(s.rollouts_trimmed),
+    tokens_trimmed: num(s.tokens_trimmed),
+    prompts_visited: num(s.prompts_visited),
+    visited_share: num(s.visited_share),
+    prompts_seen: num(s.prompts_seen),
+    prompts_mixed: num(s.prompts_mixed),
+    prompts_none_solved: num(s.prompts_none_solved),
+    prompts_all_solved: num(s.prompts_all_solved),
+    prompts_skipped: num(s.prompts_skipped),
+    keep_easy: num(s.keep_easy),
+    keep_hard: num(s.keep_hard),
   };
 }
 
@@ -115,7 +135,9 @@ export class CoordinatorMetrics {
     const live = (name: string, help: string, read: (s: CoordinatorStatus) => number): void => {
       const source = (): CoordinatorStatus | undefined => this.source();
       new Gauge({
-        name, help, registers,
+        name,
+        help,
+        registers,
         collect() {
           const s = source();
           if (s) this.set(read(s));
@@ -134,17 +156,38 @@ export class CoordinatorMetrics {
     live('raas_coordinator_window_elapsed_seconds', 'Seconds since the last handover', (s) => s.window.elapsed_s);
     const source = (): CoordinatorStatus | undefined => this.source();
     new Gauge({
-      name: 'raas_coordinator_server_healthy', help: 'Health of each rollout server (1 healthy)', labelNames: ['server'], registers,
+      name: 'raas_coordinator_server_healthy',
+      help: 'Health of each rollout server (1 healthy)',
+      labelNames: ['server'],
+      registers,
       collect() {
         this.reset();
         for (const sv of source()?.servers ?? []) this.set({ server: sv.url }, sv.healthy ? 1 : 0);
       },
     });
     this.steps = new Counter({ name: 'raas_coordinator_steps_total', help: 'Batches handed over', registers });
-    this.groups = new Counter({ name: 'raas_coordinator_groups_total', help: 'Groups by outcome in handed-over windows (accepted, filtered, cancelled, dropped_stale, dropped_error)', labelNames: ['outcome'], registers });
-    this.tokens = new Counter({ name: 'raas_coordinator_tokens_total', help: 'Tokens by kind in handed-over windows (generated, used, wasted, filtered)', labelNames: ['kind'], registers });
-    this.skipped = new Counter({ name: 'raas_coordinator_prompts_skipped_total', help: 'Prompt turns selection skipped in handed-over windows, by the way their recent groups were uniform (easy, hard)', labelNames: ['kind'], registers });
-    const g = (name: string, help: string): [string, Gauge] => [name, new Gauge({ name: `raas_coordinator_last_step_${name}`, help: `Last step: ${help}`, registers })];
+    this.groups = new Counter({
+      name: 'raas_coordinator_groups_total',
+      help: 'Groups by outcome in handed-over windows (accepted, filtered, cancelled, dropped_stale, dropped_error)',
+      labelNames: ['outcome'],
+      registers,
+    });
+    this.tokens = new Counter({
+      name: 'raas_coordinator_tokens_total',
+      help: 'Tokens by kind in handed-over windows (generated, used, wasted, filtered)',
+      labelNames: ['kind'],
+      registers,
+    });
+    this.skipped = new Counter({
+      name: 'raas_coordinator_prompts_skipped_total',
+      help: 'Prompt turns selection skipped in handed-over windows, by the way their recent groups were uniform (easy, hard)',
+      labelNames: ['kind'],
+      registers,
+    });
+    const g = (name: string, help: string): [string, Gauge] => [
+      name,
+      new Gauge({ name: `raas_coordinator_last_step_${name}`, help: `Last step: ${help}`, registers }),
+    ];
     this.last = new Map([
       g('mean_reward', 'mean reward of all rollouts completed in the window'),
       g('batch_mean_reward', 'mean reward of the batch'),
@@ -167,8 +210,21 @@ export class CoordinatorMetrics {
   /** Records a handed-over step. */
   observe(r: StepRecord): void {
     this.steps.inc();
-    for (const [k, v] of [['accepted', r.accepted], ['filtered', r.filtered], ['cancelled', r.cancelled], ['dropped_stale', r.dropped_stale], ['dropped_error', r.dropped_error]] as const) this.groups.inc({ outcome: k }, v);
-    for (const [k, v] of [['generated', r.tokens_generated], ['used', r.tokens_used], ['wasted', r.tokens_wasted], ['filtered', r.tokens_filtered]] as const) this.tokens.inc({ kind: k }, v);
+    for (const [k, v] of [
+      ['accepted', r.accepted],
+      ['filtered', r.filtered],
+      ['cancelled', r.cancelled],
+      ['dropped_stale', r.dropped_stale],
+      ['dropped_error', r.dropped_error],
+    ] as const)
+      this.groups.inc({ outcome: k }, v);
+    for (const [k, v] of [
+      ['generated', r.tokens_generated],
+      ['used', r.tokens_used],
+      ['wasted', r.tokens_wasted],
+      ['filtered', r.tokens_filtered],
+    ] as const)
+      this.tokens.inc({ kind: k }, v);
     this.skipped.inc({ kind: 'easy' }, r.skipped_easy);
     this.skipped.inc({ kind: 'hard' }, r.skipped_hard);
     const set = (k: string, v: number): void => this.last.get(k)!.set(v);

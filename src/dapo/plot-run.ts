@@ -31,28 +31,58 @@ interface Panel {
   percent?: boolean;
 }
 
-const BLUE = '#1f77b4', ORANGE = '#ff7f0e', RED = '#d62728', GREEN = '#2ca02c', PURPLE = '#9467bd', BROWN = '#8c564b', GREY = '#7f7f7f';
+const BLUE = '#1f77b4',
+  ORANGE = '#ff7f0e',
+  RED = '#d62728',
+  GREEN = '#2ca02c',
+  PURPLE = '#9467bd',
+  BROWN = '#8c564b',
+  GREY = '#7f7f7f';
 
 /** The panels of `runs/<name>/plot.svg`, one per figure a researcher watches. */
 export function runPanels(steps: readonly PlotStep[]): Panel[] {
   const col = (f: (s: PlotStep) => number): number[] => steps.map(f);
   const finished = (s: PlotStep): number => s.accepted + s.filtered + (s.dropped_error ?? 0);
   return [
-    { title: 'reward', unit: 'mean reward', series: [
-      { name: 'all rollouts completed in the step', color: BLUE, values: col((s) => s.mean_reward) },
-      { name: 'the batch', color: ORANGE, values: col((s) => s.batch_mean_reward), dashed: true },
-    ] },
-    { title: 'informative groups/s', unit: 'groups/s', series: [{ name: 'accepted groups handed over per second', color: GREEN, values: col((s) => s.informative_groups_per_s) }] },
-    { title: 'filtered share', unit: '% of finished groups', percent: true, series: [
-      { name: 'filtered (all rewards equal)', color: PURPLE, values: col((s) => (finished(s) ? s.filtered / finished(s) : 0)) },
-    ] },
-    { title: 'waste', unit: '% of generated tokens', percent: true, series: [
-      { name: 'tokens that reach no batch', color: RED, values: col((s) => (s.tokens_generated ? s.tokens_wasted / s.tokens_generated : 0)) },
-    ] },
-    { title: 'staleness', unit: 'policy versions', series: [
-      { name: 'mean', color: BROWN, values: col((s) => s.staleness_mean) },
-      { name: 'max', color: GREY, values: col((s) => s.staleness_max), dashed: true },
-    ] },
+    {
+      title: 'reward',
+      unit: 'mean reward',
+      series: [
+        { name: 'all rollouts completed in the step', color: BLUE, values: col((s) => s.mean_reward) },
+        { name: 'the batch', color: ORANGE, values: col((s) => s.batch_mean_reward), dashed: true },
+      ],
+    },
+    {
+      title: 'informative groups/s',
+      unit: 'groups/s',
+      series: [{ name: 'accepted groups handed over per second', color: GREEN, values: col((s) => s.informative_groups_per_s) }],
+    },
+    {
+      title: 'filtered share',
+      unit: '% of finished groups',
+      percent: true,
+      series: [{ name: 'filtered (all rewards equal)', color: PURPLE, values: col((s) => (finished(s) ? s.filtered / finished(s) : 0)) }],
+    },
+    {
+      title: 'waste',
+      unit: '% of generated tokens',
+      percent: true,
+      series: [
+        {
+          name: 'tokens that reach no batch',
+          color: RED,
+          values: col((s) => (s.tokens_generated ? s.tokens_wasted / s.tokens_generated : 0)),
+        },
+      ],
+    },
+    {
+      title: 'staleness',
+      unit: 'policy versions',
+      series: [
+        { name: 'mean', color: BROWN, values: col((s) => s.staleness_mean) },
+        { name: 'max', color: GREY, values: col((s) => s.staleness_max), dashed: true },
+      ],
+    },
     { title: 'step time', unit: 'seconds', series: [{ name: 'wall time of the step window', color: BLUE, values: col((s) => s.wall_s) }] },
   ];
 }
@@ -68,16 +98,30 @@ export function runPlotSvg(title: string, steps: readonly PlotStep[], opts: { co
   const panels = runPanels(steps);
   const cols = opts.columns ?? 2;
   const rows = Math.ceil(panels.length / cols);
-  const PW = 460, PH = 270, GAP = 16, TOP = 44;
-  const W = cols * PW + (cols + 1) * GAP, H = TOP + rows * PH + (rows + 1) * GAP;
+  const PW = 460,
+    PH = 270,
+    GAP = 16,
+    TOP = 44;
+  const W = cols * PW + (cols + 1) * GAP,
+    H = TOP + rows * PH + (rows + 1) * GAP;
   const out: string[] = [
     `<svg xmlns="http://www.w3.org/2000/svg" width="${W}" height="${H}" viewBox="0 0 ${W} ${H}" font-family="sans-serif" font-size="11">`,
     `<rect width="${W}" height="${H}" fill="white"/>`,
     `<text x="${W / 2}" y="26" text-anchor="middle" font-size="15" font-weight="bold">${esc(title)}</text>`,
   ];
   panels.forEach((p, i) => {
-    const x0 = GAP + (i % cols) * (PW + GAP), y0 = TOP + GAP + Math.floor(i / cols) * (PH + GAP);
-    out.push(...panelSvg(p, steps.map((s) => s.step), x0, y0, PW, PH));
+    const x0 = GAP + (i % cols) * (PW + GAP),
+      y0 = TOP + GAP + Math.floor(i / cols) * (PH + GAP);
+    out.push(
+      ...panelSvg(
+        p,
+        steps.map((s) => s.step),
+        x0,
+        y0,
+        PW,
+        PH,
+      ),
+    );
   });
   out.push('</svg>');
   return out.join('\n') + '\n';
@@ -87,22 +131,32 @@ function panelSvg(p: Panel, xs: number[], x0: number, y0: number, W: number, H: 
   const out: string[] = [`<g class="panel">`, `<rect x="${x0}" y="${y0}" width="${W}" height="${H}" fill="none" stroke="#ddd"/>`];
   out.push(`<text x="${x0 + 10}" y="${y0 + 18}" font-size="13" font-weight="bold">${esc(p.title)}</text>`);
   // Legend: entries flow left to right and wrap, each placed after the previous one's measured width.
-  let lx = x0 + 10, ly = y0 + 36;
+  let lx = x0 + 10,
+    ly = y0 + 36;
   for (const s of p.series) {
     const w = 26 + s.name.length * CHAR_W + 14;
-    if (lx + w > x0 + W - 10 && lx > x0 + 10) { lx = x0 + 10; ly += 15; }
-    out.push(`<line x1="${lx}" y1="${ly - 4}" x2="${lx + 18}" y2="${ly - 4}" stroke="${s.color}" stroke-width="2"${s.dashed ? ' stroke-dasharray="5 3"' : ''}/>`);
+    if (lx + w > x0 + W - 10 && lx > x0 + 10) {
+      lx = x0 + 10;
+      ly += 15;
+    }
+    out.push(
+      `<line x1="${lx}" y1="${ly - 4}" x2="${lx + 18}" y2="${ly - 4}" stroke="${s.color}" stroke-width="2"${s.dashed ? ' stroke-dasharray="5 3"' : ''}/>`,
+    );
     out.push(`<text x="${lx + 24}" y="${ly}" fill="#333">${esc(s.name)}</text>`);
     lx += w;
   }
   const m = { l: 58, r: 16, t: ly - y0 + 14, b: 40 };
-  const pl = x0 + m.l, pr = x0 + W - m.r, pt = y0 + m.t, pb = y0 + H - m.b;
+  const pl = x0 + m.l,
+    pr = x0 + W - m.r,
+    pt = y0 + m.t,
+    pb = y0 + H - m.b;
   const vals = p.series.flatMap((s) => s.values).filter(Number.isFinite);
   const scale = p.percent ? 100 : 1;
   const axis = niceAxis(Math.max(0, ...vals) * scale, Math.min(0, ...vals) * scale);
   const y = (v: number): number => pb - ((v * scale - axis.bottom) / (axis.top - axis.bottom)) * (pb - pt);
   const n = xs.length;
-  const xMin = n ? xs[0]! : 0, xMax = n ? xs[n - 1]! : 1;
+  const xMin = n ? xs[0]! : 0,
+    xMax = n ? xs[n - 1]! : 1;
   const span = Math.max(1, xMax - xMin);
   const pad = 12;
   const x = (v: number): number => (n <= 1 ? (pl + pr) / 2 : pl + pad + ((v - xMin) / span) * (pr - pl - 2 * pad));
@@ -125,11 +179,15 @@ function panelSvg(p: Panel, xs: number[], x0: number, y0: number, W: number, H: 
   out.push(`<text x="${(pl + pr) / 2}" y="${y0 + H - 8}" text-anchor="middle" fill="#555">step</text>`);
   for (const s of p.series) {
     const pts = s.values.map((v, i) => `${x(xs[i]!).toFixed(1)},${y(Number.isFinite(v) ? v : 0).toFixed(1)}`);
-    if (pts.length > 1) out.push(`<polyline fill="none" stroke="${s.color}" stroke-width="2"${s.dashed ? ' stroke-dasharray="5 3"' : ''} points="${pts.join(' ')}"/>`);
-    if (pts.length <= 40) for (const pt of pts) {
-      const [cx, cy] = pt.split(',');
-      out.push(`<circle cx="${cx}" cy="${cy}" r="3" fill="${s.color}"/>`);
-    }
+    if (pts.length > 1)
+      out.push(
+        `<polyline fill="none" stroke="${s.color}" stroke-width="2"${s.dashed ? ' stroke-dasharray="5 3"' : ''} points="${pts.join(' ')}"/>`,
+      );
+    if (pts.length <= 40)
+      for (const pt of pts) {
+        const [cx, cy] = pt.split(',');
+        out.push(`<circle cx="${cx}" cy="${cy}" r="3" fill="${s.color}"/>`);
+      }
   }
   if (n === 0) out.push(`<text x="${(pl + pr) / 2}" y="${(pt + pb) / 2}" text-anchor="middle" fill="#999">no step yet</text>`);
   out.push('</g>');

@@ -35,7 +35,8 @@ export function niceAxis(max: number, min = 0): { bottom: number; top: number; s
   }
   best ??= { bottom: lo * 1.25, top: hi * 1.25 || 1, step: ((hi - lo) * 1.25 || 1) / 5 };
   const ticks: number[] = [];
-  for (let i = 0; best.bottom + i * best.step <= best.top * (1 + 1e-9) + 1e-12; i++) ticks.push(Number((best.bottom + i * best.step).toPrecision(12)));
+  for (let i = 0; best.bottom + i * best.step <= best.top * (1 + 1e-9) + 1e-12; i++)
+    ticks.push(Number((best.bottom + i * best.step).toPrecision(12)));
   return { ...best, ticks };
 }
 
@@ -44,9 +45,11 @@ export function niceAxis(max: number, min = 0): { bottom: number; top: number; s
  * series on the left axis, the second on the right, each scaled from 0 to its maximum.
  */
 export function lineChartSvg(title: string, xLabel: string, series: Series[], opts: { width?: number; height?: number } = {}): string {
-  const W = opts.width ?? 640, H = opts.height ?? 360;
+  const W = opts.width ?? 640,
+    H = opts.height ?? 360;
   const m = { l: 56, r: 56, t: 40, b: 48 };
-  const pw = W - m.l - m.r, ph = H - m.t - m.b;
+  const pw = W - m.l - m.r,
+    ph = H - m.t - m.b;
   const n = Math.max(1, ...series.map((s) => s.values.length));
   const x = (i: number): number => m.l + (n === 1 ? pw / 2 : (i * pw) / (n - 1));
   const parts: string[] = [
@@ -64,11 +67,14 @@ export function lineChartSvg(title: string, xLabel: string, series: Series[], op
     parts.push(`<line x1="${ax}" y1="${m.t}" x2="${ax}" y2="${m.t + ph}" stroke="${s.color}"/>`);
     for (const f of [0, 0.5, 1]) {
       const tx = si === 0 ? ax - 6 : ax + 6;
-      parts.push(`<text x="${tx}" y="${y(f * max) + 4}" text-anchor="${si === 0 ? 'end' : 'start'}" fill="${s.color}">${fmt(f * max)}</text>`);
+      parts.push(
+        `<text x="${tx}" y="${y(f * max) + 4}" text-anchor="${si === 0 ? 'end' : 'start'}" fill="${s.color}">${fmt(f * max)}</text>`,
+      );
     }
     const pts = s.values.map((v, i) => `${x(i).toFixed(1)},${y(Number.isFinite(v) ? v : 0).toFixed(1)}`).join(' ');
     parts.push(`<polyline fill="none" stroke="${s.color}" stroke-width="2" points="${pts}"/>`);
-    for (const [i, v] of s.values.entries()) parts.push(`<circle cx="${x(i).toFixed(1)}" cy="${y(Number.isFinite(v) ? v : 0).toFixed(1)}" r="3" fill="${s.color}"/>`);
+    for (const [i, v] of s.values.entries())
+      parts.push(`<circle cx="${x(i).toFixed(1)}" cy="${y(Number.isFinite(v) ? v : 0).toFixed(1)}" r="3" fill="${s.color}"/>`);
     parts.push(`<text x="${m.l + 8 + si * 200}" y="${m.t - 8}" fill="${s.color}">● ${esc(s.name)}</text>`);
   });
   parts.push('</svg>');
@@ -77,9 +83,11 @@ export function lineChartSvg(title: string, xLabel: string, series: Series[], op
 
 /** A grouped bar chart (benchmarks): one group per category, one bar per series, each series normalised to its maximum. */
 export function barChartSvg(title: string, categories: string[], series: Series[], opts: { width?: number; height?: number } = {}): string {
-  const W = opts.width ?? 720, H = opts.height ?? 380;
+  const W = opts.width ?? 720,
+    H = opts.height ?? 380;
   const m = { l: 40, r: 20, t: 56, b: 60 };
-  const pw = W - m.l - m.r, ph = H - m.t - m.b;
+  const pw = W - m.l - m.r,
+    ph = H - m.t - m.b;
   const gw = pw / Math.max(1, categories.length);
   const bw = (gw * 0.8) / Math.max(1, series.length);
   const parts: string[] = [
@@ -94,11 +102,17 @@ export function barChartSvg(title: string, categories: string[], series: Series[
     s.values.forEach((v, ci) => {
       const h = (Math.max(0, v) / max) * ph;
       const bx = m.l + ci * gw + gw * 0.1 + si * bw;
-      parts.push(`<rect x="${bx.toFixed(1)}" y="${(m.t + ph - h).toFixed(1)}" width="${(bw - 2).toFixed(1)}" height="${h.toFixed(1)}" fill="${s.color}"/>`);
-      parts.push(`<text x="${(bx + bw / 2).toFixed(1)}" y="${(m.t + ph - h - 3).toFixed(1)}" text-anchor="middle" font-size="9">${fmt(v)}</text>`);
+      parts.push(
+        `<rect x="${bx.toFixed(1)}" y="${(m.t + ph - h).toFixed(1)}" width="${(bw - 2).toFixed(1)}" height="${h.toFixed(1)}" fill="${s.color}"/>`,
+      );
+      parts.push(
+        `<text x="${(bx + bw / 2).toFixed(1)}" y="${(m.t + ph - h - 3).toFixed(1)}" text-anchor="middle" font-size="9">${fmt(v)}</text>`,
+      );
     });
   });
-  categories.forEach((c, ci) => parts.push(`<text x="${(m.l + ci * gw + gw / 2).toFixed(1)}" y="${m.t + ph + 16}" text-anchor="middle">${esc(c)}</text>`));
+  categories.forEach((c, ci) =>
+    parts.push(`<text x="${(m.l + ci * gw + gw / 2).toFixed(1)}" y="${m.t + ph + 16}" text-anchor="middle">${esc(c)}</text>`),
+  );
   parts.push('</svg>');
   return parts.join('\n') + '\n';
 }

@@ -29,15 +29,27 @@ export async function planResume(dir: string, loaded: TrainConfig | undefined): 
   // What the checkpoint's groups and job ids were built from must not change under them.
   for (const key of ['n', 'seed', 'mode'] as const) {
     if (saved && cfg[key] !== saved[key]) {
-      throw new RaasError('config_invalid', `--resume ${abs}: key "${key}" is ${JSON.stringify(cfg[key])} in the given config but ${JSON.stringify(saved[key])} in the run's config.json; a resumed run keeps it (start a new run to change it)`, { retryable: false });
+      throw new RaasError(
+        'config_invalid',
+        `--resume ${abs}: key "${key}" is ${JSON.stringify(cfg[key])} in the given config but ${JSON.stringify(saved[key])} in the run's config.json; a resumed run keeps it (start a new run to change it)`,
+        { retryable: false },
+      );
     }
   }
   if (saved && cfg.dataset.path !== saved.dataset.path) {
-    throw new RaasError('config_invalid', `--resume ${abs}: key "dataset.path" is ${cfg.dataset.path} in the given config but ${saved.dataset.path} in the run's config.json; the checkpoint's dataset cursor belongs to the run's dataset`, { retryable: false });
+    throw new RaasError(
+      'config_invalid',
+      `--resume ${abs}: key "dataset.path" is ${cfg.dataset.path} in the given config but ${saved.dataset.path} in the run's config.json; the checkpoint's dataset cursor belongs to the run's dataset`,
+      { retryable: false },
+    );
   }
   const name = checkpoint.coordinator.name;
   if (cfg.name !== name) {
-    throw new RaasError('config_invalid', `--resume ${abs}: the config's name "${cfg.name}" differs from the run's "${name}"; job ids derive from it (set name: ${name})`, { retryable: false });
+    throw new RaasError(
+      'config_invalid',
+      `--resume ${abs}: the config's name "${cfg.name}" differs from the run's "${name}"; job ids derive from it (set name: ${name})`,
+      { retryable: false },
+    );
   }
   return { cfg, resume: { dir: abs, checkpoint } };
 }

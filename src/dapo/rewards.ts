@@ -7,7 +7,10 @@ export const ADVANTAGE_EPS = 1e-6;
  * DAPO overlong shaping: 0 up to L_max − L_cache model-generated tokens, then a linear penalty
  * reaching −penalty_factor at L_max, and −penalty_factor beyond it.
  */
-export function overlongPenalty(generated: number, cfg: Pick<OverlongConfig, 'enabled' | 'max_tokens' | 'buffer' | 'penalty_factor'>): number {
+export function overlongPenalty(
+  generated: number,
+  cfg: Pick<OverlongConfig, 'enabled' | 'max_tokens' | 'buffer' | 'penalty_factor'>,
+): number {
   if (!cfg.enabled) return 0;
   const expected = cfg.max_tokens - cfg.buffer;
   if (generated <= expected) return 0;

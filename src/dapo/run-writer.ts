@@ -9,7 +9,16 @@ import type { PromptRecord } from './history.js';
 import { runPlotSvg } from './plot-run.js';
 
 /** What a run writes into its directory (moved aside, together, when the name is reused). */
-const OUTPUTS = ['batches', 'batches.jsonl', 'summary.json', 'plot.svg', 'checkpoint.json', 'config.json', 'metrics.jsonl', 'prompts.jsonl'];
+const OUTPUTS = [
+  'batches',
+  'batches.jsonl',
+  'summary.json',
+  'plot.svg',
+  'checkpoint.json',
+  'config.json',
+  'metrics.jsonl',
+  'prompts.jsonl',
+];
 
 /** Writes a file whole or not at all: a temporary file renamed over the target (a kill never leaves half a file). */
 export async function writeAtomic(file: string, data: string, mode?: number): Promise<void> {
@@ -26,14 +35,20 @@ export async function readTrainCheckpoint(dir: string): Promise<TrainCheckpoint>
     raw = JSON.parse(await readFile(file, 'utf8'));
   } catch (err) {
     const missing = (err as NodeJS.ErrnoException).code === 'ENOENT';
-    throw new RaasError('config_invalid', missing
-      ? `--resume ${dir}: no checkpoint.json there; raas train writes it after the first finished step (start the run without --resume)`
-      : `--resume ${dir}: checkpoint.json is not JSON (${(err as Error).message})`, { retryable: false });
+    throw new RaasError(
+      'config_invalid',
+      missing
+        ? `--resume ${dir}: no checkpoint.json there; raas train writes it after the first finished step (start the run without --resume)`
+        : `--resume ${dir}: checkpoint.json is not JSON (${(err as Error).message})`,
+      { retryable: false },
+    );
   }
   const r = TrainCheckpoint.safeParse(raw);
   if (!r.success) {
     const i = r.error.issues[0]!;
-    throw new RaasError('config_invalid', `--resume ${dir}: checkpoint.json: key "${i.path.join('.')}": ${i.message}`, { retryable: false });
+    throw new RaasError('config_invalid', `--resume ${dir}: checkpoint.json: key "${i.path.join('.')}": ${i.message}`, {
+      retryable: false,
+    });
   }
   return r.data;
 }
@@ -63,11 +78,23 @@ export interface StepSummary {
 export function summarise(b: Batch): StepSummary {
   const s = b.stats as Batch['stats'] & Record<string, number>;
   return {
-    step: b.step, policy_version: b.policy_version, wall_s: s.wall_s, groups: b.groups.length, accepted: s.accepted, filtered: s.filtered,
-    cancelled: s.cancelled, carried_over: s.carried_over, mean_reward: s.mean_reward ?? 0, batch_mean_reward: s.batch_mean_reward ?? 0,
-    informative_groups_per_s: s.informative_groups_per_s ?? 0, tokens_per_s: s.tokens_generated / Math.max(s.wall_s, 1e-9),
-    worker_utilization: s.worker_utilization, staleness_mean: s.staleness_mean ?? 0, staleness_max: s.staleness_max ?? 0,
-    tokens_generated: s.tokens_generated, tokens_wasted: s.tokens_wasted ?? 0,
+    step: b.step,
+    policy_version: b.policy_version,
+    wall_s: s.wall_s,
+    groups: b.groups.length,
+    accepted: s.accepted,
+    filtered: s.filtered,
+    cancelled: s.cancelled,
+    carried_over: s.carried_over,
+    mean_reward: s.mean_reward ?? 0,
+    batch_mean_reward: s.batch_mean_reward ?? 0,
+    informative_groups_per_s: s.informative_groups_per_s ?? 0,
+    tokens_per_s: s.tokens_generated / Math.max(s.wall_s, 1e-9),
+    worker_utilization: s.worker_utilization,
+    staleness_mean: s.staleness_mean ?? 0,
+    staleness_max: s.staleness_max ?? 0,
+    tokens_generated: s.tokens_generated,
+    tokens_wasted: s.tokens_wasted ?? 0,
   };
 }
 
@@ -116,7 +143,11 @@ export class RunWriter {
     const jsonl = path.join(this.dir, 'batches.jsonl');
     const size = existsSync(jsonl) ? (await stat(jsonl)).size : 0;
     if (size < ck.batches_jsonl_bytes) {
-      throw new RaasError('config_invalid', `--resume ${this.dir}: batches.jsonl has ${size} bytes but the checkpoint recorded ${ck.batches_jsonl_bytes} after step ${ck.steps_done - 1}; the run directory was changed by hand`, { retryable: false });
+      throw new RaasError(
+        'config_invalid',
+        `--resume ${this.dir}: batches.jsonl has ${size} bytes but the checkpoint recorded ${ck.batches_jsonl_bytes} after step ${ck.steps_done - 1}; the run directory was changed by hand`,
+        { retryable: false },
+      );
     }
     if (size > ck.batches_jsonl_bytes) await truncate(jsonl, ck.batches_jsonl_bytes);
     this.bytes = ck.batches_jsonl_bytes;
@@ -188,7 +219,11 @@ export async function readRunConfig(dir: string): Promise<unknown> {
   try {
     return JSON.parse(await readFile(file, 'utf8'));
   } catch (err) {
-    throw new RaasError('config_invalid', `--resume ${dir}: cannot read config.json (${(err as Error).message}); give the run's config file as well: raas train <config> --resume ${dir}`, { retryable: false });
+    throw new RaasError(
+      'config_invalid',
+      `--resume ${dir}: cannot read config.json (${(err as Error).message}); give the run's config file as well: raas train <config> --resume ${dir}`,
+      { retryable: false },
+    );
   }
 }
 

@@ -95,8 +95,14 @@ export class Selector {
   /** The bases' move per finished group: adapt_step per batch_size groups (GRESO's rate per step). */
   private readonly step: number;
 
-  constructor(private readonly cfg: SelectionConfig, batchSize: number, state?: SelectorState) {
-    this.st = state ? { ...state } : { keep_easy: cfg.initial_keep, keep_hard: cfg.initial_keep, share_easy: 0, share_hard: 0, observed: 0 };
+  constructor(
+    private readonly cfg: SelectionConfig,
+    batchSize: number,
+    state?: SelectorState,
+  ) {
+    this.st = state
+      ? { ...state }
+      : { keep_easy: cfg.initial_keep, keep_hard: cfg.initial_keep, share_easy: 0, share_hard: 0, observed: 0 };
     this.horizon = Math.max(8, 2 * batchSize);
     this.step = cfg.adapt_step / batchSize;
   }

@@ -72,12 +72,29 @@ export async function runTraining(cfg: TrainConfig, opts: TrainOptions = {}): Pr
     const st = coord.status();
     const t = totals();
     return {
-      name: cfg.name, run_dir: writer.dir, status, steps_asked: cfg.steps, steps_done: stepsDone, resumes,
-      mode: cfg.mode, carry_over: cfg.carry_over, max_staleness: cfg.max_staleness, n: cfg.n, batch_size: cfg.batch_size,
-      seed: cfg.seed, selection: cfg.selection.mode, adaptive_n: cfg.selection.adaptive_n ?? null, policy_version: st.policy_version, wall_s: wall(), totals: t,
+      name: cfg.name,
+      run_dir: writer.dir,
+      status,
+      steps_asked: cfg.steps,
+      steps_done: stepsDone,
+      resumes,
+      mode: cfg.mode,
+      carry_over: cfg.carry_over,
+      max_staleness: cfg.max_staleness,
+      n: cfg.n,
+      batch_size: cfg.batch_size,
+      seed: cfg.seed,
+      selection: cfg.selection.mode,
+      adaptive_n: cfg.selection.adaptive_n ?? null,
+      policy_version: st.policy_version,
+      wall_s: wall(),
+      totals: t,
       prompts: coord.promptSummary(),
-      waste_fraction: t.tokens_generated ? (t.tokens_wasted ?? 0) / t.tokens_generated : 0, leftovers: coord.leftovers(),
-      first_mean_reward: writer.steps[0]?.mean_reward, last_mean_reward: writer.steps.at(-1)?.mean_reward, steps: writer.steps,
+      waste_fraction: t.tokens_generated ? (t.tokens_wasted ?? 0) / t.tokens_generated : 0,
+      leftovers: coord.leftovers(),
+      first_mean_reward: writer.steps[0]?.mean_reward,
+      last_mean_reward: writer.steps.at(-1)?.mean_reward,
+      steps: writer.steps,
     };
   };
   /** Saves the coordinator's state as of `stepsDone` finished steps (skipped if it has handed over a later batch). */
@@ -85,9 +102,16 @@ export async function runTraining(cfg: TrainConfig, opts: TrainOptions = {}): Pr
     const state = coord.checkpoint();
     if (state.step !== stepsDone) return;
     await writer.writeCheckpoint({
-      format: 'raas.train/1', steps_done: stepsDone, steps_asked: cfg.steps, batches_jsonl_bytes: writer.bytes,
+      format: 'raas.train/1',
+      steps_done: stepsDone,
+      steps_asked: cfg.steps,
+      batches_jsonl_bytes: writer.bytes,
       batch_files: writer.steps.map((s) => path.relative(writer.dir, writer.batchPath(s.step))),
-      wall_s: wall(), resumes, totals: totals(), coordinator: state, saved_at: new Date().toISOString(),
+      wall_s: wall(),
+      resumes,
+      totals: totals(),
+      coordinator: state,
+      saved_at: new Date().toISOString(),
     });
   };
   let opened = false;
@@ -99,8 +123,10 @@ export async function runTraining(cfg: TrainConfig, opts: TrainOptions = {}): Pr
     if (ck) {
       const { dropped_steps } = await writer.reopen(ck);
       await log.keepSteps(stepsDone);
-      if (dropped_steps.length) err?.write(`raas: step ${dropped_steps.join(', ')} had not finished before the interruption; it runs again\n`);
-      if (cfg.embedded !== false) err?.write('raas: embedded rollout servers do not outlive their process: the rollouts in flight at the checkpoint run again\n');
+      if (dropped_steps.length)
+        err?.write(`raas: step ${dropped_steps.join(', ')} had not finished before the interruption; it runs again\n`);
+      if (cfg.embedded !== false)
+        err?.write('raas: embedded rollout servers do not outlive their process: the rollouts in flight at the checkpoint run again\n');
       err?.write(`raas: resuming "${cfg.name}" at step ${stepsDone} of ${cfg.steps} in ${writer.dir}\n`);
     } else {
       const moved = await writer.open();
@@ -164,7 +190,14 @@ export function progressLine(step: number, batchSize: number, s: ReturnType<Coor
 }
 
 /** Waits for the step's batch with a progress bar on stderr (when it is a terminal), else a line every `intervalS`. */
-async function withProgress(coord: Coordinator, cfg: TrainConfig, step: number, err: NodeJS.WriteStream | undefined, signal: AbortSignal | undefined, intervalS: number): Promise<Batch> {
+async function withProgress(
+  coord: Coordinator,
+  cfg: TrainConfig,
+  step: number,
+  err: NodeJS.WriteStream | undefined,
+  signal: AbortSignal | undefined,
+  intervalS: number,
+): Promise<Batch> {
   if (!err?.isTTY) {
     if (!err || !(intervalS > 0)) return coord.nextBatch({ signal });
     const timer = setInterval(() => err.write(progressLine(step, cfg.batch_size, coord.status()) + '\n'), intervalS * 1000);
@@ -175,14 +208,23 @@ async function withProgress(coord: Coordinator, cfg: TrainConfig, step: number, 
     }
   }
   const bar = new cliProgress.SingleBar(
-    { stream: err, format: `step ${step} [{bar}] {value}/{total} groups | in flight {inflight} jobs | filtered {filtered} | {elapsed}s`, hideCursor: true, clearOnComplete: true },
+    {
+      stream: err,
+      format: `step ${step} [{bar}] {value}/{total} groups | in flight {inflight} jobs | filtered {filtered} | {elapsed}s`,
+      hideCursor: true,
+      clearOnComplete: true,
+    },
     cliProgress.Presets.shades_classic,
   );
   const st = coord.status();
   bar.start(cfg.batch_size, Math.min(st.buffered_groups, cfg.batch_size), { inflight: st.running_jobs, filtered: 0, elapsed: '0.0' });
   const timer = setInterval(() => {
     const s = coord.status();
-    bar.update(Math.min(s.buffered_groups, cfg.batch_size), { inflight: s.running_jobs, filtered: s.window.filtered, elapsed: s.window.elapsed_s.toFixed(1) });
+    bar.update(Math.min(s.buffered_groups, cfg.batch_size), {
+      inflight: s.running_jobs,
+      filtered: s.window.filtered,
+      elapsed: s.window.elapsed_s.toFixed(1),
+    });
   }, 200);
   try {
     return await coord.nextBatch({ signal });

@@ -11,8 +11,14 @@ export interface TrainerRun {
 
 /** Thrown when the trainer command exits non-zero: the run stops with its exit code. */
 export class TrainerCommandError extends RaasError {
-  constructor(readonly exitCode: number, readonly stderrTail: string, command: string) {
-    super('internal', `trainer.command failed with exit code ${exitCode}: ${command}\n--- stderr (tail) ---\n${stderrTail}`, { retryable: false });
+  constructor(
+    readonly exitCode: number,
+    readonly stderrTail: string,
+    command: string,
+  ) {
+    super('internal', `trainer.command failed with exit code ${exitCode}: ${command}\n--- stderr (tail) ---\n${stderrTail}`, {
+      retryable: false,
+    });
     this.name = 'TrainerCommandError';
   }
 }
@@ -31,10 +37,18 @@ export function renderCommand(template: string, vars: { batch_path: string; step
  * Runs the trainer command through /bin/sh in its own process group (so Ctrl-C or an abort stops
  * the whole tree). Its last stdout line may be JSON `{version?, weight_version?, backends?}`.
  */
-export function runTrainerCommand(command: string, opts: { cwd?: string; env?: Record<string, string>; signal?: AbortSignal }): Promise<TrainerRun> {
+export function runTrainerCommand(
+  command: string,
+  opts: { cwd?: string; env?: Record<string, string>; signal?: AbortSignal },
+): Promise<TrainerRun> {
   return new Promise((resolve, reject) => {
     opts.signal?.throwIfAborted();
-    const child = spawn('/bin/sh', ['-c', command], { cwd: opts.cwd, env: { ...process.env, ...opts.env }, stdio: ['ignore', 'pipe', 'pipe'], detached: true });
+    const child = spawn('/bin/sh', ['-c', command], {
+      cwd: opts.cwd,
+      env: { ...process.env, ...opts.env },
+      stdio: ['ignore', 'pipe', 'pipe'],
+      detached: true,
+    });
     let stdout = '';
     let stderr = '';
     const keep = (s: string, chunk: Buffer): string => (s + chunk.toString('utf8')).slice(-64 * 1024);
@@ -58,19 +72,34 @@ export function runTrainerCommand(command: string, opts: { cwd?: string; env?: R
       if (opts.signal?.aborted) return reject(new CancelledError('trainer command interrupted'));
       const tail = stderr.split('\n').slice(-20).join('\n').slice(-4000);
       if (code !== 0) return reject(new TrainerCommandError(code ?? (sig ? 128 + 15 : 1), tail, command));
-      const last = stdout.trim().split('\n').filter((l) => l.trim()).at(-1) ?? '';
+      const last =
+        stdout
+          .trim()
+          .split('\n')
+          .filter((l) => l.trim())
+          .at(-1) ?? '';
       let update: UpdateWeightsRequest = {};
       if (last.startsWith('{')) {
         let json: unknown;
         try {
           json = JSON.parse(last);
         } catch {
-          return reject(new RaasError('bad_request', `trainer.command: last stdout line looks like JSON but does not parse: ${last.slice(0, 200)}`, { retryable: false }));
+          return reject(
+            new RaasError('bad_request', `trainer.command: last stdout line looks like JSON but does not parse: ${last.slice(0, 200)}`, {
+              retryable: false,
+            }),
+          );
         }
         const r = UpdateWeightsRequest.safeParse(json);
         if (!r.success) {
           const i = r.error.issues[0]!;
-          return reject(new RaasError('bad_request', `trainer.command: last stdout line: ${fieldPath(i.path)}: ${i.message}; expected {version?, weight_version?, backends?}`, { retryable: false }));
+          return reject(
+            new RaasError(
+              'bad_request',
+              `trainer.command: last stdout line: ${fieldPath(i.path)}: ${i.message}; expected {version?, weight_version?, backends?}`,
+              { retryable: false },
+            ),
+          );
         }
         update = r.data;
       }

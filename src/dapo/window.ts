@@ -59,7 +59,16 @@ export class StepWindow {
   finish(
     now: number,
     capacity: number,
-    extra: { carried_over: number; tokens_used: number; staleness: number[]; batch_rewards: number[]; running_at_handover: number; buffered_after_handover: number; batch_size: number; selection?: Record<string, number> },
+    extra: {
+      carried_over: number;
+      tokens_used: number;
+      staleness: number[];
+      batch_rewards: number[];
+      running_at_handover: number;
+      buffered_after_handover: number;
+      batch_size: number;
+      selection?: Record<string, number>;
+    },
   ): BatchStats {
     const wallMs = Math.max(now - this.startedAt, 1e-9);
     const hist: Record<string, number> = {};

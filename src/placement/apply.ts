@@ -77,7 +77,8 @@ export async function applyPlacement(plan: PlacementPlan, opts: ApplyOptions = {
     settled.forEach((r, i) => {
       const url = plan.assignments[i].rollout_server;
       if (r.status === 'fulfilled') servers.push(r.value);
-      else if (opts.skip_unreachable && unreachable(r.reason) && !opts.signal?.aborted) skipped.push({ rollout_server: url, error: (r.reason as Error).message });
+      else if (opts.skip_unreachable && unreachable(r.reason) && !opts.signal?.aborted)
+        skipped.push({ rollout_server: url, error: (r.reason as Error).message });
       else failed.push({ reason: r.reason, line: `${url}: ${(r.reason as Error)?.message ?? String(r.reason)}` });
     });
     if (failed.length > 0) {

@@ -18,7 +18,7 @@ export function registerPlace(program: Command): void {
     .description('assign LLM servers to rollout servers node-affinely (same node first, then round-robin), print the plan and apply it')
     .requiredOption('--config <file>', 'YAML with rollout_servers [{url, token?}] and llm_servers [{address, api?}] (configs/place.yaml)')
     .option('--dry-run', 'print the plan without applying it')
-    .option('--json', 'print the plan (and the servers\' backends after applying) as JSON')
+    .option('--json', "print the plan (and the servers' backends after applying) as JSON")
     .option('--weight-version <v>', 'weight_version to register the LLM servers with (overrides the config)')
     .action(async (flags: PlaceFlags) => {
       const cfg = await loadPlaceConfig(flags.config);

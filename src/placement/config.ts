@@ -5,9 +5,18 @@ import { RaasError } from '../protocol/errors.js';
 import { checkConfig } from '../protocol/config-errors.js';
 import { LlmApi } from '../protocol/llm.js';
 
-const RolloutServer = z.union([z.string().min(1).transform((url) => ({ url })), z.strictObject({ url: z.string().min(1), token: z.string().optional() })]);
+const RolloutServer = z.union([
+  z
+    .string()
+    .min(1)
+    .transform((url) => ({ url })),
+  z.strictObject({ url: z.string().min(1), token: z.string().optional() }),
+]);
 const LlmServer = z.union([
-  z.string().min(1).transform((address) => ({ address })),
+  z
+    .string()
+    .min(1)
+    .transform((address) => ({ address })),
   z.strictObject({ address: z.string().min(1), api: LlmApi.optional() }),
 ]);
 
@@ -30,7 +39,8 @@ export type PlaceConfig = z.infer<typeof PlaceConfig>;
 export function parsePlaceConfig(raw: unknown, source = 'config'): PlaceConfig {
   // One line per problem: the file, the full key path, the nearest valid key for a misspelt one.
   const cfg = checkConfig(PlaceConfig, raw ?? {}, { file: source });
-  if (cfg.token !== undefined) cfg.rollout_servers = cfg.rollout_servers.map((s) => ({ ...s, token: 'token' in s && s.token ? s.token : cfg.token }));
+  if (cfg.token !== undefined)
+    cfg.rollout_servers = cfg.rollout_servers.map((s) => ({ ...s, token: 'token' in s && s.token ? s.token : cfg.token }));
   return cfg;
 }
 

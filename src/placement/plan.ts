@@ -49,14 +49,26 @@ export interface PlanOptions {
  */
 export async function planPlacement(rollout: RolloutServerSpec[], llm: LlmServerSpec[], opts: PlanOptions = {}): Promise<PlacementPlan> {
   if (rollout.length === 0) throw new RaasError('config_invalid', 'rollout_servers: give at least one rollout server {url}');
-  dupes(rollout.map((r) => r.url.replace(/\/+$/, '')), 'rollout_servers', 'url');
-  dupes(llm.map((l) => l.address), 'llm_servers', 'address');
+  dupes(
+    rollout.map((r) => r.url.replace(/\/+$/, '')),
+    'rollout_servers',
+    'url',
+  );
+  dupes(
+    llm.map((l) => l.address),
+    'llm_servers',
+    'address',
+  );
   const rHosts = rollout.map((r, i) => hostAt(r.url, `rollout_servers[${i}].url`));
   const lHosts = llm.map((l, i) => hostAt(l.address, `llm_servers[${i}].address`));
   const { ips, failures } = await resolveHosts([...rHosts, ...lHosts], opts.lookup ?? systemLookup);
   const warnings = failures.map((f) => `could not resolve ${f}; no node match for it`);
 
-  const assignments: PlacementAssignment[] = rollout.map((r, i) => ({ rollout_server: r.url, ips: ips.get(rHosts[i]) ?? [], llm_servers: [] }));
+  const assignments: PlacementAssignment[] = rollout.map((r, i) => ({
+    rollout_server: r.url,
+    ips: ips.get(rHosts[i]) ?? [],
+    llm_servers: [],
+  }));
   const load = (i: number): number => assignments[i].llm_servers.length;
   const assign = (i: number, l: number, phase: PlacementPhase): void => {
     assignments[i].llm_servers.push({ address: llm[l].address, api: apiOf(llm[l]), phase, ips: ips.get(lHosts[l]) ?? [] });
@@ -68,7 +80,11 @@ export async function planPlacement(rollout: RolloutServerSpec[], llm: LlmServer
     const mine = new Set(ips.get(lHosts[l]));
     const local = assignments.map((a, i) => i).filter((i) => assignments[i].ips.some((ip) => mine.has(ip)));
     if (local.length === 0) return void rest.push(l);
-    assign(local.reduce((b, i) => (load(i) < load(b) ? i : b)), l, 1);
+    assign(
+      local.reduce((b, i) => (load(i) < load(b) ? i : b)),
+      l,
+      1,
+    );
   });
 
   // Phase 2: round-robin over the least-loaded rollout servers; the cursor breaks ties so equal

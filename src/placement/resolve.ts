@@ -36,7 +36,10 @@ export function canonicalIp(ip: string): string {
  * resolve maps to an empty list (and a message in `failures`): it cannot match a node, but a rollout
  * server elsewhere may still reach it, so placement goes on.
  */
-export async function resolveHosts(hosts: Iterable<string>, lookup: Lookup = systemLookup): Promise<{ ips: Map<string, string[]>; failures: string[] }> {
+export async function resolveHosts(
+  hosts: Iterable<string>,
+  lookup: Lookup = systemLookup,
+): Promise<{ ips: Map<string, string[]>; failures: string[] }> {
   const ips = new Map<string, string[]>();
   const failures: string[] = [];
   await Promise.all(

@@ -33,7 +33,16 @@ export function keyPath(path: Path): string {
   return out || '(top level)';
 }
 
-type Def = { type: string; innerType?: z.ZodType; in?: z.ZodType; shape?: Record<string, z.ZodType>; element?: z.ZodType; valueType?: z.ZodType; options?: z.ZodType[]; getter?: () => z.ZodType };
+type Def = {
+  type: string;
+  innerType?: z.ZodType;
+  in?: z.ZodType;
+  shape?: Record<string, z.ZodType>;
+  element?: z.ZodType;
+  valueType?: z.ZodType;
+  options?: z.ZodType[];
+  getter?: () => z.ZodType;
+};
 const defOf = (s: z.ZodType): Def => (s as unknown as { _zod: { def: Def } })._zod.def;
 
 /** The keys of the object schema found at `path` inside `schema` (through defaults, unions, arrays, records), if any. */
@@ -77,7 +86,10 @@ function issueLine(schema: z.ZodType, issue: z.core.$ZodIssue, prefix: Path, src
     return issue.keys.map((k) => {
       const p = [...issue.path, k];
       const full = keyPath([...prefix, ...p]);
-      const hint = issue.path.at(-1) === 'sampling_params' || (prefix.at(-1) === 'sampling_params' && issue.path.length === 0) ? SAMPLING_HINTS[k] : undefined;
+      const hint =
+        issue.path.at(-1) === 'sampling_params' || (prefix.at(-1) === 'sampling_params' && issue.path.length === 0)
+          ? SAMPLING_HINTS[k]
+          : undefined;
       if (hint) return `${within(p)}: \`${full}\`: ${hint}`;
       const near = nearestKey(k, valid);
       const tail = near ? `did you mean \`${near}\`?` : valid.length ? `valid keys here: ${valid.join(', ')}` : 'remove it';
@@ -104,7 +116,13 @@ function issueMessage(issue: z.core.$ZodIssue): string {
 }
 
 /** Every issue as its own line, at most `max`. */
-export function describeConfigIssues(schema: z.ZodType, issues: ReadonlyArray<z.core.$ZodIssue>, src: IssueSource, prefix: Path = [], max = 8): string[] {
+export function describeConfigIssues(
+  schema: z.ZodType,
+  issues: ReadonlyArray<z.core.$ZodIssue>,
+  src: IssueSource,
+  prefix: Path = [],
+  max = 8,
+): string[] {
   const lines = issues.flatMap((i) => issueLine(schema, i, prefix, src));
   return lines.length > max ? [...lines.slice(0, max), `... and ${lines.length - max} more`] : lines;
 }

@@ -91,7 +91,11 @@ export const SandboxConfig = z.strictObject({
   /** Characters of output per tool answer (head and tail kept, the cut marked). */
   output_cap: z.number().int().positive().default(30_000),
   /** Largest command, code or file text accepted by the tool server. */
-  max_input_bytes: z.number().int().positive().default(1 << 20),
+  max_input_bytes: z
+    .number()
+    .int()
+    .positive()
+    .default(1 << 20),
   /** Seconds from spawn until the tool server must answer. */
   start_timeout_s: z.number().positive().default(20),
   /** Grace period of each close step (graceful stop, SIGTERM) before the next one. */
@@ -104,7 +108,10 @@ export const SandboxConfig = z.strictObject({
   /** Loopback leases (127.x.y.z) for sandboxes that share the host network. */
   leases: z
     .strictObject({
-      ttl_s: z.number().positive().default(6 * 3600),
+      ttl_s: z
+        .number()
+        .positive()
+        .default(6 * 3600),
       /** Lock and lease file; default `<root>/leases.json`. */
       file: z.string().optional(),
     })
@@ -125,7 +132,11 @@ export const SandboxConfig = z.strictObject({
    * Largest file the server reads out of a sandbox (a solution, a patch, a test output), in bytes.
    * Reads go through the sandbox as the sandbox user; a larger file ends the job with `sandbox_limit`.
    */
-  max_read_bytes: z.number().int().positive().default(16 << 20),
+  max_read_bytes: z
+    .number()
+    .int()
+    .positive()
+    .default(16 << 20),
   /**
    * Host directories that client-supplied paths (instance.tarball) may name; realpath-checked, so a
    * symlink cannot lead out. Default: the bundled configs/data.

@@ -86,7 +86,11 @@ export const ServerConfig = z.strictObject({
   max_queued_jobs: z.number().int().positive().default(4_096),
   /** Retry-After seconds on 503 answers. */
   retry_after_s: z.number().int().nonnegative().default(1),
-  body_limit_bytes: z.number().int().positive().default(8 * 1024 * 1024),
+  body_limit_bytes: z
+    .number()
+    .int()
+    .positive()
+    .default(8 * 1024 * 1024),
   /** How long a cancelled or timed-out stage may take to hand back its partial result before the answer goes out anyway. */
   cancel_grace_ms: z.number().int().nonnegative().default(100),
   /** SIGTERM/SIGINT: seconds to cancel, close sandboxes and answer waiters before exiting. */
@@ -98,11 +102,13 @@ export const ServerConfig = z.strictObject({
    * never stalls the event loop; each worker holds its own copy of the tokenizer (~200 MB for
    * Qwen3). `workers: 0` encodes everything on the main thread.
    */
-  tokenizer_pool: z.strictObject({
-    workers: z.number().int().min(0).max(64).default(1),
-    /** Texts shorter than this many characters are encoded on the main thread. */
-    min_chars: z.number().int().min(1).default(2048),
-  }).default({ workers: 1, min_chars: 2048 }),
+  tokenizer_pool: z
+    .strictObject({
+      workers: z.number().int().min(0).max(64).default(1),
+      /** Texts shorter than this many characters are encoded on the main thread. */
+      min_chars: z.number().int().min(1).default(2048),
+    })
+    .default({ workers: 1, min_chars: 2048 }),
   llm: LlmPoolConfig.default(LlmPoolConfig.parse({})),
   journal: JournalConfig.default(JournalConfig.parse({})),
   /** Handler modules loaded by path (default export: a handler or an array); relative to the config file. */

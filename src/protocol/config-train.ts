@@ -14,10 +14,7 @@ export const ServerRef = z.strictObject({
 export type ServerRef = z.infer<typeof ServerRef>;
 
 /** An LLM inference server (vLLM or SGLang) placed onto the rollout servers. */
-export const BackendRef = z.union([
-  BackendAddress,
-  z.strictObject({ address: BackendAddress, api: LlmApi.optional() }),
-]);
+export const BackendRef = z.union([BackendAddress, z.strictObject({ address: BackendAddress, api: LlmApi.optional() })]);
 export type BackendRef = z.infer<typeof BackendRef>;
 
 /** The prompts: JSONL (one instance per line) or Parquet in veRL's row format. */
@@ -129,7 +126,10 @@ export type SelectionConfig = z.infer<typeof SelectionConfig>;
 
 /** The training config (`raas train x.yaml`, `new Coordinator(config)`). Every field but dataset is defaulted. */
 export const TrainConfig = z.strictObject({
-  name: z.string().regex(/^[A-Za-z0-9._-]+$/, 'letters, digits, ".", "_" or "-"').default('run'),
+  name: z
+    .string()
+    .regex(/^[A-Za-z0-9._-]+$/, 'letters, digits, ".", "_" or "-"')
+    .default('run'),
   seed: z.number().int().default(0),
   /** Start a local rollout server and simulated backends (true, or their options). */
   embedded: z.union([z.boolean(), EmbeddedConfig]).default(false),

@@ -6,10 +6,16 @@ export const ERROR_CODES = {
   bad_request: { status: 400, doc: 'The body or a query failed validation; the message names the field.' },
   unknown_data_source: { status: 400, doc: 'instance.data_source (or task) names no registered handler.' },
   invalid_address: { status: 400, doc: 'POST /add_llm_server: the address is not an http(s) URL with a host; send http://host:port.' },
-  tokenizer_mismatch: { status: 400, doc: "POST /add_llm_server (and raas serve's configured backends): the backend's /tokenize ids differ from raas's tokenizer; set `tokenizer` to the served model." },
+  tokenizer_mismatch: {
+    status: 400,
+    doc: "POST /add_llm_server (and raas serve's configured backends): the backend's /tokenize ids differ from raas's tokenizer; set `tokenizer` to the served model.",
+  },
   invalid_instance: { status: 400, doc: "The instance failed its handler's schema; the message names the field." },
   unauthorized: { status: 401, doc: 'Missing or wrong bearer token.' },
-  job_not_found: { status: 404, doc: 'GET /jobs/:id: no job with that id (never seen, expired, or in flight at a crash). Resubmit it with the same id and attach: true.' },
+  job_not_found: {
+    status: 404,
+    doc: 'GET /jobs/:id: no job with that id (never seen, expired, or in flight at a crash). Resubmit it with the same id and attach: true.',
+  },
   route_not_found: { status: 404, doc: 'No such route.' },
   method_not_allowed: { status: 405, doc: 'The route exists with another method.' },
   body_too_large: { status: 413, doc: 'The body exceeds the configured limit (default 8 MiB).' },
@@ -21,22 +27,43 @@ export const ERROR_CODES = {
   backend_unavailable: { status: 502, doc: 'An LLM backend failed past its retry budget.' },
   context_length_exceeded: { status: 400, doc: "The prompt plus max_tokens exceeds the backend's context." },
   config_invalid: { status: 400, doc: 'A configuration file or flag is invalid; the message names the key.' },
-  sandbox_unavailable: { status: 500, doc: 'The sandbox runtime cannot start (missing bwrap, or the sandbox user); the message names the fix.' },
+  sandbox_unavailable: {
+    status: 500,
+    doc: 'The sandbox runtime cannot start (missing bwrap, or the sandbox user); the message names the fix.',
+  },
   sandbox_error: { status: 500, doc: 'A sandbox or its tool server failed.' },
-  sandbox_limit: { status: 500, doc: 'A sandbox hit one of its limits (sandbox.max_read_bytes, sandbox.disk_mb, memory, processes); the message names the limit and its config key.' },
+  sandbox_limit: {
+    status: 500,
+    doc: 'A sandbox hit one of its limits (sandbox.max_read_bytes, sandbox.disk_mb, memory, processes); the message names the limit and its config key.',
+  },
   tool_error: { status: 400, doc: 'A tool request was malformed or refused.' },
   cancelled: { status: 499, doc: 'The operation was cancelled.' },
   timeout: { status: 504, doc: 'The operation ran past its time limit.' },
   internal: { status: 500, doc: 'An unexpected server error; the message says what failed.' },
-  dataset_exhausted: { status: 409, doc: 'Coordinator: every configured epoch of the dataset was served and too few accepted groups remain for another batch; raise dataset.epochs.' },
-  no_informative_groups: { status: 409, doc: 'Coordinator: a step finished max_groups_per_step groups (default 30 × batch_size) without batch_size informative ones; the message says what the groups were (rewards all equal to what). Check the reward, or raise max_groups_per_step (0: no limit).' },
-  generation_paused: { status: 409, doc: 'Coordinator: generation is paused and too few accepted groups are buffered for a batch; call resume() (sidecar: resume_generation) first.' },
-  server_unreachable: { status: 503, doc: 'Client: the rollout server did not answer (refused, reset, timed out) within the retry budget; check the URL and that `raas serve` runs.' },
+  dataset_exhausted: {
+    status: 409,
+    doc: 'Coordinator: every configured epoch of the dataset was served and too few accepted groups remain for another batch; raise dataset.epochs.',
+  },
+  no_informative_groups: {
+    status: 409,
+    doc: 'Coordinator: a step finished max_groups_per_step groups (default 30 × batch_size) without batch_size informative ones; the message says what the groups were (rewards all equal to what). Check the reward, or raise max_groups_per_step (0: no limit).',
+  },
+  generation_paused: {
+    status: 409,
+    doc: 'Coordinator: generation is paused and too few accepted groups are buffered for a batch; call resume() (sidecar: resume_generation) first.',
+  },
+  server_unreachable: {
+    status: 503,
+    doc: 'Client: the rollout server did not answer (refused, reset, timed out) within the retry budget; check the URL and that `raas serve` runs.',
+  },
   // sidecar-only codes
   parse_error: { status: 400, doc: 'Sidecar: the line is not JSON.' },
   unknown_op: { status: 400, doc: 'Sidecar: op is not one of the documented ops.' },
   not_ready: { status: 409, doc: 'Sidecar: the coordinator is not started or already closed.' },
-  line_too_long: { status: 413, doc: 'Sidecar: the request line exceeds max_line_bytes (default 64 MiB, `raas sidecar --max-line-bytes`); it was discarded.' },
+  line_too_long: {
+    status: 413,
+    doc: 'Sidecar: the request line exceeds max_line_bytes (default 64 MiB, `raas sidecar --max-line-bytes`); it was discarded.',
+  },
 } as const;
 
 export type ErrorCode = keyof typeof ERROR_CODES;
@@ -89,7 +116,7 @@ export function cancellationKind(err: unknown): 'cancelled' | 'timeout' | undefi
   if (err instanceof CancelledError) return 'cancelled';
   if (err instanceof Error && err.name === 'TimeoutError') return 'timeout';
   if (err instanceof Error && err.name === 'AbortError') {
-    return err.cause === undefined ? 'cancelled' : cancellationKind(err.cause) ?? 'cancelled';
+    return err.cause === undefined ? 'cancelled' : (cancellationKind(err.cause) ?? 'cancelled');
   }
   return undefined;
 }

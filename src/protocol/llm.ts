@@ -19,7 +19,8 @@ export function addressProblem(address: string): string | undefined {
   } catch {
     return `${JSON.stringify(address)} is not a URL: ${fix}`;
   }
-  if (u.protocol !== 'http:' && u.protocol !== 'https:') return `${JSON.stringify(address)}: scheme ${u.protocol.slice(0, -1)} is not served; ${fix}`;
+  if (u.protocol !== 'http:' && u.protocol !== 'https:')
+    return `${JSON.stringify(address)}: scheme ${u.protocol.slice(0, -1)} is not served; ${fix}`;
   if (!u.hostname) return `${JSON.stringify(address)} has no host: ${fix}`;
   if (u.search || u.hash || u.username) return `${JSON.stringify(address)}: no query, fragment or credentials in a backend address; ${fix}`;
   return undefined;
@@ -111,7 +112,8 @@ export const FORWARDED_SAMPLING = {
   extra_body: z
     .record(z.string(), z.unknown())
     .superRefine((v, ctx) => {
-      for (const k of Object.keys(v)) if (RAAS_OWNED.has(k)) ctx.addIssue({ code: 'custom', path: [k], message: `raas sets "${k}" itself; it cannot be passed through` });
+      for (const k of Object.keys(v))
+        if (RAAS_OWNED.has(k)) ctx.addIssue({ code: 'custom', path: [k], message: `raas sets "${k}" itself; it cannot be passed through` });
     })
     .optional(),
 } as const;
@@ -119,29 +121,59 @@ export type ForwardedSampling = { [K in keyof typeof FORWARDED_SAMPLING]?: z.inf
 
 /** Body fields raas sets on every call (token-in/token-out needs them). */
 const RAAS_OWNED = new Set([
-  'model', 'prompt', 'input_ids', 'text', 'max_tokens', 'max_new_tokens', 'n', 'best_of', 'seed', 'sampling_seed', 'logprobs', 'return_logprob', 'logprob_start_len',
-  'top_logprobs_num', 'return_text_in_logprobs', 'return_tokens_as_token_ids', 'return_token_ids', 'skip_special_tokens', 'include_stop_str_in_output',
-  'no_stop_trim', 'stop_token_ids', 'request_id', 'rid', 'stream', 'echo',
+  'model',
+  'prompt',
+  'input_ids',
+  'text',
+  'max_tokens',
+  'max_new_tokens',
+  'n',
+  'best_of',
+  'seed',
+  'sampling_seed',
+  'logprobs',
+  'return_logprob',
+  'logprob_start_len',
+  'top_logprobs_num',
+  'return_text_in_logprobs',
+  'return_tokens_as_token_ids',
+  'return_token_ids',
+  'skip_special_tokens',
+  'include_stop_str_in_output',
+  'no_stop_trim',
+  'stop_token_ids',
+  'request_id',
+  'rid',
+  'stream',
+  'echo',
 ]);
 
 /** Why a key that vLLM or SGLang knows is not a raas sampling parameter (shown instead of "unknown key"). */
 export const SAMPLING_HINTS: Readonly<Record<string, string>> = {
-  n: 'raas asks for one sample per call; the group size is the training config\'s `n`',
+  n: "raas asks for one sample per call; the group size is the training config's `n`",
   best_of: 'raas asks for one sample per call; not settable',
   max_tokens: 'raas sets it per call; use `max_tokens_per_turn` (one call) or `max_response_tokens` (the whole trajectory)',
   max_new_tokens: 'raas sets it per call; use `max_tokens_per_turn` (one call) or `max_response_tokens` (the whole trajectory)',
   min_new_tokens: 'write `min_tokens` (raas sends it to SGLang as min_new_tokens)',
   sampling_seed: 'write `seed` (raas sends it to SGLang as sampling_seed, one per turn)',
-  logprobs: 'raas always asks for the sampled tokens\' logprobs; not settable',
-  top_logprobs: 'raas always asks for the sampled tokens\' logprobs; not settable',
+  logprobs: "raas always asks for the sampled tokens' logprobs; not settable",
+  top_logprobs: "raas always asks for the sampled tokens' logprobs; not settable",
   prompt_logprobs: 'prompt logprobs are not collected; not settable',
   use_beam_search: 'beam search gives no sampled-token logprobs; not supported',
   length_penalty: 'beam search gives no sampled-token logprobs; not supported',
   ...Object.fromEntries(
-    ['skip_special_tokens', 'spaces_between_special_tokens', 'include_stop_str_in_output', 'no_stop_trim', 'return_tokens_as_token_ids', 'return_token_ids', 'detokenize', 'echo', 'stream', 'truncate_prompt_tokens'].map((k) => [
-      k,
-      'raas sets it on every call (token-in/token-out needs it); not settable',
-    ]),
+    [
+      'skip_special_tokens',
+      'spaces_between_special_tokens',
+      'include_stop_str_in_output',
+      'no_stop_trim',
+      'return_tokens_as_token_ids',
+      'return_token_ids',
+      'detokenize',
+      'echo',
+      'stream',
+      'truncate_prompt_tokens',
+    ].map((k) => [k, 'raas sets it on every call (token-in/token-out needs it); not settable']),
   ),
 };
 
@@ -169,7 +201,9 @@ export function unsupportedSampling(api: LlmApi, sampling: Record<string, unknow
   for (const [k, w] of Object.entries(WIRE)) {
     if (sampling[k] === undefined || w[api] !== null) continue;
     const other = api === 'vllm' ? 'sglang' : 'vllm';
-    out.push(`\`sampling_params.${k}\`: ${API_NAME[api]} does not support it (${API_NAME[other]} only); remove it, or use ${other} backends`);
+    out.push(
+      `\`sampling_params.${k}\`: ${API_NAME[api]} does not support it (${API_NAME[other]} only); remove it, or use ${other} backends`,
+    );
   }
   return out;
 }
@@ -179,7 +213,11 @@ export function unsupportedSampling(api: LlmApi, sampling: Record<string, unknow
  * SGLang's `sampling_params` fields, plus `extra_body`. A parameter the backend does not support throws.
  * `min_tokens` is capped at the call's `maxTokens`.
  */
-export function wireSampling(api: LlmApi, sampling: Record<string, unknown>, maxTokens?: number): { fields: Record<string, unknown>; extra: Record<string, unknown> } {
+export function wireSampling(
+  api: LlmApi,
+  sampling: Record<string, unknown>,
+  maxTokens?: number,
+): { fields: Record<string, unknown>; extra: Record<string, unknown> } {
   const bad = unsupportedSampling(api, sampling);
   if (bad.length) throw new RaasError('bad_request', bad.join('; '), { retryable: false });
   const fields: Record<string, unknown> = {};

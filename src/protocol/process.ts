@@ -66,11 +66,18 @@ export const ProcessRequest = z
      * `result_ttl_s`) instead of starting a new one. Without it every /process starts a job.
      */
     attach: z.boolean().optional(),
-    timeout_s: z.number().positive().max(7 * 24 * 3600).optional(),
+    timeout_s: z
+      .number()
+      .positive()
+      .max(7 * 24 * 3600)
+      .optional(),
     group_id: z.string().min(1).max(256).optional(),
     policy_version: z.number().int().nonnegative().optional(),
   })
-  .refine((r) => r.attach !== true || !!r.job_id, { message: 'attach: true needs a job_id to attach to: send the job_id of the job', path: ['attach'] });
+  .refine((r) => r.attach !== true || !!r.job_id, {
+    message: 'attach: true needs a job_id to attach to: send the job_id of the job',
+    path: ['attach'],
+  });
 export type ProcessRequest = z.infer<typeof ProcessRequest>;
 
 /** Top-level /process keys the server reads; others are ignored (and counted). */
@@ -93,7 +100,11 @@ export const Message = z.object({
 export type Message = z.infer<typeof Message>;
 
 /** Maps a message after the prompt onto `response_ids[start, end)`. */
-export const Span = z.object({ message_index: z.number().int().nonnegative(), start: z.number().int().nonnegative(), end: z.number().int().nonnegative() });
+export const Span = z.object({
+  message_index: z.number().int().nonnegative(),
+  start: z.number().int().nonnegative(),
+  end: z.number().int().nonnegative(),
+});
 export type Span = z.infer<typeof Span>;
 
 /** The training view: `prompt_ids ++ response_ids` is the whole sequence. */
@@ -108,7 +119,15 @@ export const Tokens = z.object({
 });
 export type Tokens = z.infer<typeof Tokens>;
 
-export const FINISH_REASONS = ['finish', 'max_iterations', 'max_response_tokens', 'max_model_len', 'error', 'timeout', 'cancelled'] as const;
+export const FINISH_REASONS = [
+  'finish',
+  'max_iterations',
+  'max_response_tokens',
+  'max_model_len',
+  'error',
+  'timeout',
+  'cancelled',
+] as const;
 export const FinishReason = z.enum(FINISH_REASONS);
 export type FinishReason = z.infer<typeof FinishReason>;
 
@@ -178,7 +197,18 @@ export const CancelRequest = z.object({ job_id: z.string().max(256) });
 export const CancelResponse = z.object({ status: z.string(), job_id: z.string(), cancelled: z.boolean(), state: z.string() });
 export type CancelResponse = z.infer<typeof CancelResponse>;
 
-export const JOB_STATES = ['queued_init', 'init', 'queued_run', 'run', 'queued_eval', 'eval', 'done', 'failed', 'cancelled', 'timed_out'] as const;
+export const JOB_STATES = [
+  'queued_init',
+  'init',
+  'queued_run',
+  'run',
+  'queued_eval',
+  'eval',
+  'done',
+  'failed',
+  'cancelled',
+  'timed_out',
+] as const;
 export const JobState = z.enum(JOB_STATES);
 export type JobState = z.infer<typeof JobState>;
 export const TERMINAL_STATES: ReadonlySet<JobState> = new Set(['done', 'failed', 'cancelled', 'timed_out']);

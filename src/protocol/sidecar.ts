@@ -24,7 +24,18 @@ export const SidecarId = z.union([z.string().min(1).max(SIDECAR_LIMITS.max_id_le
 export type SidecarId = z.infer<typeof SidecarId>;
 
 /** The ops a sidecar serves, in the order docs/sidecar.md lists them. */
-export const SIDECAR_OPS = ['hello', 'next_batch', 'update_weights', 'pause_generation', 'resume_generation', 'status', 'checkpoint', 'resume', 'eval', 'shutdown'] as const;
+export const SIDECAR_OPS = [
+  'hello',
+  'next_batch',
+  'update_weights',
+  'pause_generation',
+  'resume_generation',
+  'status',
+  'checkpoint',
+  'resume',
+  'eval',
+  'shutdown',
+] as const;
 export type SidecarOp = (typeof SIDECAR_OPS)[number];
 
 /** What every request line must have before its op's own fields are read. */
@@ -43,7 +54,11 @@ export const HelloRequest = z.strictObject({
 export const NextBatchRequest = z.strictObject({
   ...Base,
   op: z.literal('next_batch'),
-  timeout_s: z.number().positive().max(7 * 24 * 3600).optional(),
+  timeout_s: z
+    .number()
+    .positive()
+    .max(7 * 24 * 3600)
+    .optional(),
 });
 /** `update_weights`: the fields of UpdateWeightsRequest beside id/op. */
 export const UpdateWeightsOpRequest = z.strictObject({ ...Base, op: z.literal('update_weights'), ...UpdateWeightsRequest.shape });
@@ -70,8 +85,16 @@ export const ShutdownRequest = z.strictObject({ ...Base, op: z.literal('shutdown
 
 /** Any valid request, by op. */
 export const SidecarRequest = z.discriminatedUnion('op', [
-  HelloRequest, NextBatchRequest, UpdateWeightsOpRequest, PauseGenerationRequest, ResumeGenerationRequest, StatusRequest, CheckpointRequest,
-  ResumeRequest, EvalRequest, ShutdownRequest,
+  HelloRequest,
+  NextBatchRequest,
+  UpdateWeightsOpRequest,
+  PauseGenerationRequest,
+  ResumeGenerationRequest,
+  StatusRequest,
+  CheckpointRequest,
+  ResumeRequest,
+  EvalRequest,
+  ShutdownRequest,
 ]);
 export type SidecarRequest = z.infer<typeof SidecarRequest>;
 
@@ -118,6 +141,18 @@ export const SIDECAR_EVENTS = ['step_progress', 'warning', 'fatal'] as const;
  * test keeps both in sync. The first five come from the protocol itself, the rest from the ops.
  */
 export const SIDECAR_ERROR_CODES = [
-  'parse_error', 'bad_request', 'unknown_op', 'line_too_long', 'not_ready',
-  'cancelled', 'timeout', 'config_invalid', 'dataset_exhausted', 'generation_paused', 'server_unreachable', 'no_llm_backends', 'backend_unavailable', 'internal',
+  'parse_error',
+  'bad_request',
+  'unknown_op',
+  'line_too_long',
+  'not_ready',
+  'cancelled',
+  'timeout',
+  'config_invalid',
+  'dataset_exhausted',
+  'generation_paused',
+  'server_unreachable',
+  'no_llm_backends',
+  'backend_unavailable',
+  'internal',
 ] as const;

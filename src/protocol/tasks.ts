@@ -71,7 +71,11 @@ const base = {
 export const MathInstance = z.looseObject({
   ...base,
   problem: z.string({ error: 'instance.problem is required (the question text), or send a veRL row with prompt' }).min(1),
-  answer: z.union([z.string(), z.number()], { error: 'instance.answer is required (the ground truth), or reward_model.ground_truth in a veRL row' }).transform(String),
+  answer: z
+    .union([z.string(), z.number()], {
+      error: 'instance.answer is required (the ground truth), or reward_model.ground_truth in a veRL row',
+    })
+    .transform(String),
 });
 export type MathInstance = z.infer<typeof MathInstance>;
 
@@ -80,7 +84,11 @@ export const CodeTest = z.object({
   input: z.string(),
   output: z.string(),
   /** DeepCoder / LiveCodeBench mark each test; only stdin/stdout programs are graded here. */
-  testtype: z.literal('stdin', { error: 'only stdin/stdout tests are supported (testtype "stdin"); functional (call-based) tests need their own handler' }).optional(),
+  testtype: z
+    .literal('stdin', {
+      error: 'only stdin/stdout tests are supported (testtype "stdin"); functional (call-based) tests need their own handler',
+    })
+    .optional(),
 });
 export type CodeTest = z.infer<typeof CodeTest>;
 
@@ -88,7 +96,9 @@ export type CodeTest = z.infer<typeof CodeTest>;
 export const CodeInstance = z.looseObject({
   ...base,
   problem: z.string({ error: 'instance.problem is required (the task statement)' }).min(1),
-  tests: z.array(CodeTest, { error: 'instance.tests is required: a list of {input, output} (or reward_model.ground_truth in a veRL row)' }).min(1, 'instance.tests needs at least one {input, output}'),
+  tests: z
+    .array(CodeTest, { error: 'instance.tests is required: a list of {input, output} (or reward_model.ground_truth in a veRL row)' })
+    .min(1, 'instance.tests needs at least one {input, output}'),
   reference_solution: z.string().optional(),
   time_limit_s: z.number().positive().max(600).default(5),
 });
@@ -99,15 +109,34 @@ const RepoPath = z
   .string()
   .min(1)
   .max(4096)
-  .refine((p) => !p.includes('\0') && !p.startsWith('/') && !p.split('/').some((s) => s === '..' || s === '.git') && p.replace(/\/+$/, '') !== '' && p !== '.', {
-    message: 'must be a path relative to the repository root, without "..", outside .git',
-  });
+  .refine(
+    (p) =>
+      !p.includes('\0') &&
+      !p.startsWith('/') &&
+      !p.split('/').some((s) => s === '..' || s === '.git') &&
+      p.replace(/\/+$/, '') !== '' &&
+      p !== '.',
+    {
+      message: 'must be a path relative to the repository root, without "..", outside .git',
+    },
+  );
 
 /**
  * The test-log parsers of the swe handler: SWE-bench's (pytest and its variants, django, sympy,
  * seaborn, matplotlib), SWE-Gym's pydantic one, R2E-Gym's, and `unittest` for `python -m unittest -v`.
  */
-export const SWE_LOG_PARSERS = ['pytest', 'pytest_options', 'pytest_v2', 'pytest_pydantic', 'django', 'sympy', 'seaborn', 'matplotlib', 'unittest', 'r2e'] as const;
+export const SWE_LOG_PARSERS = [
+  'pytest',
+  'pytest_options',
+  'pytest_v2',
+  'pytest_pydantic',
+  'django',
+  'sympy',
+  'seaborn',
+  'matplotlib',
+  'unittest',
+  'r2e',
+] as const;
 const LogParserName = z.enum(SWE_LOG_PARSERS, { error: `must be one of ${SWE_LOG_PARSERS.join(', ')}` });
 
 /** A GitHub repository name as SWE-bench writes it (`owner/name`); it names host paths, so nothing else. */
@@ -164,14 +193,19 @@ export const SweInstance = z
   })
   .superRefine((i, ctx) => {
     if (i.FAIL_TO_PASS.length === 0 && i.expected_output_json === undefined) {
-      ctx.addIssue({ code: 'custom', path: ['FAIL_TO_PASS'], message: 'instance.FAIL_TO_PASS needs at least one test id (or, for an R2E-Gym row, instance.expected_output_json)' });
+      ctx.addIssue({
+        code: 'custom',
+        path: ['FAIL_TO_PASS'],
+        message: 'instance.FAIL_TO_PASS needs at least one test id (or, for an R2E-Gym row, instance.expected_output_json)',
+      });
     }
     if (i.files !== undefined || i.tarball !== undefined) return;
     if (i.repo === undefined && i.base_commit === undefined) {
       ctx.addIssue({
         code: 'custom',
         path: ['files'],
-        message: 'instance.files (a map of path → content), instance.tarball (a path on the server) or instance.repo with instance.base_commit (a SWE-bench row) is required',
+        message:
+          'instance.files (a map of path → content), instance.tarball (a path on the server) or instance.repo with instance.base_commit (a SWE-bench row) is required',
       });
       return;
     }
@@ -179,7 +213,11 @@ export const SweInstance = z
       ctx.addIssue({ code: 'custom', path: ['repo'], message: REPO_MESSAGE });
     }
     if (typeof i.base_commit !== 'string' || !/^[0-9a-fA-F]{7,64}$/.test(i.base_commit)) {
-      ctx.addIssue({ code: 'custom', path: ['base_commit'], message: 'instance.base_commit must be a commit id (7 to 64 hex digits), as in SWE-bench' });
+      ctx.addIssue({
+        code: 'custom',
+        path: ['base_commit'],
+        message: 'instance.base_commit must be a commit id (7 to 64 hex digits), as in SWE-bench',
+      });
     }
   });
 export type SweInstance = z.infer<typeof SweInstance>;
@@ -209,7 +247,12 @@ export const SweHandlerConfig = z.looseObject({
   /** Tamper canaries in every graded log run (default true). */
   canaries: z.boolean().optional(),
   /** Largest test log read, in bytes (default 16 MiB); a longer log is not graded (filter_reason eval_log_truncated). */
-  max_log_bytes: z.number().int().positive().max(64 << 20).optional(),
+  max_log_bytes: z
+    .number()
+    .int()
+    .positive()
+    .max(64 << 20)
+    .optional(),
   /** Which unreliable-reward reasons mark a result `filter: true`: false for none, or `{reason: false}` to turn one off. */
   filter: z.union([z.literal(false), z.record(z.string(), z.boolean())]).optional(),
   /** Largest git_patch captured, in bytes. */
@@ -240,10 +283,13 @@ export function normaliseRow(row: unknown): unknown {
   delete out.extra_info;
   out.instance_id ??= extra.instance_id ?? extra.index;
   // Parquet INT64 columns read as BigInt (pandas writes veRL's index that way).
-  if (typeof out.instance_id === 'bigint') out.instance_id = Number.isSafeInteger(Number(out.instance_id)) ? Number(out.instance_id) : String(out.instance_id);
+  if (typeof out.instance_id === 'bigint')
+    out.instance_id = Number.isSafeInteger(Number(out.instance_id)) ? Number(out.instance_id) : String(out.instance_id);
   if (Array.isArray(messages)) {
     out.prompt_messages = messages;
-    const user = [...messages].reverse().find((m) => m && typeof m === 'object' && (m as { role?: unknown }).role === 'user') as { content?: unknown } | undefined;
+    const user = [...messages].reverse().find((m) => m && typeof m === 'object' && (m as { role?: unknown }).role === 'user') as
+      | { content?: unknown }
+      | undefined;
     const text = typeof user?.content === 'string' ? user.content : undefined;
     if (task === 'swe') out.problem_statement ??= text;
     else out.problem ??= text;
@@ -271,7 +317,8 @@ function codeTests(gt: unknown): unknown {
   }
   if (gt && typeof gt === 'object') {
     const { inputs, outputs } = gt as { inputs?: unknown; outputs?: unknown };
-    if (Array.isArray(inputs) && Array.isArray(outputs)) return inputs.map((input, i) => ({ input: String(input), output: String(outputs[i] ?? '') }));
+    if (Array.isArray(inputs) && Array.isArray(outputs))
+      return inputs.map((input, i) => ({ input: String(input), output: String(outputs[i] ?? '') }));
   }
   return gt;
 }

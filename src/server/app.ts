@@ -24,19 +24,32 @@ export interface AppDeps {
 
 /** Paths the API serves, for telling 405 (wrong method) from 404 (no such route). */
 const ROUTES: Record<string, string> = {
-  '/process': 'POST', '/cancel': 'POST', '/add_llm_server': 'POST', '/remove_llm_server': 'POST', '/clear_llm_server': 'POST',
-  '/start': 'POST', '/stop': 'POST', '/pause': 'POST', '/resume': 'POST', '/status': 'GET', '/health': 'GET', '/metrics': 'GET',
+  '/process': 'POST',
+  '/cancel': 'POST',
+  '/add_llm_server': 'POST',
+  '/remove_llm_server': 'POST',
+  '/clear_llm_server': 'POST',
+  '/start': 'POST',
+  '/stop': 'POST',
+  '/pause': 'POST',
+  '/resume': 'POST',
+  '/status': 'GET',
+  '/health': 'GET',
+  '/metrics': 'GET',
 };
 
 /** Maps fastify's own errors (body parsing, limits) onto the registry's codes. */
 function toRaasError(err: FastifyError | Error, limit: number): RaasError {
   if (err instanceof RaasError) return err;
   const code = (err as FastifyError).code;
-  if (code === 'FST_ERR_CTP_BODY_TOO_LARGE') return new RaasError('body_too_large', `the body exceeds body_limit_bytes (${limit} bytes): send less, or raise body_limit_bytes`);
-  if (code === 'FST_ERR_CTP_INVALID_MEDIA_TYPE') return new RaasError('unsupported_media_type', 'the body must be JSON: send Content-Type: application/json');
+  if (code === 'FST_ERR_CTP_BODY_TOO_LARGE')
+    return new RaasError('body_too_large', `the body exceeds body_limit_bytes (${limit} bytes): send less, or raise body_limit_bytes`);
+  if (code === 'FST_ERR_CTP_INVALID_MEDIA_TYPE')
+    return new RaasError('unsupported_media_type', 'the body must be JSON: send Content-Type: application/json');
   if (code === 'FST_ERR_CTP_INVALID_CONTENT_LENGTH') return new RaasError('bad_request', 'Content-Length does not match the body');
   if (code === 'FST_ERR_CTP_EMPTY_JSON_BODY') return new RaasError('bad_request', 'the body is empty: send a JSON object');
-  if ((err as FastifyError).statusCode === 400 || err instanceof SyntaxError) return new RaasError('bad_request', `the body is not valid JSON: ${err.message}`);
+  if ((err as FastifyError).statusCode === 400 || err instanceof SyntaxError)
+    return new RaasError('bad_request', `the body is not valid JSON: ${err.message}`);
   return new RaasError('internal', `internal error: ${err.message}`);
 }
 
@@ -63,7 +76,10 @@ export function buildApp(deps: AppDeps): FastifyInstance {
     routerOptions: { maxParamLength: 512 },
     // Malformed percent-encoding and over-long path parameters answer in the API's error shape too.
     frameworkErrors: (err, _req, reply) => {
-      const why = err.code === 'FST_ERR_MAX_PARAM_LENGTH' ? 'a path parameter is too long: job_id is at most 256 characters' : 'the URL is malformed (bad percent-encoding)';
+      const why =
+        err.code === 'FST_ERR_MAX_PARAM_LENGTH'
+          ? 'a path parameter is too long: job_id is at most 256 characters'
+          : 'the URL is malformed (bad percent-encoding)';
       void sendError(reply, new RaasError('bad_request', why), config);
     },
   });
@@ -83,7 +99,11 @@ export function buildApp(deps: AppDeps): FastifyInstance {
       if (req.method === 'GET' && req.url === '/health') return;
       if (!check(req.headers.authorization)) {
         reply.header('www-authenticate', 'Bearer');
-        return sendError(reply, new RaasError('unauthorized', 'missing or wrong bearer token: send "Authorization: Bearer <token>"'), config);
+        return sendError(
+          reply,
+          new RaasError('unauthorized', 'missing or wrong bearer token: send "Authorization: Bearer <token>"'),
+          config,
+        );
       }
     });
   }
@@ -96,7 +116,8 @@ export function buildApp(deps: AppDeps): FastifyInstance {
   app.setNotFoundHandler((req: FastifyRequest, reply) => {
     const path = req.url.split('?')[0];
     const method = ROUTES[path] ?? (/^\/jobs\/[^/]+$/.test(path) ? 'GET' : undefined);
-    if (method && method !== req.method) return sendError(reply, new RaasError('method_not_allowed', `${req.method} ${path} is not served: use ${method}`), config);
+    if (method && method !== req.method)
+      return sendError(reply, new RaasError('method_not_allowed', `${req.method} ${path} is not served: use ${method}`), config);
     return sendError(reply, new RaasError('route_not_found', `no route ${req.method} ${path}: see docs/api.md`), config);
   });
 
@@ -118,7 +139,9 @@ export function buildApp(deps: AppDeps): FastifyInstance {
   });
 
   app.get('/jobs/:id', async (req, reply) =>
-    reply.type('application/json; charset=utf-8').send(await pipeline.get(parseOrThrow(JobId, (req.params as { id: string }).id, 'bad_request', 'job_id'))),
+    reply
+      .type('application/json; charset=utf-8')
+      .send(await pipeline.get(parseOrThrow(JobId, (req.params as { id: string }).id, 'bad_request', 'job_id'))),
   );
 
   // A non-URL is refused (invalid_address); a backend is registered, then asked once what it serves.
@@ -131,7 +154,12 @@ export function buildApp(deps: AppDeps): FastifyInstance {
     const tokenizer = body.probe === false ? undefined : await tokenizerGuard?.check(body.address, api);
     const b = pool.add(body.address, api, body.weight_version);
     const probe = body.probe === false ? undefined : await probeBackend(b.address, api, Math.min(2_000, config.llm.probe_timeout_s * 1000));
-    return { status: 'ok', backends: pool.list(), ...(probe ? { probe: { address: b.address, api, ...probe } } : {}), ...(tokenizer ? { tokenizer } : {}) };
+    return {
+      status: 'ok',
+      backends: pool.list(),
+      ...(probe ? { probe: { address: b.address, api, ...probe } } : {}),
+      ...(tokenizer ? { tokenizer } : {}),
+    };
   });
   app.post('/remove_llm_server', async (req) => {
     const body = parseOrThrow(RemoveLlmServerRequest, req.body ?? {});

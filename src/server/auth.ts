@@ -24,7 +24,9 @@ export function makeTokenCheck(token: string): (authorization: string | undefine
   const want = createHash('sha256').update(token).digest();
   return (authorization) => {
     const m = /^Bearer\s+(.+)$/i.exec(authorization ?? '');
-    const got = createHash('sha256').update(m ? m[1].trim() : '').digest();
+    const got = createHash('sha256')
+      .update(m ? m[1].trim() : '')
+      .digest();
     return timingSafeEqual(want, got) && m !== null;
   };
 }

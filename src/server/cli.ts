@@ -26,7 +26,6 @@ interface ServeFlags {
   set?: string[];
 }
 
-
 /** CLI flags as a partial config; only flags the user gave override the file. */
 function overridesOf(f: ServeFlags): ServerConfigInput {
   const o: Record<string, unknown> = {};
@@ -62,7 +61,10 @@ export function registerServe(program: Command): void {
     .option('--config <file>', 'YAML server config (configs/server.yaml); flags override it')
     .option('--host <host>', 'address to bind (default 127.0.0.1; non-loopback needs --token or --insecure)')
     .option('--port <n>', 'port (0 picks a free one; default 8006)', portArg('--port'))
-    .option('--token <secret>', 'require "Authorization: Bearer <secret>" on every route but GET /health (visible in ps: prefer --token-file or --token-env on shared nodes)')
+    .option(
+      '--token <secret>',
+      'require "Authorization: Bearer <secret>" on every route but GET /health (visible in ps: prefer --token-file or --token-env on shared nodes)',
+    )
     .option('--token-file <file>', 'read the token from a file readable by its owner only (chmod 600)')
     .option('--token-env <name>', 'read the token from the environment variable <name> (e.g. RAAS_TOKEN)')
     .option('--insecure', 'allow a non-loopback bind without a token')
@@ -75,7 +77,9 @@ export function registerServe(program: Command): void {
     .option('--workers-run <n>', 'RUN workers', intArg('--workers-run', { min: 1 }))
     .option('--workers-eval <n>', 'EVAL workers', intArg('--workers-eval', { min: 1 }))
     .option('--timeout <s>', 'default counted seconds per job', numberArg('--timeout', { positive: true }))
-    .addOption(new Option('--log-level <level>', 'server log level').choices(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']))
+    .addOption(
+      new Option('--log-level <level>', 'server log level').choices(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']),
+    )
     .option('--set <key=value>', SET_HELP, collect)
     .action(async (flags: ServeFlags) => {
       const { config, baseDir } = await loadServerConfig(flags.config, overridesOf(flags), flags.set);

@@ -27,7 +27,11 @@ function isPlain(v: unknown): v is Record<string, unknown> {
  * Loads `raas serve --config` YAML (optional), applies CLI overrides, and validates with the
  * ServerConfig schema (every field defaulted). Errors name the key and the file.
  */
-export async function loadServerConfig(file: string | undefined, overrides: ServerConfigInput = {}, sets: readonly string[] = []): Promise<{ config: ServerConfig; baseDir: string }> {
+export async function loadServerConfig(
+  file: string | undefined,
+  overrides: ServerConfigInput = {},
+  sets: readonly string[] = [],
+): Promise<{ config: ServerConfig; baseDir: string }> {
   const assignments = parseSets(sets);
   let fromFile: Record<string, unknown> = {};
   const baseDir = file ? path.dirname(path.resolve(file)) : process.cwd();
@@ -44,7 +48,8 @@ export async function loadServerConfig(file: string | undefined, overrides: Serv
     } catch (err) {
       throw new RaasError('config_invalid', `--config ${file}: not valid YAML: ${(err as Error).message}`, { cause: err });
     }
-    if (parsed !== null && parsed !== undefined && !isPlain(parsed)) throw new RaasError('config_invalid', `--config ${file}: expected a mapping of settings at the top level`);
+    if (parsed !== null && parsed !== undefined && !isPlain(parsed))
+      throw new RaasError('config_invalid', `--config ${file}: expected a mapping of settings at the top level`);
     fromFile = (parsed as Record<string, unknown>) ?? {};
   }
   // One line per problem: the file (or the --set flag), the full key path, the nearest valid key.
@@ -65,6 +70,7 @@ function withToken(config: ServerConfig, baseDir: string): ServerConfig {
   const { token_file, token_env, ...rest } = config;
   const file = token_file === undefined ? undefined : path.resolve(baseDir, token_file);
   const token = resolveToken({ token: config.token, token_file: file, token_env }, 'token');
-  if (token !== undefined && token.length < 8) throw new RaasError('config_invalid', 'token: must be at least 8 characters (from token_file / token_env)', { retryable: false });
+  if (token !== undefined && token.length < 8)
+    throw new RaasError('config_invalid', 'token: must be at least 8 characters (from token_file / token_env)', { retryable: false });
   return { ...rest, token };
 }

@@ -102,7 +102,12 @@ export async function startRolloutServer(config: ServerConfigInput = {}, opts: R
     warn: (o: unknown, m?: string) => logRef.log?.warn(o, m),
     error: (o: unknown, m?: string) => logRef.log?.error(o, m),
   };
-  const pool = new BackendPool(cfg.llm, opts.clientFactory ?? defaultClientFactory({ model: cfg.llm.model, requestTimeoutMs: cfg.llm.request_timeout_s * 1000 }), Math.random, { clock, log });
+  const pool = new BackendPool(
+    cfg.llm,
+    opts.clientFactory ?? defaultClientFactory({ model: cfg.llm.model, requestTimeoutMs: cfg.llm.request_timeout_s * 1000 }),
+    Math.random,
+    { clock, log },
+  );
   // Each configured backend's tokenizer is checked against ours first: a mismatch stops the start.
   const tokenizerGuard = new TokenizerGuard(tokenizer);
   for (const b of cfg.llm.backends) {

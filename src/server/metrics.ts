@@ -49,48 +49,73 @@ export class ServerMetrics {
     const registers = [this.registry];
     processMetrics();
     new Gauge({
-      name: 'raas_queue_depth', help: 'Jobs waiting in each stage queue', labelNames: ['stage'], registers,
+      name: 'raas_queue_depth',
+      help: 'Jobs waiting in each stage queue',
+      labelNames: ['stage'],
+      registers,
       collect() {
         for (const s of ['init', 'run', 'eval'] as const) this.set({ stage: s }, source.queueDepth(s));
       },
     });
     new Gauge({
-      name: 'raas_workers_busy', help: 'Busy workers of each stage pool', labelNames: ['stage'], registers,
+      name: 'raas_workers_busy',
+      help: 'Busy workers of each stage pool',
+      labelNames: ['stage'],
+      registers,
       collect() {
         for (const s of ['init', 'run', 'eval'] as const) this.set({ stage: s }, source.busyWorkers(s));
       },
     });
     new Gauge({
-      name: 'raas_backend_active', help: 'Jobs in RUN bound to each LLM backend', labelNames: ['backend'], registers,
+      name: 'raas_backend_active',
+      help: 'Jobs in RUN bound to each LLM backend',
+      labelNames: ['backend'],
+      registers,
       collect() {
         this.reset();
         for (const b of source.backends()) this.set({ backend: b.address }, b.active);
       },
     });
     new Gauge({
-      name: 'raas_backend_assigned', help: 'Assignments since registration of each LLM backend', labelNames: ['backend'], registers,
+      name: 'raas_backend_assigned',
+      help: 'Assignments since registration of each LLM backend',
+      labelNames: ['backend'],
+      registers,
       collect() {
         this.reset();
         for (const b of source.backends()) this.set({ backend: b.address }, b.assigned);
       },
     });
     new Gauge({
-      name: 'raas_tokenizer_offloaded_chars_total', help: 'Characters of long texts (tool outputs) encoded on the tokenizer worker pool, off the event loop', registers,
+      name: 'raas_tokenizer_offloaded_chars_total',
+      help: 'Characters of long texts (tool outputs) encoded on the tokenizer worker pool, off the event loop',
+      registers,
       collect() {
         this.set(source.offloadedChars?.() ?? 0);
       },
     });
     this.jobs = new Counter({ name: 'raas_jobs_total', help: 'Jobs by terminal state', labelNames: ['state'], registers });
     this.stageSeconds = new Histogram({
-      name: 'raas_stage_duration_seconds', help: 'Time inside each stage', labelNames: ['stage'], registers,
+      name: 'raas_stage_duration_seconds',
+      help: 'Time inside each stage',
+      labelNames: ['stage'],
+      registers,
       buckets: [0.001, 0.01, 0.05, 0.1, 0.5, 1, 5, 15, 60, 300, 1800],
     });
     this.llmSeconds = new Histogram({
-      name: 'raas_llm_call_duration_seconds', help: 'Latency of one LLM call', labelNames: ['api'], registers,
+      name: 'raas_llm_call_duration_seconds',
+      help: 'Latency of one LLM call',
+      labelNames: ['api'],
+      registers,
       buckets: [0.01, 0.05, 0.1, 0.5, 1, 2, 5, 10, 30, 120],
     });
     this.moves = new Counter({ name: 'raas_backend_moves_total', help: 'Jobs moved off an LLM backend that stopped answering', registers });
-    this.ignored = new Counter({ name: 'raas_ignored_request_keys_total', help: 'Unknown top-level /process keys, ignored as ProRL ignores them', labelNames: ['key'], registers });
+    this.ignored = new Counter({
+      name: 'raas_ignored_request_keys_total',
+      help: 'Unknown top-level /process keys, ignored as ProRL ignores them',
+      labelNames: ['key'],
+      registers,
+    });
   }
 
   jobEnded(state: string): void {

@@ -12,37 +12,62 @@ export function registerSidecar(program: Command): void {
     .description('serve the coordinator to a Python trainer: JSON lines on stdin/stdout, logs on stderr (docs/sidecar.md)')
     .requiredOption('-c, --config <path>', 'training config (YAML), as for raas train')
     .option('--return-messages', 'put messages (with their token ids) on every rollout, as return_messages: true in the config')
-    .option('--max-line-bytes <n>', 'longest request line accepted', (v) => positiveInt(v, '--max-line-bytes'), SIDECAR_LIMITS.max_line_bytes)
-    .option('--progress-interval-s <s>', 'step_progress event period while next_batch waits (0: off)', (v) => nonNegative(v, '--progress-interval-s'), 2)
+    .option(
+      '--max-line-bytes <n>',
+      'longest request line accepted',
+      (v) => positiveInt(v, '--max-line-bytes'),
+      SIDECAR_LIMITS.max_line_bytes,
+    )
+    .option(
+      '--progress-interval-s <s>',
+      'step_progress event period while next_batch waits (0: off)',
+      (v) => nonNegative(v, '--progress-interval-s'),
+      2,
+    )
     .option('--close-timeout-s <s>', 'longest wait for a clean close before exiting', (v) => nonNegative(v, '--close-timeout-s'), 30)
     .addOption(new Option('--log-level <level>', 'stderr log level').choices(['debug', 'info', 'warn', 'error', 'silent']).default('info'))
     .option('--set <key=value>', SET_HELP, collect)
-    .option('--metrics-port <port>', 'serve the coordinator\'s Prometheus metrics on 127.0.0.1:<port>/metrics (0: a free port, logged)', (v) => port(v, '--metrics-port'))
-    .action(async (o: { config: string; set?: string[]; metricsPort?: number; returnMessages?: boolean; maxLineBytes: number; progressIntervalS: number; closeTimeoutS: number; logLevel: LogLevel }) => {
-      await serveStdio(
-        async (log) => {
-          // Imported here so that nothing the coordinator loads runs before stdout is guarded.
-          const { loadTrainConfig } = await import('../dapo/index.js');
-          const { dapoBackend } = await import('./dapo-backend.js');
-          const config = loadTrainConfig(o.config, o.returnMessages ? { return_messages: true } : {}, o.set);
-          const backend = dapoBackend(config, { configDir: path.dirname(path.resolve(o.config)), log });
-          if (o.metricsPort === undefined) return backend;
-          const { CoordinatorMetrics } = await import('../dapo/metrics.js');
-          const { serveMetrics } = await import('../dapo/metrics-server.js');
-          const { withMetrics } = await import('../dapo/metrics-sidecar.js');
-          const metrics = new CoordinatorMetrics();
-          const prom = await serveMetrics(metrics.registry, o.metricsPort); // ends with the process
-          log.info(`Prometheus metrics on ${prom.url}`);
-          return withMetrics(backend, metrics);
-        },
-        {
-          maxLineBytes: o.maxLineBytes,
-          progressIntervalMs: o.progressIntervalS * 1000,
-          closeTimeoutMs: o.closeTimeoutS * 1000,
-          logLevel: o.logLevel,
-        },
-      );
-    });
+    .option(
+      '--metrics-port <port>',
+      "serve the coordinator's Prometheus metrics on 127.0.0.1:<port>/metrics (0: a free port, logged)",
+      (v) => port(v, '--metrics-port'),
+    )
+    .action(
+      async (o: {
+        config: string;
+        set?: string[];
+        metricsPort?: number;
+        returnMessages?: boolean;
+        maxLineBytes: number;
+        progressIntervalS: number;
+        closeTimeoutS: number;
+        logLevel: LogLevel;
+      }) => {
+        await serveStdio(
+          async (log) => {
+            // Imported here so that nothing the coordinator loads runs before stdout is guarded.
+            const { loadTrainConfig } = await import('../dapo/index.js');
+            const { dapoBackend } = await import('./dapo-backend.js');
+            const config = loadTrainConfig(o.config, o.returnMessages ? { return_messages: true } : {}, o.set);
+            const backend = dapoBackend(config, { configDir: path.dirname(path.resolve(o.config)), log });
+            if (o.metricsPort === undefined) return backend;
+            const { CoordinatorMetrics } = await import('../dapo/metrics.js');
+            const { serveMetrics } = await import('../dapo/metrics-server.js');
+            const { withMetrics } = await import('../dapo/metrics-sidecar.js');
+            const metrics = new CoordinatorMetrics();
+            const prom = await serveMetrics(metrics.registry, o.metricsPort); // ends with the process
+            log.info(`Prometheus metrics on ${prom.url}`);
+            return withMetrics(backend, metrics);
+          },
+          {
+            maxLineBytes: o.maxLineBytes,
+            progressIntervalMs: o.progressIntervalS * 1000,
+            closeTimeoutMs: o.closeTimeoutS * 1000,
+            logLevel: o.logLevel,
+          },
+        );
+      },
+    );
 }
 
 function positiveInt(v: string, flag: string): number {

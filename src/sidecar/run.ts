@@ -40,12 +40,14 @@ export async function runSidecar(opts: RunSidecarOptions): Promise<void> {
       if (broken) return;
       const line = JSON.stringify(message);
       // Chained so lines leave in the order they were produced.
-      writes = writes.then(() => opts.writeLine(line)).catch((err: unknown) => {
-        if (broken) return;
-        broken = true;
-        opts.log.error(`stdout closed (${err instanceof Error ? err.message : String(err)}); shutting down`);
-        void session.end('stdout closed');
-      });
+      writes = writes
+        .then(() => opts.writeLine(line))
+        .catch((err: unknown) => {
+          if (broken) return;
+          broken = true;
+          opts.log.error(`stdout closed (${err instanceof Error ? err.message : String(err)}); shutting down`);
+          void session.end('stdout closed');
+        });
     },
   });
   opts.log.setWarningSink?.((msg, data) => session.emitWarning(msg, data));

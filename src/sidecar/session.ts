@@ -1,6 +1,11 @@
 import { CancelledError, RaasError } from '../protocol/errors.js';
 import {
-  SIDECAR_EVENTS, SIDECAR_OPS, SIDECAR_PROTOCOL_VERSION, SidecarEnvelope, SidecarRequest, type SidecarId,
+  SIDECAR_EVENTS,
+  SIDECAR_OPS,
+  SIDECAR_PROTOCOL_VERSION,
+  SidecarEnvelope,
+  SidecarRequest,
+  type SidecarId,
 } from '../protocol/sidecar.js';
 import { systemClock, type Clock } from '../util/clock.js';
 import { RAAS_VERSION } from '../version.js';
@@ -56,12 +61,18 @@ export class SidecarSession {
     try {
       raw = JSON.parse(line);
     } catch (err) {
-      return this.fail(null, { code: 'parse_error', message: `the line is not JSON (${(err as Error).message}); send one JSON object per line` });
+      return this.fail(null, {
+        code: 'parse_error',
+        message: `the line is not JSON (${(err as Error).message}); send one JSON object per line`,
+      });
     }
     const env = SidecarEnvelope.safeParse(raw);
     if (!env.success) {
       const id = readableId(raw);
-      return this.fail(id, { code: 'bad_request', message: `${zodMessage(env.error)}; a request is {"id": <string|int>, "op": <op>, ...}` });
+      return this.fail(id, {
+        code: 'bad_request',
+        message: `${zodMessage(env.error)}; a request is {"id": <string|int>, "op": <op>, ...}`,
+      });
     }
     const { id, op } = env.data;
     if (!(SIDECAR_OPS as readonly string[]).includes(op)) {
@@ -144,7 +155,10 @@ export class SidecarSession {
       case 'status':
         return this.answer(req.id, () => this.status());
       case 'shutdown': {
-        const sent = this.settle(req.id, this.close('shutdown requested', req.cancel).then(() => ({ closed: true, jobs: this.cancelOnClose ? 'cancelled' : 'kept' })));
+        const sent = this.settle(
+          req.id,
+          this.close('shutdown requested', req.cancel).then(() => ({ closed: true, jobs: this.cancelOnClose ? 'cancelled' : 'kept' })),
+        );
         void sent.then(() => this.drain()).then(() => this.markEnded());
         return;
       }
@@ -179,15 +193,16 @@ export class SidecarSession {
           return { resumed: true, status: await c.status() };
         });
       case 'eval':
-        return this.serial(req.id, (signal) =>
-          this.opts.backend.eval({ dataset: req.dataset, n: req.n, output: req.output, signal }),
-        );
+        return this.serial(req.id, (signal) => this.opts.backend.eval({ dataset: req.dataset, n: req.n, output: req.output, signal }));
     }
   }
 
   private hello(clientVersion: number | undefined): object {
     if (clientVersion !== undefined && clientVersion > SIDECAR_PROTOCOL_VERSION) {
-      throw new RaasError('bad_request', `hello: protocol_version ${clientVersion} is newer than this sidecar's (${SIDECAR_PROTOCOL_VERSION}); upgrade raas or use an older client`);
+      throw new RaasError(
+        'bad_request',
+        `hello: protocol_version ${clientVersion} is newer than this sidecar's (${SIDECAR_PROTOCOL_VERSION}); upgrade raas or use an older client`,
+      );
     }
     const info = this.opts.backend.info();
     return {
@@ -277,7 +292,10 @@ export class SidecarSession {
       ac.signal.throwIfAborted();
       return fn(ac.signal);
     });
-    this.chain = run.then(() => undefined, () => undefined);
+    this.chain = run.then(
+      () => undefined,
+      () => undefined,
+    );
     void this.settle(id, run).finally(() => this.inflight.delete(ac));
   }
 

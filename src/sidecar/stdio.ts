@@ -22,7 +22,9 @@ export interface ServeStdioOptions {
  */
 export async function serveStdio(makeBackend: (log: SidecarLog) => Promise<SidecarBackend>, opts: ServeStdioOptions = {}): Promise<never> {
   const log = new StderrLog(opts.logLevel ?? 'info');
-  const guard = guardStdout((bytes) => log.warn(`something wrote ${bytes} bytes to stdout; redirected to stderr (stdout carries protocol lines only)`));
+  const guard = guardStdout((bytes) =>
+    log.warn(`something wrote ${bytes} bytes to stdout; redirected to stderr (stdout carries protocol lines only)`),
+  );
   let backend: SidecarBackend;
   try {
     backend = await makeBackend(log);

@@ -10,13 +10,19 @@ import { REALISTIC_LATENCY, startSim, type SimOptions as SimOptionsInput } from 
 import { SimOptions } from './options.js';
 
 /** configs/data in the package (from dist/src/sim or, under tsx, src/sim): the datasets `raas sim-llm` recognises when given none. */
-export const BUNDLED_DATA_DIR = ['../../../configs/data/', '../../configs/data/'].map((p) => fileURLToPath(new URL(p, import.meta.url))).find((d) => existsSync(path.join(d, 'math.jsonl'))) ?? '';
+export const BUNDLED_DATA_DIR =
+  ['../../../configs/data/', '../../configs/data/']
+    .map((p) => fileURLToPath(new URL(p, import.meta.url)))
+    .find((d) => existsSync(path.join(d, 'math.jsonl'))) ?? '';
 
 /** The bundled dataset files (math, code, swe and their veRL-row twins). */
 export function bundledDatasets(): string[] {
   if (!BUNDLED_DATA_DIR) return [];
   try {
-    return readdirSync(BUNDLED_DATA_DIR).filter((f) => f.endsWith('.jsonl')).sort().map((f) => path.join(BUNDLED_DATA_DIR, f));
+    return readdirSync(BUNDLED_DATA_DIR)
+      .filter((f) => f.endsWith('.jsonl'))
+      .sort()
+      .map((f) => path.join(BUNDLED_DATA_DIR, f));
   } catch {
     return [];
   }
@@ -69,10 +75,16 @@ export function registerSimLlm(program: Command): void {
     .option('--host <host>', 'address to bind', undefined)
     .option('--seed <n>', 'seed of filler text and policies', intArg('--seed', { min: 0 }))
     .option('--config <file>', 'YAML with simulator options (model, max_model_len, datasets, latency, filler, ...)')
-    .option('--dataset <file...>', 'dataset files (JSONL/Parquet) the scripted policies recognise (default: the bundled configs/data/*.jsonl)')
+    .option(
+      '--dataset <file...>',
+      'dataset files (JSONL/Parquet) the scripted policies recognise (default: the bundled configs/data/*.jsonl)',
+    )
     .option('--no-bundled-datasets', 'without --dataset or config datasets, answer every prompt with filler text')
     .option('--realistic-latency', 'use a realistic latency model (an 8B model on one GPU) instead of zero')
-    .option('--logprobs-mode <mode>', "vLLM's --logprobs-mode: raw_logprobs (default) or processed_logprobs (after temperature, top-k, top-p)")
+    .option(
+      '--logprobs-mode <mode>',
+      "vLLM's --logprobs-mode: raw_logprobs (default) or processed_logprobs (after temperature, top-k, top-p)",
+    )
     .action(async (flags: SimFlags) => {
       const opts: SimOptionsInput = flags.config ? readSimConfig(flags.config) : {};
       if (flags.port !== undefined) opts.port = flags.port;
@@ -85,7 +97,9 @@ export function registerSimLlm(program: Command): void {
       if (flags.realisticLatency) opts.latency = { ...REALISTIC_LATENCY, ...(opts.latency ?? {}) };
       const cfg = checkConfig(SimOptions, opts, { file: flags.config ?? 'raas sim-llm' });
       const sim = await startSim(opts);
-      process.stdout.write(`raas sim-llm listening on ${sim.url} (model ${sim.config.model}, max_model_len ${sim.config.max_model_len}, ${cfg.datasets.length} dataset file(s))\n`);
+      process.stdout.write(
+        `raas sim-llm listening on ${sim.url} (model ${sim.config.model}, max_model_len ${sim.config.max_model_len}, ${cfg.datasets.length} dataset file(s))\n`,
+      );
       const stop = (): void => {
         void sim.close().then(() => process.exit(0));
       };

@@ -144,7 +144,16 @@ export class SimEngine {
     const aborted = ctrl.signal.aborted && produced < ids.length;
     if (aborted) this.rememberContinuation([...req.prompt_ids, ...ids.slice(0, produced)], plan.slice(produced));
     const out: SimOutput = aborted
-      ? { ids: ids.slice(0, produced), logprobs: logprobs.slice(0, produced), tail: tail.slice(0, produced), finish: 'abort', matched: null, weight_version, cached_tokens: cached, abort_message: abortMessage }
+      ? {
+          ids: ids.slice(0, produced),
+          logprobs: logprobs.slice(0, produced),
+          tail: tail.slice(0, produced),
+          finish: 'abort',
+          matched: null,
+          weight_version,
+          cached_tokens: cached,
+          abort_message: abortMessage,
+        }
       : { ids, logprobs, tail, finish, matched, weight_version, cached_tokens: cached };
     if (aborted) this.counters.aborted++;
     this.seconds.e2e += (this.clock.now() - t0) / 1000;
@@ -152,7 +161,15 @@ export class SimEngine {
     this.cache.insert([...req.prompt_ids, ...out.ids]);
     if (this.cfg.request_log > 0) {
       if (this.log.length >= this.cfg.request_log) this.log.shift();
-      this.log.push({ ...out, api: req.api, request_id: req.request_id, seed: req.seed, prompt_ids: req.prompt_ids, max_tokens: req.max_tokens, sampling: req.sampling ?? {} });
+      this.log.push({
+        ...out,
+        api: req.api,
+        request_id: req.request_id,
+        seed: req.seed,
+        prompt_ids: req.prompt_ids,
+        max_tokens: req.max_tokens,
+        sampling: req.sampling ?? {},
+      });
     }
     return out;
   }
@@ -185,7 +202,7 @@ export class SimEngine {
 
   private seedFor(req: SimRequest): number {
     // Greedy decoding ignores the seed; an absent seed is fresh per request (vLLM's behaviour).
-    const s = req.temperature === 0 ? 'greedy' : req.seed ?? `unseeded-${this.unseeded++}-${Math.random()}`;
+    const s = req.temperature === 0 ? 'greedy' : (req.seed ?? `unseeded-${this.unseeded++}-${Math.random()}`);
     return seedOf(this.cfg.seed, s, hashIds(req.prompt_ids));
   }
 

@@ -52,7 +52,10 @@ export async function startSim(opts: SimOptions = {}, deps: SimDeps = {}): Promi
   const cfg = parsed.data;
   // A folder, a Hugging Face model id from the local hub cache, or Qwen3 (bundled).
   const tokenizer = cfg.tokenizer ? resolveTokenizerSpec(cfg.tokenizer) : qwen3Tokenizer();
-  const policies = [...(deps.policies ?? []), ...(await loadPolicies(cfg.datasets, { seed: cfg.seed, alpha: cfg.policy.alpha, beta: cfg.policy.beta }))];
+  const policies = [
+    ...(deps.policies ?? []),
+    ...(await loadPolicies(cfg.datasets, { seed: cfg.seed, alpha: cfg.policy.alpha, beta: cfg.policy.beta })),
+  ];
   const engine = new SimEngine(cfg, tokenizer, policies, deps.clock ?? systemClock);
 
   const app = Fastify({ logger: false, bodyLimit: 256 * 1024 * 1024, keepAliveTimeout: 60_000, forceCloseConnections: true });

@@ -21,7 +21,13 @@ export function renderMetrics(engine: SimEngine): string {
   metric('vllm:request_success', 'counter', 'Count of finished requests.', c.requests);
   // Phase times as vLLM's histograms expose them (only _sum and _count: enough for means).
   const hist = (name: string, help: string, sum: number): void => {
-    lines.push(`# HELP ${name} ${help}`, `# TYPE ${name} histogram`, `${name}_bucket{engine="0",le="+Inf",model_name="${engine.cfg.model}"} ${c.requests}`, `${name}_sum${labels} ${sum}`, `${name}_count${labels} ${c.requests}`);
+    lines.push(
+      `# HELP ${name} ${help}`,
+      `# TYPE ${name} histogram`,
+      `${name}_bucket{engine="0",le="+Inf",model_name="${engine.cfg.model}"} ${c.requests}`,
+      `${name}_sum${labels} ${sum}`,
+      `${name}_count${labels} ${c.requests}`,
+    );
   };
   hist('vllm:request_queue_time_seconds', 'Time spent waiting for a running slot.', engine.seconds.queue);
   hist('vllm:request_prefill_time_seconds', 'Time spent in prefill (including waiting for the serial prefill).', engine.seconds.prefill);

@@ -29,7 +29,20 @@ const SamplingParams = z.looseObject({
   custom_params: z.record(z.string(), z.unknown()).nullish(),
 });
 
-const LOGGED_SGLANG = ['min_p', 'frequency_penalty', 'presence_penalty', 'repetition_penalty', 'min_new_tokens', 'ignore_eos', 'stop', 'logit_bias', 'json_schema', 'regex', 'ebnf', 'custom_params'] as const;
+const LOGGED_SGLANG = [
+  'min_p',
+  'frequency_penalty',
+  'presence_penalty',
+  'repetition_penalty',
+  'min_new_tokens',
+  'ignore_eos',
+  'stop',
+  'logit_bias',
+  'json_schema',
+  'regex',
+  'ebnf',
+  'custom_params',
+] as const;
 
 /** SGLang's `GenerateReqInput`, the fields the simulator honours (one request; batches are not simulated). */
 const GenerateRequest = z.looseObject({
@@ -54,21 +67,33 @@ function finishReason(o: SimOutput): Record<string, unknown> {
 export function registerSglangRoutes(app: FastifyInstance, engine: SimEngine): void {
   const cfg = engine.cfg;
   const tok = engine.tokenizer;
-  const badRequest = (message: string): Record<string, unknown> => ({ object: 'error', message, type: 'Bad Request', param: null, code: 400 });
+  const badRequest = (message: string): Record<string, unknown> => ({
+    object: 'error',
+    message,
+    type: 'Bad Request',
+    param: null,
+    code: 400,
+  });
 
   app.post('/generate', async (request, reply) => {
     const parsed = GenerateRequest.safeParse(request.body);
     if (!parsed.success) return reply.code(400).send(badRequest(parsed.error.message));
     const body = parsed.data;
     if (body.stream) return reply.code(400).send(badRequest('stream=true is not supported by the raas simulator; send stream=false'));
-    if (body.input_ids === undefined && body.text === undefined) return reply.code(400).send(badRequest('Either text or input_ids should be provided.'));
+    if (body.input_ids === undefined && body.text === undefined)
+      return reply.code(400).send(badRequest('Either text or input_ids should be provided.'));
     const inputIds = body.input_ids ?? tok.encode(body.text!);
     const sp = body.sampling_params ?? {};
     const maxNew = sp.max_new_tokens ?? 128;
     // SamplingParams.verify (sampling_params.py@0bebedd:119-131).
-    if ((sp.min_new_tokens ?? 0) > maxNew) return reply.code(400).send(badRequest(`min_new_tokens must be in [0, max_new_tokens(${maxNew})], got ${sp.min_new_tokens}.`));
+    if ((sp.min_new_tokens ?? 0) > maxNew)
+      return reply.code(400).send(badRequest(`min_new_tokens must be in [0, max_new_tokens(${maxNew})], got ${sp.min_new_tokens}.`));
     if (inputIds.length >= cfg.max_model_len) {
-      return reply.code(400).send({ error: { message: `The input (${inputIds.length} tokens) is longer than the model's context length (${cfg.max_model_len} tokens).` } });
+      return reply.code(400).send({
+        error: {
+          message: `The input (${inputIds.length} tokens) is longer than the model's context length (${cfg.max_model_len} tokens).`,
+        },
+      });
     }
     if (inputIds.length + maxNew > cfg.max_model_len) {
       return reply.code(400).send({
@@ -109,7 +134,8 @@ export function registerSglangRoutes(app: FastifyInstance, engine: SimEngine): v
       if (body.return_logprob) {
         meta.input_token_logprobs = [];
         meta.output_token_logprobs = o.ids.map((id, i) => [o.logprobs[i], id, withText ? tok.decode([id]) : null]);
-        if (body.top_logprobs_num) meta.output_top_logprobs = o.ids.map((id, i) => [[o.logprobs[i], id, withText ? tok.decode([id]) : null]]);
+        if (body.top_logprobs_num)
+          meta.output_top_logprobs = o.ids.map((id, i) => [[o.logprobs[i], id, withText ? tok.decode([id]) : null]]);
       }
       return { text: tok.decode(textIds, { skipSpecial: sp.skip_special_tokens ?? true }), output_ids: o.ids, meta_info: meta };
     } finally {
@@ -131,7 +157,9 @@ export function registerSglangRoutes(app: FastifyInstance, engine: SimEngine): v
   app.post('/update_weights_from_disk', async (request, reply) => {
     const body = (request.body ?? {}) as { model_path?: unknown; weight_version?: unknown };
     if (typeof body.model_path !== 'string' || body.model_path === '') {
-      return reply.code(400).send({ success: false, message: 'model_path is required: the checkpoint directory to load', num_paused_requests: 0 });
+      return reply
+        .code(400)
+        .send({ success: false, message: 'model_path is required: the checkpoint directory to load', num_paused_requests: 0 });
     }
     return update(typeof body.weight_version === 'string' ? body.weight_version : undefined);
   });
@@ -141,7 +169,12 @@ export function registerSglangRoutes(app: FastifyInstance, engine: SimEngine): v
     return { success: true, message: 'Weight version updated', new_version: engine.weightVersion };
   });
   app.get('/get_weight_version', async () => ({ weight_version: engine.weightVersion }));
-  app.get('/get_model_info', async () => ({ model_path: cfg.model, tokenizer_path: cfg.model, is_generation: true, weight_version: engine.weightVersion }));
+  app.get('/get_model_info', async () => ({
+    model_path: cfg.model,
+    tokenizer_path: cfg.model,
+    is_generation: true,
+    weight_version: engine.weightVersion,
+  }));
   app.get('/get_server_info', async () => ({
     model_path: cfg.model,
     context_length: cfg.max_model_len,

@@ -41,7 +41,8 @@ export function registerTokenizeRoutes(app: FastifyInstance, engine: SimEngine):
     if ('messages' in body) {
       const p = ChatBody.safeParse(body);
       if (!p.success) return vllmError(reply, 400, `${p.error.issues[0]!.path.join('.')}: ${p.error.issues[0]!.message}`);
-      if (p.data.continue_final_message && p.data.add_generation_prompt) return vllmError(reply, 400, 'Cannot set both `continue_final_message` and `add_generation_prompt` to True.');
+      if (p.data.continue_final_message && p.data.add_generation_prompt)
+        return vllmError(reply, 400, 'Cannot set both `continue_final_message` and `add_generation_prompt` to True.');
       const text = tok.renderText(p.data.messages as ChatMessage[], { addGenerationPrompt: p.data.add_generation_prompt });
       const tokens = ids(text);
       return { count: tokens.length, max_model_len: cfg.max_model_len, tokens, token_strs: p.data.return_token_strs ? strs(tokens) : null };
@@ -59,7 +60,14 @@ export function registerTokenizeRoutes(app: FastifyInstance, engine: SimEngine):
 
   app.post('/v1/tokenize', async (request, reply) => {
     const p = CompletionBody.safeParse(request.body ?? {});
-    if (!p.success) return reply.code(400).send({ object: 'error', message: `${p.error.issues[0]!.path.join('.') || 'prompt'}: ${p.error.issues[0]!.message}`, type: 'Bad Request', param: null, code: 400 });
+    if (!p.success)
+      return reply.code(400).send({
+        object: 'error',
+        message: `${p.error.issues[0]!.path.join('.') || 'prompt'}: ${p.error.issues[0]!.message}`,
+        type: 'Bad Request',
+        param: null,
+        code: 400,
+      });
     const prompt = p.data.prompt;
     if (Array.isArray(prompt)) {
       const lists = prompt.map(ids);

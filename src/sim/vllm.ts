@@ -7,7 +7,12 @@ import { clientGone } from './http-util.js';
 /** vLLM's `/v1/completions` body, the fields the simulator honours (others pass, as pydantic ignores them). */
 const CompletionRequest = z.looseObject({
   model: z.string().nullish(),
-  prompt: z.union([z.array(z.number().int().nonnegative()), z.array(z.array(z.number().int().nonnegative())).min(1), z.string(), z.array(z.string()).min(1)]),
+  prompt: z.union([
+    z.array(z.number().int().nonnegative()),
+    z.array(z.array(z.number().int().nonnegative())).min(1),
+    z.string(),
+    z.array(z.string()).min(1),
+  ]),
   max_tokens: z.number().int().min(0).nullish(),
   temperature: z.number().min(0).nullish(),
   top_p: z.number().gt(0).max(1).nullish(),
@@ -38,7 +43,18 @@ const CompletionRequest = z.looseObject({
 });
 
 /** The request's sampling fields beyond those the engine uses, for the request log. */
-const LOGGED_VLLM = ['min_p', 'presence_penalty', 'frequency_penalty', 'repetition_penalty', 'min_tokens', 'ignore_eos', 'stop', 'logit_bias', 'allowed_token_ids', 'structured_outputs'] as const;
+const LOGGED_VLLM = [
+  'min_p',
+  'presence_penalty',
+  'frequency_penalty',
+  'repetition_penalty',
+  'min_tokens',
+  'ignore_eos',
+  'stop',
+  'logit_bias',
+  'allowed_token_ids',
+  'structured_outputs',
+] as const;
 
 /** vLLM's error body: `{error: {message, type, param, code}}` with code = HTTP status. */
 export function vllmError(reply: FastifyReply, status: number, message: string, param: string | null = null): FastifyReply {
@@ -76,10 +92,19 @@ export function registerVllmRoutes(app: FastifyInstance, engine: SimEngine): voi
     const maxTokens = body.max_tokens ?? 16;
     for (const p of prompts) {
       if (p.length >= cfg.max_model_len) {
-        return vllmError(reply, 400, `This model's maximum context length is ${cfg.max_model_len} tokens. However, your request has ${p.length} input tokens. Please reduce the length of the input messages.`, 'input_tokens');
+        return vllmError(
+          reply,
+          400,
+          `This model's maximum context length is ${cfg.max_model_len} tokens. However, your request has ${p.length} input tokens. Please reduce the length of the input messages.`,
+          'input_tokens',
+        );
       }
       if (p.length + maxTokens > cfg.max_model_len) {
-        return vllmError(reply, 400, `'max_tokens' or 'max_completion_tokens' is too large: ${maxTokens}. This model's maximum context length is ${cfg.max_model_len} tokens and your request has ${p.length} input tokens (${maxTokens} > ${cfg.max_model_len} - ${p.length}). None`);
+        return vllmError(
+          reply,
+          400,
+          `'max_tokens' or 'max_completion_tokens' is too large: ${maxTokens}. This model's maximum context length is ${cfg.max_model_len} tokens and your request has ${p.length} input tokens (${maxTokens} > ${cfg.max_model_len} - ${p.length}). None`,
+        );
       }
     }
     const id = body.request_id ?? (request.headers['x-request-id'] as string | undefined) ?? `cmpl-${randomBytes(8).toString('hex')}`;
@@ -121,7 +146,12 @@ export function registerVllmRoutes(app: FastifyInstance, engine: SimEngine): voi
         choices: outs.map((o, i) => choice(engine, o, i, prompts[Math.floor(i / n)]!, body)),
         service_tier: null,
         system_fingerprint: null,
-        usage: { prompt_tokens: promptTokens, total_tokens: promptTokens + completionTokens, completion_tokens: completionTokens, prompt_tokens_details: null },
+        usage: {
+          prompt_tokens: promptTokens,
+          total_tokens: promptTokens + completionTokens,
+          completion_tokens: completionTokens,
+          prompt_tokens_details: null,
+        },
         kv_transfer_params: null,
       };
     } finally {
@@ -134,7 +164,9 @@ export function registerVllmRoutes(app: FastifyInstance, engine: SimEngine): voi
     const format = (request.query as { config_format?: string }).config_format ?? 'text';
     const modelConfig = { model: cfg.model, max_model_len: cfg.max_model_len, logprobs_mode: cfg.logprobs_mode };
     const vllmConfig =
-      format === 'json' ? { model_config: modelConfig } : `model=${JSON.stringify(cfg.model)}, max_model_len=${cfg.max_model_len}, logprobs_mode=${cfg.logprobs_mode}`;
+      format === 'json'
+        ? { model_config: modelConfig }
+        : `model=${JSON.stringify(cfg.model)}, max_model_len=${cfg.max_model_len}, logprobs_mode=${cfg.logprobs_mode}`;
     return { vllm_config: vllmConfig, vllm_env: {}, system_env: {} };
   });
 

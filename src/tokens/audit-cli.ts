@@ -43,7 +43,10 @@ export function formatDriftReport(r: DriftReport): string {
     `model tokens: ${r.model_tokens} (${r.tokens_changed} would be replaced, ${pct(r.tokens_changed, r.model_tokens)})`,
   ];
   if (r.skipped > 0) lines.push(`skipped lines: ${r.skipped} (not JSON, or no tokens.response_ids/response_mask)`);
-  for (const e of r.examples) lines.push(`  ${e.trajectory} turn ${e.turn}: ${JSON.stringify(e.text)} generated ${JSON.stringify(e.generated)} -> re-encoded ${JSON.stringify(e.reencoded)}`);
+  for (const e of r.examples)
+    lines.push(
+      `  ${e.trajectory} turn ${e.turn}: ${JSON.stringify(e.text)} generated ${JSON.stringify(e.generated)} -> re-encoded ${JSON.stringify(e.reencoded)}`,
+    );
   return `${lines.join('\n')}\n`;
 }
 
@@ -51,7 +54,7 @@ export function formatDriftReport(r: DriftReport): string {
 export function registerAuditDrift(program: Command): void {
   program
     .command('audit-drift')
-    .description('decode and re-encode each trajectory\'s model turns and report what a text round trip would change')
+    .description("decode and re-encode each trajectory's model turns and report what a text round trip would change")
     .argument('<results.jsonl>', 'rollout results (one per line, as GET /jobs or the results journal) or DAPO batches.jsonl')
     .option('--tokenizer <dir>', 'a local tokenizer folder (tokenizer.json + tokenizer_config.json); default Qwen3')
     .option('--examples <n>', 'examples to show', (v) => Number.parseInt(v, 10), 5)

@@ -6,7 +6,8 @@ import type { Tokenizer } from './tokenizer.js';
  * The probe string raas tokenizes on both sides: words, digits, punctuation, code, whitespace runs,
  * accents and a non-Latin script, so two different vocabularies (or normalisers) disagree on it.
  */
-export const TOKENIZER_PROBE = 'raas tokenizer probe: Hello, world! 12345 + 678 = 13023\n\tdef f(x): return x**2  # déjà vu, naïve café — 你好，世界 🙂 <tool_call>{"name": "bash"}</tool_call>';
+export const TOKENIZER_PROBE =
+  'raas tokenizer probe: Hello, world! 12345 + 678 = 13023\n\tdef f(x): return x**2  # déjà vu, naïve café — 你好，世界 🙂 <tool_call>{"name": "bash"}</tool_call>';
 
 /** What the check found. */
 export interface TokenizerCheck {
@@ -34,7 +35,12 @@ export interface TokenizerCheck {
  * refusal); one that does not answer is not judged (warning). Never throws; `assertTokenizerMatch`
  * turns a mismatch into an error.
  */
-export async function checkBackendTokenizer(address: string, api: 'vllm' | 'sglang', tokenizer: Tokenizer, opts: { timeoutMs?: number; signal?: AbortSignal } = {}): Promise<TokenizerCheck> {
+export async function checkBackendTokenizer(
+  address: string,
+  api: 'vllm' | 'sglang',
+  tokenizer: Tokenizer,
+  opts: { timeoutMs?: number; signal?: AbortSignal } = {},
+): Promise<TokenizerCheck> {
   const base = normalizeAddress(address);
   const timeoutMs = opts.timeoutMs ?? 2_000;
   let ours: number[];
@@ -44,26 +50,52 @@ export async function checkBackendTokenizer(address: string, api: 'vllm' | 'sgla
     return { address: base, method: 'none', warning: `raas's tokenizer ${tokenizer.name} failed on the probe string: ${String(err)}` };
   }
   try {
-    const r = (await postJson(`${base}/tokenize`, { prompt: TOKENIZER_PROBE, add_special_tokens: false }, opts.signal, timeoutMs)) as { tokens?: unknown } | null;
+    const r = (await postJson(`${base}/tokenize`, { prompt: TOKENIZER_PROBE, add_special_tokens: false }, opts.signal, timeoutMs)) as {
+      tokens?: unknown;
+    } | null;
     const theirs = r?.tokens;
     if (!Array.isArray(theirs) || !theirs.every((t) => Number.isInteger(t))) {
-      return { address: base, method: 'none', warning: `${base}/tokenize answered without a "tokens" list of integers; the tokenizer could not be checked` };
+      return {
+        address: base,
+        method: 'none',
+        warning: `${base}/tokenize answered without a "tokens" list of integers; the tokenizer could not be checked`,
+      };
     }
     const i = firstDifference(ours, theirs as number[]);
     if (i < 0) return { address: base, method: 'ids', match: true };
-    return { address: base, method: 'ids', match: false, first_difference: { index: i, ours: ours[i] ?? null, theirs: (theirs[i] as number | undefined) ?? null } };
+    return {
+      address: base,
+      method: 'ids',
+      match: false,
+      first_difference: { index: i, ours: ours[i] ?? null, theirs: (theirs[i] as number | undefined) ?? null },
+    };
   } catch (err) {
-    if (isUnreachable(err)) return { address: base, method: 'none', warning: `${base} did not answer the tokenizer check (${(err as Error).message}); it was not verified` };
+    if (isUnreachable(err))
+      return {
+        address: base,
+        method: 'none',
+        warning: `${base} did not answer the tokenizer check (${(err as Error).message}); it was not verified`,
+      };
     const status = (err as Error).message.match(/answered (\d{3})/)?.[1];
     if (status !== '404' && status !== '405' && status !== '501') {
-      return { address: base, method: 'none', warning: `${base}/tokenize failed (${(err as Error).message}); the tokenizer was not verified` };
+      return {
+        address: base,
+        method: 'none',
+        warning: `${base}/tokenize failed (${(err as Error).message}); the tokenizer was not verified`,
+      };
     }
   }
   return byModelName(base, api, tokenizer, timeoutMs, opts.signal);
 }
 
 /** The fallback: the served model's name against the tokenizer's (bundled qwen3: any Qwen3 model). */
-async function byModelName(base: string, api: 'vllm' | 'sglang', tokenizer: Tokenizer, timeoutMs: number, signal?: AbortSignal): Promise<TokenizerCheck> {
+async function byModelName(
+  base: string,
+  api: 'vllm' | 'sglang',
+  tokenizer: Tokenizer,
+  timeoutMs: number,
+  signal?: AbortSignal,
+): Promise<TokenizerCheck> {
   let model: string | undefined;
   try {
     if (api === 'vllm') {
@@ -81,8 +113,20 @@ async function byModelName(base: string, api: 'vllm' | 'sglang', tokenizer: Toke
   if (!model) return { address: base, method: 'none', warning: `${no}, and it did not say which model it serves` };
   const match = namesAgree(model, tokenizer.name);
   return match
-    ? { address: base, method: 'model_name', match: true, model, warning: `${no}; its model "${model}" matches the tokenizer's name, which is all that could be checked` }
-    : { address: base, method: 'model_name', match: false, model, warning: `${no}; it serves "${model}", which does not look like the tokenizer "${tokenizer.name}": set \`tokenizer\` to that model's id (or folder) if its tokenizer differs` };
+    ? {
+        address: base,
+        method: 'model_name',
+        match: true,
+        model,
+        warning: `${no}; its model "${model}" matches the tokenizer's name, which is all that could be checked`,
+      }
+    : {
+        address: base,
+        method: 'model_name',
+        match: false,
+        model,
+        warning: `${no}; it serves "${model}", which does not look like the tokenizer "${tokenizer.name}": set \`tokenizer\` to that model's id (or folder) if its tokenizer differs`,
+      };
 }
 
 /** Loose name comparison: the bundled `qwen3` matches any Qwen3 model; otherwise the last path parts agree. */
@@ -102,9 +146,11 @@ function firstDifference(a: readonly number[], b: readonly number[]): number {
 export function assertTokenizerMatch(c: TokenizerCheck, tokenizer: Tokenizer): void {
   if (c.method !== 'ids' || c.match !== false) return;
   const d = c.first_difference!;
-  throw new RaasError('tokenizer_mismatch',
+  throw new RaasError(
+    'tokenizer_mismatch',
     `backend ${c.address} tokenizes differently from raas's tokenizer "${tokenizer.name}" (probe string, token ${d.index}: raas ${d.ours ?? 'none'}, backend ${d.theirs ?? 'none'}); token ids would be wrong. Set \`tokenizer\` in the server config to the model the backend serves (a Hugging Face id in the local cache, or a folder with tokenizer.json)`,
-    { retryable: false });
+    { retryable: false },
+  );
 }
 
 /**
@@ -114,7 +160,10 @@ export function assertTokenizerMatch(c: TokenizerCheck, tokenizer: Tokenizer): v
 export class TokenizerGuard {
   private readonly verified = new Set<string>();
 
-  constructor(private readonly tokenizer: () => Tokenizer, private readonly timeoutMs = 2_000) {}
+  constructor(
+    private readonly tokenizer: () => Tokenizer,
+    private readonly timeoutMs = 2_000,
+  ) {}
 
   /** Throws tokenizer_mismatch on a mismatch; otherwise answers what was found (with a warning when unverified). */
   async check(address: string, api: 'vllm' | 'sglang', signal?: AbortSignal): Promise<TokenizerCheck> {

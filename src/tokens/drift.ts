@@ -65,7 +65,16 @@ export function roundTripDiff(tok: Tokenizer, ids: readonly number[]): { generat
  */
 export function auditDrift(tok: Tokenizer, views: Iterable<TokenView | undefined>, opts: { maxExamples?: number } = {}): DriftReport {
   const maxExamples = opts.maxExamples ?? 5;
-  const r: DriftReport = { trajectories: 0, trajectories_changed: 0, model_turns: 0, turns_changed: 0, model_tokens: 0, tokens_changed: 0, skipped: 0, examples: [] };
+  const r: DriftReport = {
+    trajectories: 0,
+    trajectories_changed: 0,
+    model_turns: 0,
+    turns_changed: 0,
+    model_tokens: 0,
+    tokens_changed: 0,
+    skipped: 0,
+    examples: [],
+  };
   for (const v of views) {
     if (!v) {
       r.skipped++;
@@ -96,9 +105,21 @@ export function viewsOfLine(line: unknown, lineNo: number): TokenView[] {
   if (typeof line !== 'object' || line === null) return [];
   // biome-ignore lint/suspicious/noExplicitAny: a batch line of any shape, every field checked before use
   const o = line as Record<string, any>;
-  // biome-ignore lint/suspicious/noExplicitAny: as above
-  if (Array.isArray(o.groups)) return o.groups.flatMap((g: any, gi: number) => (Array.isArray(g?.rollouts) ? g.rollouts.flatMap((ro: any, ri: number) => viewsOfLine(ro, lineNo).map((v) => ({ ...v, id: v.id === `line ${lineNo}` ? `line ${lineNo} g${gi} r${ri}` : v.id }))) : []));
+  if (Array.isArray(o.groups))
+    return o.groups.flatMap((g: { rollouts?: unknown } | null, gi: number) =>
+      Array.isArray(g?.rollouts)
+        ? g.rollouts.flatMap((ro: unknown, ri: number) =>
+            viewsOfLine(ro, lineNo).map((v) => ({ ...v, id: v.id === `line ${lineNo}` ? `line ${lineNo} g${gi} r${ri}` : v.id })),
+          )
+        : [],
+    );
   const t = o.tokens;
   if (!t || !Array.isArray(t.response_ids) || !Array.isArray(t.response_mask)) return [];
-  return [{ id: String(o.job_id ?? o.trajectory_id ?? o.instance_id ?? `line ${lineNo}`), response_ids: t.response_ids, response_mask: t.response_mask }];
+  return [
+    {
+      id: String(o.job_id ?? o.trajectory_id ?? o.instance_id ?? `line ${lineNo}`),
+      response_ids: t.response_ids,
+      response_mask: t.response_mask,
+    },
+  ];
 }

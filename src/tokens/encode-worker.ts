@@ -13,7 +13,10 @@ const tok = origin.kind === 'bundled' ? qwen3Tokenizer() : loadTokenizer(origin.
 parentPort!.on('message', (req: EncodeRequest) => {
   try {
     const ids = req.runs.map((r) => Int32Array.from(tok.encodeChunks([r])));
-    parentPort!.postMessage({ id: req.id, ids }, ids.map((a) => a.buffer));
+    parentPort!.postMessage(
+      { id: req.id, ids },
+      ids.map((a) => a.buffer),
+    );
   } catch (err) {
     parentPort!.postMessage({ id: req.id, error: err instanceof Error ? err.message : String(err) });
   }

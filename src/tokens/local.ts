@@ -27,15 +27,20 @@ export function loadTokenizer(dir: string): Tokenizer {
     try {
       return JSON.parse(readFileSync(path.join(abs, file), 'utf8'));
     } catch (err) {
-      throw new RaasError('config_invalid', `tokenizer: cannot read ${path.join(abs, file)} (${(err as Error).message}); point the tokenizer path at a folder with tokenizer.json and tokenizer_config.json`, { cause: err });
+      throw new RaasError(
+        'config_invalid',
+        `tokenizer: cannot read ${path.join(abs, file)} (${(err as Error).message}); point the tokenizer path at a folder with tokenizer.json and tokenizer_config.json`,
+        { cause: err },
+      );
     }
   };
   const json = read('tokenizer.json') as Record<string, unknown>;
   const config = read('tokenizer_config.json') as TokenizerConfigJson;
   const template = Array.isArray(config.chat_template)
-    ? config.chat_template.find((t) => t.name === 'default')?.template ?? config.chat_template[0]?.template
+    ? (config.chat_template.find((t) => t.name === 'default')?.template ?? config.chat_template[0]?.template)
     : config.chat_template;
-  if (!template) throw new RaasError('config_invalid', `tokenizer: ${abs}/tokenizer_config.json has no chat_template; add one (a Jinja string)`);
+  if (!template)
+    throw new RaasError('config_invalid', `tokenizer: ${abs}/tokenizer_config.json has no chat_template; add one (a Jinja string)`);
   const tok = TokenizerLoader.fromPreTrained({ tokenizerJSON: json as never, tokenizerConfig: config as never }) as unknown as {
     encode(text: string, opts?: { add_special_tokens?: boolean }): number[];
     decode(ids: number[], opts?: { skip_special_tokens?: boolean }): string;
@@ -48,11 +53,18 @@ export function loadTokenizer(dir: string): Tokenizer {
   };
   const eosToken = text(config.eos_token);
   const eosId = idOf(eosToken);
-  if (eosId === undefined) throw new RaasError('config_invalid', `tokenizer: eos_token ${JSON.stringify(eosToken)} of ${abs} is not one token; set eos_token in tokenizer_config.json`);
+  if (eosId === undefined)
+    throw new RaasError(
+      'config_invalid',
+      `tokenizer: eos_token ${JSON.stringify(eosToken)} of ${abs} is not one token; set eos_token in tokenizer_config.json`,
+    );
   const stopIds = [eosId];
   const pad = idOf(text(config.pad_token));
   if (pad !== undefined && pad !== eosId) stopIds.push(pad);
-  const t: Tokenizer = { ...makeTokenizer(path.basename(abs), tok, template, { eosId, stopIds, bosToken: text(config.bos_token), eosToken }), source: { kind: 'folder', dir: abs } };
+  const t: Tokenizer = {
+    ...makeTokenizer(path.basename(abs), tok, template, { eosId, stopIds, bosToken: text(config.bos_token), eosToken }),
+    source: { kind: 'folder', dir: abs },
+  };
   cache.set(abs, t);
   return t;
 }

@@ -33,7 +33,10 @@ export class EncoderPool {
   /** Characters encoded on workers so far. */
   offloadedChars = 0;
 
-  constructor(private readonly origin: TokenizerOrigin, readonly opts: EncoderPoolOptions) {
+  constructor(
+    private readonly origin: TokenizerOrigin,
+    readonly opts: EncoderPoolOptions,
+  ) {
     this.slots = Array.from({ length: Math.max(0, opts.workers) }, () => undefined);
   }
 
@@ -94,7 +97,10 @@ export class EncoderPool {
     // Under the TypeScript sources (tests) the worker is the .ts file, loaded through tsx's loader,
     // which a worker thread must register for itself.
     const worker = import.meta.url.endsWith('.ts')
-      ? new Worker(`import('tsx/esm/api').then((m) => { m.register(); return import(${JSON.stringify(new URL('./encode-worker.ts', import.meta.url).href)}); });`, { eval: true, workerData: this.origin })
+      ? new Worker(
+          `import('tsx/esm/api').then((m) => { m.register(); return import(${JSON.stringify(new URL('./encode-worker.ts', import.meta.url).href)}); });`,
+          { eval: true, workerData: this.origin },
+        )
       : new Worker(new URL('./encode-worker.js', import.meta.url), { workerData: this.origin });
     worker.unref();
     const slot: Slot = { worker, pending: new Map() };

@@ -42,8 +42,11 @@ export function findInHfCache(modelId: string, opts: { cache?: string; revision?
     const dir = path.join(snaps, readFileSync(ref, 'utf8').trim());
     if (has(dir)) return dir;
   }
-  if (opts.revision && existsSync(path.join(snaps, opts.revision)) && has(path.join(snaps, opts.revision))) return path.join(snaps, opts.revision);
-  const candidates = readdirSync(snaps).map((d) => path.join(snaps, d)).filter(has);
+  if (opts.revision && existsSync(path.join(snaps, opts.revision)) && has(path.join(snaps, opts.revision)))
+    return path.join(snaps, opts.revision);
+  const candidates = readdirSync(snaps)
+    .map((d) => path.join(snaps, d))
+    .filter(has);
   candidates.sort((a, b) => statSync(b).mtimeMs - statSync(a).mtimeMs);
   return candidates[0];
 }
@@ -62,10 +65,15 @@ export function locateTokenizer(spec: string, baseDir = process.cwd(), env: Node
     const cache = hfHubCache(env);
     const found = findInHfCache(id, { cache, revision });
     if (found) return { kind: 'hf_cache', dir: found, model_id: id };
-    throw new RaasError('config_invalid',
-      `tokenizer: "${spec}" is not a folder (${dir}) and not in the local Hugging Face cache (${path.join(cache, `models--${id.replace(/\//g, '--')}`)}, from HF_HUB_CACHE / HF_HOME / ~/.cache/huggingface/hub); raas never downloads: fetch it with \`huggingface-cli download ${id} tokenizer.json tokenizer_config.json\`, give a folder, or use "qwen3" (bundled)`);
+    throw new RaasError(
+      'config_invalid',
+      `tokenizer: "${spec}" is not a folder (${dir}) and not in the local Hugging Face cache (${path.join(cache, `models--${id.replace(/\//g, '--')}`)}, from HF_HUB_CACHE / HF_HOME / ~/.cache/huggingface/hub); raas never downloads: fetch it with \`huggingface-cli download ${id} tokenizer.json tokenizer_config.json\`, give a folder, or use "qwen3" (bundled)`,
+    );
   }
-  throw new RaasError('config_invalid', `tokenizer: no folder ${dir}; give "qwen3" (bundled), a folder with tokenizer.json and tokenizer_config.json, or a Hugging Face model id (org/name) in the local cache`);
+  throw new RaasError(
+    'config_invalid',
+    `tokenizer: no folder ${dir}; give "qwen3" (bundled), a folder with tokenizer.json and tokenizer_config.json, or a Hugging Face model id (org/name) in the local cache`,
+  );
 }
 
 /** Loads the tokenizer a `tokenizer` setting names (see locateTokenizer); a Hugging Face id keeps its id as the tokenizer's name. */

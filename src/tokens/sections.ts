@@ -34,7 +34,12 @@ export type Chunk = { id: number } | { text: string; index: number };
 /** True when a tokenizer object exposes what plain encoding needs (any @lenml PreTrainedTokenizer does). */
 export function hasInternals(tok: unknown): tok is LenmlInternals {
   const t = tok as Partial<LenmlInternals> | null;
-  return typeof t?.model === 'function' && typeof t.model.convert_tokens_to_ids === 'function' && typeof t.added_tokens_splitter?.split === 'function' && t.added_tokens_map instanceof Map;
+  return (
+    typeof t?.model === 'function' &&
+    typeof t.model.convert_tokens_to_ids === 'function' &&
+    typeof t.added_tokens_splitter?.split === 'function' &&
+    t.added_tokens_map instanceof Map
+  );
 }
 
 /**

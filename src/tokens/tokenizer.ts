@@ -86,7 +86,10 @@ export function makeTokenizer(
   special: { eosId: number; stopIds: number[]; bosToken?: string; eosToken?: string },
 ): Tokenizer {
   const template = new Template(chatTemplate);
-  const render = (messages: ChatMessage[], opts: { tools?: ToolDefinition[]; enableThinking?: boolean; addGenerationPrompt?: boolean } = {}): string =>
+  const render = (
+    messages: ChatMessage[],
+    opts: { tools?: ToolDefinition[]; enableThinking?: boolean; addGenerationPrompt?: boolean } = {},
+  ): string =>
     template.render({
       messages: messages.map(toTemplateMessage),
       tools: opts.tools && opts.tools.length > 0 ? opts.tools : undefined,
@@ -104,7 +107,12 @@ export function makeTokenizer(
    * contents back in as plain sections. A template that transforms contents (the sentinels do not
    * come back once each) falls back to one structural section of the real rendering.
    */
-  const sectionsOf = (messages: ChatMessage[], opts: { tools?: ToolDefinition[]; enableThinking?: boolean; addGenerationPrompt?: boolean }, keepAfter?: string, from = 0): Section[] => {
+  const sectionsOf = (
+    messages: ChatMessage[],
+    opts: { tools?: ToolDefinition[]; enableThinking?: boolean; addGenerationPrompt?: boolean },
+    keepAfter?: string,
+    from = 0,
+  ): Section[] => {
     const contents: string[] = [];
     const masked = messages.map((m, i) => {
       if (m.role === 'assistant' || i < from) return m;
@@ -130,12 +138,34 @@ export function makeTokenizer(
     // end-of-turn marker: exactly what the template appends after a model turn. The model stops
     // at eos and never emits the template's trailing newline, so the suffix starts with it.
     const anchor = '\u0000raas-anchor\u0000';
-    return chunksOf(lt, sectionsOf([{ role: 'user', content: '.' }, { role: 'assistant', content: anchor }, ...messages], { addGenerationPrompt: true, enableThinking: opts?.enableThinking }, anchor, 2));
+    return chunksOf(
+      lt,
+      sectionsOf(
+        [{ role: 'user', content: '.' }, { role: 'assistant', content: anchor }, ...messages],
+        { addGenerationPrompt: true, enableThinking: opts?.enableThinking },
+        anchor,
+        2,
+      ),
+    );
   };
-  const probe = sectionsOf([{ role: 'system', content: 's' }, { role: 'user', content: 'u' }, { role: 'assistant', content: 'a' }, { role: 'tool', content: 't' }], {});
+  const probe = sectionsOf(
+    [
+      { role: 'system', content: 's' },
+      { role: 'user', content: 'u' },
+      { role: 'assistant', content: 'a' },
+      { role: 'tool', content: 't' },
+    ],
+    {},
+  );
   const plainContent = probe.filter((x) => x.plain).length === 3;
   const addedTokens = new Map<number, string>([...lt.added_tokens_map].map(([content, t]) => [t.id, content]));
-  const addedText = new RegExp([...addedTokens.values()].sort((a, b) => b.length - a.length).map((c) => c.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')).join('|'), 'g');
+  const addedText = new RegExp(
+    [...addedTokens.values()]
+      .sort((a, b) => b.length - a.length)
+      .map((c) => c.replace(/[.*+?^${}()|[\]\\]/g, '\\$&'))
+      .join('|'),
+    'g',
+  );
   const decodeStructured = (ids: readonly number[]): string => {
     let out = '';
     let run: number[] = [];
@@ -175,7 +205,11 @@ export function makeTokenizer(
 
 function toTemplateMessage(m: ChatMessage): Record<string, unknown> {
   if (!m.tool_calls) return { role: m.role, content: m.content };
-  return { role: m.role, content: m.content, tool_calls: m.tool_calls.map((c) => ({ type: 'function', function: { name: c.name, arguments: c.arguments } })) };
+  return {
+    role: m.role,
+    content: m.content,
+    tool_calls: m.tool_calls.map((c) => ({ type: 'function', function: { name: c.name, arguments: c.arguments } })),
+  };
 }
 
 let qwen3: Tokenizer | undefined;

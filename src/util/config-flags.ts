@@ -7,10 +7,17 @@ import { InvalidArgumentError } from 'commander';
 export function intArg(flag: string, range: { min?: number; max?: number } = {}): (v: string) => number {
   const { min, max } = range;
   const what =
-    min !== undefined && max !== undefined ? `expected an integer ${min}–${max}` : min === 1 ? 'must be a positive integer' : min === 0 ? 'must be an integer >= 0' : 'expected an integer';
+    min !== undefined && max !== undefined
+      ? `expected an integer ${min}–${max}`
+      : min === 1
+        ? 'must be a positive integer'
+        : min === 0
+          ? 'must be an integer >= 0'
+          : 'expected an integer';
   return (v) => {
     const n = /^[+-]?\d+$/.test(v.trim()) ? Number(v) : Number.NaN;
-    if (!Number.isSafeInteger(n) || (min !== undefined && n < min) || (max !== undefined && n > max)) throw new InvalidArgumentError(`${flag}: ${what}, got "${v}"`);
+    if (!Number.isSafeInteger(n) || (min !== undefined && n < min) || (max !== undefined && n > max))
+      throw new InvalidArgumentError(`${flag}: ${what}, got "${v}"`);
     return n;
   };
 }
@@ -23,7 +30,8 @@ export function numberArg(flag: string, opts: { positive?: boolean; nonNegative?
   const what = opts.positive ? 'must be a number > 0' : opts.nonNegative ? 'must be a number >= 0' : 'expected a number';
   return (v) => {
     const n = v.trim() === '' ? Number.NaN : Number(v);
-    if (!Number.isFinite(n) || (opts.positive && n <= 0) || (opts.nonNegative && n < 0)) throw new InvalidArgumentError(`${flag}: ${what}, got "${v}"`);
+    if (!Number.isFinite(n) || (opts.positive && n <= 0) || (opts.nonNegative && n < 0))
+      throw new InvalidArgumentError(`${flag}: ${what}, got "${v}"`);
     return n;
   };
 }
@@ -34,7 +42,8 @@ export function collect(v: string, previous: string[] = []): string[] {
 }
 
 /** The help text of `--set`. */
-export const SET_HELP = 'override one config key, typed through the schema: --set sampling_params.temperature=0.7 (repeatable; the value is read as YAML)';
+export const SET_HELP =
+  'override one config key, typed through the schema: --set sampling_params.temperature=0.7 (repeatable; the value is read as YAML)';
 
 /** Rewrites commander's "error: option '--n <n>' argument '-2' is invalid. --n: ..." to the message alone. */
 export function flagErrorLine(text: string): string {

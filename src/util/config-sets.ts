@@ -15,14 +15,18 @@ export function parseSets(texts: readonly string[] = []): SetAssignment[] {
     const eq = text.indexOf('=');
     const key = eq < 0 ? '' : text.slice(0, eq).trim();
     if (eq < 0 || !/^[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*$/.test(key)) {
-      throw new RaasError('config_invalid', `--set ${text}: expected key.path=value (for example --set sampling_params.temperature=0.7)`, { retryable: false });
+      throw new RaasError('config_invalid', `--set ${text}: expected key.path=value (for example --set sampling_params.temperature=0.7)`, {
+        retryable: false,
+      });
     }
     const raw = text.slice(eq + 1);
     let value: unknown;
     try {
       value = raw.trim() === '' ? '' : parseYaml(raw);
     } catch (err) {
-      throw new RaasError('config_invalid', `--set ${text}: the value is not a YAML scalar: ${(err as Error).message.split('\n')[0]}`, { retryable: false });
+      throw new RaasError('config_invalid', `--set ${text}: the value is not a YAML scalar: ${(err as Error).message.split('\n')[0]}`, {
+        retryable: false,
+      });
     }
     return { path: key.split('.'), value, text };
   });

@@ -18,12 +18,19 @@ export interface TokenSource {
  */
 export function resolveToken(src: TokenSource, what: string, env: NodeJS.ProcessEnv = process.env): string | undefined {
   const given = (['token', 'token_file', 'token_env'] as const).filter((k) => src[k] !== undefined);
-  if (given.length > 1) throw new RaasError('config_invalid', `${what}: give one of token, token_file, token_env (got ${given.join(' and ')})`, { retryable: false });
+  if (given.length > 1)
+    throw new RaasError('config_invalid', `${what}: give one of token, token_file, token_env (got ${given.join(' and ')})`, {
+      retryable: false,
+    });
   if (src.token !== undefined) return src.token;
   if (src.token_env !== undefined) {
     const v = env[src.token_env];
     if (v === undefined || v.trim() === '') {
-      throw new RaasError('config_invalid', `${what}.token_env: the environment variable ${src.token_env} is not set or empty; export it before starting raas`, { retryable: false });
+      throw new RaasError(
+        'config_invalid',
+        `${what}.token_env: the environment variable ${src.token_env} is not set or empty; export it before starting raas`,
+        { retryable: false },
+      );
     }
     return v.trim();
   }
@@ -42,7 +49,11 @@ export function readTokenFile(file: string, what: string): string {
     throw new RaasError('config_invalid', `${what}: cannot read ${file} (${(err as Error).message})`, { cause: err, retryable: false });
   }
   if ((mode & 0o077) !== 0) {
-    throw new RaasError('config_invalid', `${what}: ${file} is readable by other users (mode ${(mode & 0o777).toString(8)}); run chmod 600 ${file}`, { retryable: false });
+    throw new RaasError(
+      'config_invalid',
+      `${what}: ${file} is readable by other users (mode ${(mode & 0o777).toString(8)}); run chmod 600 ${file}`,
+      { retryable: false },
+    );
   }
   const token = text.trim();
   if (token === '') throw new RaasError('config_invalid', `${what}: ${file} is empty`, { retryable: false });

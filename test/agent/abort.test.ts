@@ -10,7 +10,12 @@ const tok = qwen3Tokenizer();
 
 // A slow backend: every turn is 400-500 tokens at 1 ms per token, so a weight update or a cancel
 // lands in the middle of a turn.
-const SLOW = { seed: 9, request_log: 100, latency: { decode_ms_per_token: 1 }, filler: { median_tokens: 450, sigma: 0.1, min_tokens: 400, max_tokens: 500 } };
+const SLOW = {
+  seed: 9,
+  request_log: 100,
+  latency: { decode_ms_per_token: 1 },
+  filler: { median_tokens: 450, sigma: 0.1, min_tokens: 400, max_tokens: 500 },
+};
 
 function opts(sim: SimHandle, signal: AbortSignal, api: 'vllm' | 'sglang' = 'sglang'): AgentOptions {
   return {
@@ -25,7 +30,8 @@ function opts(sim: SimHandle, signal: AbortSignal, api: 'vllm' | 'sglang' = 'sgl
   };
 }
 
-const post = (url: string, body: unknown): Promise<Response> => fetch(url, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
+const post = (url: string, body: unknown): Promise<Response> =>
+  fetch(url, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
 
 describe('agent and backend aborts (real simulator with decode latency)', () => {
   let sim: SimHandle;
@@ -59,13 +65,22 @@ describe('agent and backend aborts (real simulator with decode latency)', () => 
       expect(t.num_turns).toBe(2);
       expect(t.weight_versions).toEqual([turn0.weight_version, version]);
       // The continuation finishes the very response the aborted call was producing.
-      const again = (await (await post(`${sim.url}/generate`, { input_ids: sent[0]!.prompt_ids, sampling_params: { max_new_tokens: sent[0]!.max_tokens, sampling_seed: sent[0]!.seed } })).json()) as { output_ids: number[] };
+      const again = (await (
+        await post(`${sim.url}/generate`, {
+          input_ids: sent[0]!.prompt_ids,
+          sampling_params: { max_new_tokens: sent[0]!.max_tokens, sampling_seed: sent[0]!.seed },
+        })
+      ).json()) as { output_ids: number[] };
       expect(t.messages[1]!.token_ids).toEqual(again.output_ids);
     });
   }
 
   it('SGLang /abort_request by rid cuts a request with finish_reason abort', async () => {
-    const gen = post(`${sim.url}/generate`, { input_ids: [1, 2, 3], rid: 'cut-me', sampling_params: { max_new_tokens: 500, sampling_seed: 1 } });
+    const gen = post(`${sim.url}/generate`, {
+      input_ids: [1, 2, 3],
+      rid: 'cut-me',
+      sampling_params: { max_new_tokens: 500, sampling_seed: 1 },
+    });
     await untilRunning(sim.url, 1);
     expect((await post(`${sim.url}/abort_request`, { rid: 'cut-me' })).status).toBe(200);
     const j = (await (await gen).json()) as any;

@@ -8,8 +8,22 @@ import { call, scriptPolicy } from './script-policy.js';
 
 const tok = qwen3Tokenizer();
 const TOOLS: ToolDefinition[] = [
-  { type: 'function', function: { name: 'calc', description: 'Evaluates an arithmetic expression.', parameters: { type: 'object', properties: { expr: { type: 'string' } }, required: ['expr'] } } },
-  { type: 'function', function: { name: 'finish', description: 'Ends the task with the answer.', parameters: { type: 'object', properties: { answer: { type: 'string' } }, required: ['answer'] } } },
+  {
+    type: 'function',
+    function: {
+      name: 'calc',
+      description: 'Evaluates an arithmetic expression.',
+      parameters: { type: 'object', properties: { expr: { type: 'string' } }, required: ['expr'] },
+    },
+  },
+  {
+    type: 'function',
+    function: {
+      name: 'finish',
+      description: 'Ends the task with the answer.',
+      parameters: { type: 'object', properties: { answer: { type: 'string' } }, required: ['answer'] },
+    },
+  },
 ];
 
 /** A real (tiny) tool executor: calc evaluates + and * on integers; finish ends; anything else fails. */
@@ -81,7 +95,18 @@ describe('runAgent against the real simulated backend', () => {
       expect(t.final).toEqual({ answer: '4' });
       expect(t.num_turns).toBe(3);
       expect(t.malformed_tool_calls).toBe(1);
-      expect(t.messages.map((m) => m.role)).toEqual(['system', 'user', 'assistant', 'tool', 'tool', 'assistant', 'tool', 'tool', 'assistant', 'tool']);
+      expect(t.messages.map((m) => m.role)).toEqual([
+        'system',
+        'user',
+        'assistant',
+        'tool',
+        'tool',
+        'assistant',
+        'tool',
+        'tool',
+        'assistant',
+        'tool',
+      ]);
       expect(t.messages[3]!.content).toBe('4');
       expect(t.messages[4]!.content).toBe('9');
       expect(t.messages[6]!.content).toMatch(/^ERROR: calc: cannot evaluate/);
@@ -95,7 +120,8 @@ describe('runAgent against the real simulated backend', () => {
       expect(t.tokens.prompt_ids).toEqual(tok.renderPrompt(base(sim).messages, { tools: TOOLS, enableThinking: false }));
       expect(sent).toHaveLength(3);
       expect(sent[0]!.prompt_ids).toEqual(t.tokens.prompt_ids);
-      for (let k = 1; k < sent.length; k++) expect(startsWith(sent[k]!.prompt_ids, [...sent[k - 1]!.prompt_ids, ...sent[k - 1]!.ids])).toBe(true);
+      for (let k = 1; k < sent.length; k++)
+        expect(startsWith(sent[k]!.prompt_ids, [...sent[k - 1]!.prompt_ids, ...sent[k - 1]!.ids])).toBe(true);
       expect([...t.tokens.prompt_ids, ...t.tokens.response_ids]).toEqual([...sent[2]!.prompt_ids, ...sent[2]!.ids]);
 
       // Generated ids and logprobs are exactly the backend's, in order, under mask 1.
@@ -124,7 +150,7 @@ describe('runAgent against the real simulated backend', () => {
     });
   }
 
-  it('stops at max_iterations, running the last turn\'s tools but sending nothing more', async () => {
+  it("stops at max_iterations, running the last turn's tools but sending nothing more", async () => {
     const before = sim.requestLog.length;
     const t = await runAgent(base(sim, { messages: [{ role: 'user', content: 'SCRIPT:forever' }], samplingParams: { max_iterations: 2 } }));
     expect(t.finish_reason).toBe('max_iterations');
@@ -136,7 +162,13 @@ describe('runAgent against the real simulated backend', () => {
 
   it('stops at max_response_tokens and clamps each call to what is left', async () => {
     const before = sim.requestLog.length;
-    const t = await runAgent(base(sim, { messages: [{ role: 'user', content: 'tell me things' }], samplingParams: { max_response_tokens: 70, max_tokens_per_turn: 40 }, onNoToolCall: () => 'more' }));
+    const t = await runAgent(
+      base(sim, {
+        messages: [{ role: 'user', content: 'tell me things' }],
+        samplingParams: { max_response_tokens: 70, max_tokens_per_turn: 40 },
+        onNoToolCall: () => 'more',
+      }),
+    );
     expect(t.finish_reason).toBe('max_response_tokens');
     const generated = t.tokens.response_mask.filter((m) => m === 1).length;
     expect(generated).toBe(70);
@@ -149,11 +181,19 @@ describe('runAgent against the real simulated backend', () => {
   });
 
   it('marks a user turn from onNoToolCall with mask 0 and its own span', async () => {
-    const t = await runAgent(base(sim, { messages: [{ role: 'user', content: 'hello' }], samplingParams: { max_iterations: 2 }, onNoToolCall: (_text, turn) => `question ${turn + 2}` }));
+    const t = await runAgent(
+      base(sim, {
+        messages: [{ role: 'user', content: 'hello' }],
+        samplingParams: { max_iterations: 2 },
+        onNoToolCall: (_text, turn) => `question ${turn + 2}`,
+      }),
+    );
     expect(t.finish_reason).toBe('max_iterations');
     expect(t.messages.map((m) => m.role)).toEqual(['user', 'assistant', 'user', 'assistant', 'user']);
     const span = t.tokens.spans!.find((s) => s.message_index === 2)!;
-    expect(tok.decode(t.tokens.response_ids.slice(span.start, span.end))).toBe('\n<|im_start|>user\nquestion 2<|im_end|>\n<|im_start|>assistant\n');
+    expect(tok.decode(t.tokens.response_ids.slice(span.start, span.end))).toBe(
+      '\n<|im_start|>user\nquestion 2<|im_end|>\n<|im_start|>assistant\n',
+    );
     expect(t.tokens.response_mask.slice(span.start, span.end).every((m) => m === 0)).toBe(true);
   });
 });
@@ -166,14 +206,18 @@ describe('runAgent limits from the backend context window', () => {
   afterAll(() => sim.close());
 
   it('stops at max_model_len (from /v1/models) without a context-overflow error', async () => {
-    const t = await runAgent(base(sim, { messages: [{ role: 'user', content: 'go on' }], samplingParams: {}, onNoToolCall: () => 'continue please' }));
+    const t = await runAgent(
+      base(sim, { messages: [{ role: 'user', content: 'go on' }], samplingParams: {}, onNoToolCall: () => 'continue please' }),
+    );
     expect(t.finish_reason).toBe('max_model_len');
     expect(t.tokens.prompt_ids.length + t.tokens.response_ids.length).toBeLessThanOrEqual(400);
     for (const s of sim.requestLog) expect(s.prompt_ids.length + s.max_tokens).toBeLessThanOrEqual(400);
   });
 
   it('a smaller max_model_len in sampling_params wins', async () => {
-    const t = await runAgent(base(sim, { messages: [{ role: 'user', content: 'go on' }], samplingParams: { max_model_len: 330 }, onNoToolCall: () => 'more' }));
+    const t = await runAgent(
+      base(sim, { messages: [{ role: 'user', content: 'go on' }], samplingParams: { max_model_len: 330 }, onNoToolCall: () => 'more' }),
+    );
     expect(t.finish_reason).toBe('max_model_len');
     expect(t.tokens.prompt_ids.length + t.tokens.response_ids.length).toBeLessThanOrEqual(330);
     expect(t.num_turns).toBeGreaterThan(0);

@@ -1,7 +1,8 @@
 import type { PolicyContext, SimPolicy } from '../../src/sim/policy.js';
 
 /** A tool call as Qwen3 writes it. */
-export const call = (name: string, args: Record<string, unknown>): string => `<tool_call>\n${JSON.stringify({ name, arguments: args })}\n</tool_call>`;
+export const call = (name: string, args: Record<string, unknown>): string =>
+  `<tool_call>\n${JSON.stringify({ name, arguments: args })}\n</tool_call>`;
 
 /**
  * A scripted test policy for the real simulator: a prompt whose user message contains

@@ -38,8 +38,30 @@ export class SimSession implements LlmSession {
     const version = this.api === 'vllm' ? await this.weightVersion(req.signal) : '';
     const body =
       this.api === 'vllm'
-        ? { model: 'm', prompt: req.prompt_ids, max_tokens: req.max_tokens, seed, logprobs: 0, return_token_ids: true, return_tokens_as_token_ids: true, skip_special_tokens: false, stop_token_ids: req.stop_token_ids ?? [], request_id: rid }
-        : { rid, input_ids: req.prompt_ids, sampling_params: { max_new_tokens: req.max_tokens, stop_token_ids: req.stop_token_ids ?? [], skip_special_tokens: false, no_stop_trim: true, sampling_seed: seed }, return_logprob: true };
+        ? {
+            model: 'm',
+            prompt: req.prompt_ids,
+            max_tokens: req.max_tokens,
+            seed,
+            logprobs: 0,
+            return_token_ids: true,
+            return_tokens_as_token_ids: true,
+            skip_special_tokens: false,
+            stop_token_ids: req.stop_token_ids ?? [],
+            request_id: rid,
+          }
+        : {
+            rid,
+            input_ids: req.prompt_ids,
+            sampling_params: {
+              max_new_tokens: req.max_tokens,
+              stop_token_ids: req.stop_token_ids ?? [],
+              skip_special_tokens: false,
+              no_stop_trim: true,
+              sampling_seed: seed,
+            },
+            return_logprob: true,
+          };
     const r = await fetch(`${this.url}${this.api === 'vllm' ? '/v1/completions' : '/generate'}`, {
       method: 'POST',
       headers: { 'content-type': 'application/json' },
@@ -47,18 +69,35 @@ export class SimSession implements LlmSession {
       signal: req.signal,
     });
     const j = (await r.json()) as any;
-    if (r.status === 400 && /maximum context length|context length is only|maximum model length|longer than the model's context length/.test(j.error?.message ?? '')) {
+    if (
+      r.status === 400 &&
+      /maximum context length|context length is only|maximum model length|longer than the model's context length/.test(
+        j.error?.message ?? '',
+      )
+    ) {
       throw new ContextLengthError(j.error.message);
     }
     if (r.status !== 200) throw new Error(`sim answered ${r.status}: ${JSON.stringify(j)}`);
     if (this.api === 'vllm') {
       this.turns.push({ backend: this.url, weight_version: version });
       const c = j.choices[0];
-      return { ids: c.token_ids, logprobs: c.logprobs.token_logprobs, finish_reason: c.finish_reason, weight_version: version, backend: this.url };
+      return {
+        ids: c.token_ids,
+        logprobs: c.logprobs.token_logprobs,
+        finish_reason: c.finish_reason,
+        weight_version: version,
+        backend: this.url,
+      };
     }
     const m = j.meta_info;
     this.turns.push({ backend: this.url, weight_version: m.weight_version });
-    return { ids: j.output_ids, logprobs: m.output_token_logprobs.map((t: [number]) => t[0]), finish_reason: m.finish_reason.type, weight_version: m.weight_version, backend: this.url };
+    return {
+      ids: j.output_ids,
+      logprobs: m.output_token_logprobs.map((t: [number]) => t[0]),
+      finish_reason: m.finish_reason.type,
+      weight_version: m.weight_version,
+      backend: this.url,
+    };
   }
 
   private async weightVersion(signal?: AbortSignal): Promise<string> {
@@ -92,7 +131,14 @@ export class InProcessSimSession implements LlmSession {
   async generate(req: GenerateRequest): Promise<GenerateResult> {
     const call = this.calls++;
     const o = await this.sim.generate(
-      { api: 'sglang', request_id: `${this.ridPrefix}-${call}`, prompt_ids: req.prompt_ids, max_tokens: req.max_tokens, seed: seedOf(this.seed, call), stop_token_ids: req.stop_token_ids ?? [] },
+      {
+        api: 'sglang',
+        request_id: `${this.ridPrefix}-${call}`,
+        prompt_ids: req.prompt_ids,
+        max_tokens: req.max_tokens,
+        seed: seedOf(this.seed, call),
+        stop_token_ids: req.stop_token_ids ?? [],
+      },
       req.signal,
     );
     this.turns.push({ backend: this.sim.url, weight_version: o.weight_version });

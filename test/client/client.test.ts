@@ -62,7 +62,9 @@ describe('RolloutClient routes against a real fastify server', () => {
   it('rejects a malformed request before sending, naming the field', async () => {
     const before = srv.log.length;
     await expect(client.process({ instance: { data_source: 'chat' }, job_id: 'x'.repeat(257) })).rejects.toThrow(/job_id/);
-    await expect(client.process({ instance: { data_source: 'chat' }, sampling_params: { top_p: 2 } })).rejects.toThrow(/sampling_params\.top_p/);
+    await expect(client.process({ instance: { data_source: 'chat' }, sampling_params: { top_p: 2 } })).rejects.toThrow(
+      /sampling_params\.top_p/,
+    );
     expect(srv.log.length).toBe(before);
   });
 

@@ -39,12 +39,39 @@ export interface FakeJob {
 
 export function makeResult(jobId: string, name: string, critical: Result['critical_error'] = null): Result {
   return {
-    instance_id: 'i', trajectory_id: null, git_patch: null, success: critical === null, finish: true, messages: [],
-    tools: [], end_properly: critical === null, resolved: false, critical_error: critical, filter: false, error: null,
-    job_id: jobId, data_source: 'chat', reward: critical === null ? 1 : 0,
-    finish_reason: critical === 'cancelled' ? 'cancelled' : 'finish', backend: name, policy_version: 0,
-    weight_versions: [], num_turns: 1,
-    timing: { init_time: 0, run_time: 0, eval_time: 0, others_time: 0, counted_elapsed: 0, timeout_triggered: false, queued_s: 0, init_s: 0, run_s: 0, eval_s: 0, counted_s: 0 },
+    instance_id: 'i',
+    trajectory_id: null,
+    git_patch: null,
+    success: critical === null,
+    finish: true,
+    messages: [],
+    tools: [],
+    end_properly: critical === null,
+    resolved: false,
+    critical_error: critical,
+    filter: false,
+    error: null,
+    job_id: jobId,
+    data_source: 'chat',
+    reward: critical === null ? 1 : 0,
+    finish_reason: critical === 'cancelled' ? 'cancelled' : 'finish',
+    backend: name,
+    policy_version: 0,
+    weight_versions: [],
+    num_turns: 1,
+    timing: {
+      init_time: 0,
+      run_time: 0,
+      eval_time: 0,
+      others_time: 0,
+      counted_elapsed: 0,
+      timeout_triggered: false,
+      queued_s: 0,
+      init_s: 0,
+      run_s: 0,
+      eval_s: 0,
+      counted_s: 0,
+    },
     tokens: { prompt_ids: [1], response_ids: [2], response_mask: [1], logprobs: [0] },
   };
 }
@@ -121,8 +148,18 @@ export async function startFakeServer(opts: { name?: string; token?: string; hos
     const running = [...server.jobs.values()].filter((j) => j.state === 'run').length;
     const pool = { size: 4, busy: 0 };
     return {
-      status: 'running', pending_jobs: running, running: true, jobs: running, init: 0, run: running, eval: 0, queued: 0, in_stage: running,
-      queues: { init: 0, run: 0, eval: 0 }, workers: { init: pool, run: pool, eval: pool }, backends: server.backends,
+      status: 'running',
+      pending_jobs: running,
+      running: true,
+      jobs: running,
+      init: 0,
+      run: running,
+      eval: 0,
+      queued: 0,
+      in_stage: running,
+      queues: { init: 0, run: 0, eval: 0 },
+      workers: { init: pool, run: pool, eval: pool },
+      backends: server.backends,
     };
   });
   app.post('/add_llm_server', async (req) => {

@@ -5,7 +5,15 @@ import { JobResponse, Result } from '../../src/protocol/process.js';
 import { makeResult } from './fake-server.js';
 
 describe('fast result schemas agree with the protocol schemas', () => {
-  const element = fc.oneof(fc.nat(200_000), fc.integer({ min: -3, max: -1 }), fc.double(), fc.constant(0.5), fc.constant(NaN), fc.string(), fc.constant(null));
+  const element = fc.oneof(
+    fc.nat(200_000),
+    fc.integer({ min: -3, max: -1 }),
+    fc.double(),
+    fc.constant(0.5),
+    fc.constant(NaN),
+    fc.string(),
+    fc.constant(null),
+  );
   const arr = fc.array(element, { maxLength: 6 });
 
   it('accepts and rejects exactly what Result does (property over token arrays)', () => {

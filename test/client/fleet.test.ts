@@ -23,7 +23,11 @@ describe('RolloutFleet over real fastify servers', () => {
     return out;
   }
   function fleet(srvs: FakeServer[], health_interval_ms = 60_000): RolloutFleet {
-    const f = new RolloutFleet({ servers: srvs.map((s) => ({ url: s.url })), health_interval_ms, client: { backoff: { base_ms: 10, max_ms: 20 } } });
+    const f = new RolloutFleet({
+      servers: srvs.map((s) => ({ url: s.url })),
+      health_interval_ms,
+      client: { backoff: { base_ms: 10, max_ms: 20 } },
+    });
     cleanup.push(() => f.close());
     return f;
   }
@@ -34,7 +38,12 @@ describe('RolloutFleet over real fastify servers', () => {
     const rest = [...f.submitGroup(group('g0', 3)), ...f.submitGroup(group('g1', 2))];
     for (const p of rest) p.catch(() => {}); // still held when the fleet closes
     const g2 = f.submitGroup(group('g2', 2)); // B has 2 < 3
-    expect(f.servers().map((s) => s.in_flight).sort()).toEqual([3, 4]);
+    expect(
+      f
+        .servers()
+        .map((s) => s.in_flight)
+        .sort(),
+    ).toEqual([3, 4]);
     expect(f.inFlight()).toBe(7);
     const holder = (id: string) => (a.jobs.has(id) ? 'A' : b.jobs.has(id) ? 'B' : '?');
     await until(() => ['g0', 'g1', 'g2'].every((g) => holder(`${g}-r0`) !== '?' && holder(`${g}-r1`) !== '?'), 'jobs to arrive');
@@ -170,7 +179,7 @@ describe('RolloutFleet over real fastify servers', () => {
       a.blackout(true);
       for (let k = 1; k <= 2; k++) {
         await vi.advanceTimersByTimeAsync(5000);
-        await until(() => f.servers()[0].healthy === (k < 2), `check ${k} of the blackout`);
+        await until(() => f.servers()[0].healthy === k < 2, `check ${k} of the blackout`);
       }
       a.blackout(false);
       await vi.advanceTimersByTimeAsync(5000);

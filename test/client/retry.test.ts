@@ -92,19 +92,28 @@ describe('RolloutClient retries against a real fastify server (fake timers)', ()
   it('retries /process only as an attach: a request with attach: false is sent once', async () => {
     client = new RolloutClient({ url: srv.url, retries: 5, backoff: { base_ms: 1, max_ms: 2 } });
     srv.failProcess.push({ status: 503 }, { status: 503 });
-    await expect(client.process({ instance: { data_source: 'chat' }, job_id: 'ra-5', attach: false })).rejects.toMatchObject({ code: 'queue_full', status: 503 });
+    await expect(client.process({ instance: { data_source: 'chat' }, job_id: 'ra-5', attach: false })).rejects.toMatchObject({
+      code: 'queue_full',
+      status: 503,
+    });
     expect(processCalls()).toEqual([expect.objectContaining({ job_id: 'ra-5', attach: false })]);
     srv.failProcess.length = 0;
     // The default attaches, so the retry finds the job instead of starting another.
     srv.failProcess.push({ status: 503 });
     expect((await client.process({ instance: { data_source: 'chat' }, job_id: 'ra-6' })).job_id).toBe('ra-6');
-    expect(processCalls().slice(1)).toEqual([expect.objectContaining({ job_id: 'ra-6', attach: true }), expect.objectContaining({ job_id: 'ra-6', attach: true })]);
+    expect(processCalls().slice(1)).toEqual([
+      expect.objectContaining({ job_id: 'ra-6', attach: true }),
+      expect.objectContaining({ job_id: 'ra-6', attach: true }),
+    ]);
   });
 
   it('never retries a 4xx', async () => {
     client = new RolloutClient({ url: srv.url, retries: 5 });
     srv.failProcess.push({ status: 400, code: 'unknown_data_source' });
-    await expect(client.process({ instance: { data_source: 'nope' }, job_id: 'ra-3' })).rejects.toMatchObject({ code: 'unknown_data_source', status: 400 });
+    await expect(client.process({ instance: { data_source: 'nope' }, job_id: 'ra-3' })).rejects.toMatchObject({
+      code: 'unknown_data_source',
+      status: 400,
+    });
     expect(processCalls()).toHaveLength(1);
   });
 

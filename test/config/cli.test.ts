@@ -38,17 +38,24 @@ describe.concurrent('flag errors name the flag and what it takes', () => {
     [['serve', '--timeout', 'soon'], 'raas: --timeout: must be a number > 0, got "soon"'],
     [['serve', '--routing', 'fastest'], 'raas: --routing: Allowed choices are active, assigned, round_robin, got "fastest"'],
     [['sim-llm', '--port', '1.5'], 'raas: --port: expected an integer 0–65535, got "1.5"'],
-  ])('raas %j', async (args, line) => {
-    const r = await raasAsync(args);
-    expect(r.status).toBe(1);
-    expect(r.stderr.split('\n')[0]).toBe(line);
-  }, 60_000);
+  ])(
+    'raas %j',
+    async (args, line) => {
+      const r = await raasAsync(args);
+      expect(r.status).toBe(1);
+      expect(r.stderr.split('\n')[0]).toBe(line);
+    },
+    60_000,
+  );
 });
 
 describe('config errors from the CLI: file, key path, nearest key, before anything starts', () => {
   it('raas train: a typo at any depth fails before any run directory or server exists', () => {
     const cfg = path.join(dir, 'typo.yaml');
-    writeFileSync(cfg, `dataset: {path: ${path.join(root, 'configs/data/math.jsonl')}}\nembedded:\n  sim: {boost_per_upate: 0.1}\nsampling_params: {temprature: 1.0}\noutput_dir: out\n`);
+    writeFileSync(
+      cfg,
+      `dataset: {path: ${path.join(root, 'configs/data/math.jsonl')}}\nembedded:\n  sim: {boost_per_upate: 0.1}\nsampling_params: {temprature: 1.0}\noutput_dir: out\n`,
+    );
     const t0 = Date.now();
     const r = raas(['train', cfg]);
     expect(r.status).toBe(1);
@@ -65,7 +72,9 @@ describe('config errors from the CLI: file, key path, nearest key, before anythi
     expect(raas(['eval', demo, '--set', 'embedded.server.wrkers.run=2']).stderr.split('\n')[0]).toBe(
       'raas: --set embedded.server.wrkers.run=2: `embedded.server.wrkers`: unknown key; did you mean `workers`?',
     );
-    expect(raas(['serve', '--set', 'llm.routing=fastest']).stderr.split('\n')[0]).toMatch(/^raas: --set llm\.routing=fastest: `llm\.routing`: Invalid option: expected one of "active"\|"assigned"\|"round_robin" \(got "fastest"\)$/);
+    expect(raas(['serve', '--set', 'llm.routing=fastest']).stderr.split('\n')[0]).toMatch(
+      /^raas: --set llm\.routing=fastest: `llm\.routing`: Invalid option: expected one of "active"\|"assigned"\|"round_robin" \(got "fastest"\)$/,
+    );
     expect(raas(['serve', '--set', 'port']).stderr.split('\n')[0]).toMatch(/^raas: --set port: expected key\.path=value/);
   }, 180_000);
 
@@ -73,11 +82,20 @@ describe('config errors from the CLI: file, key path, nearest key, before anythi
     const r = raas(['sidecar', '--config', demo, '--set', 'embedded.sim.boost_per_upate=0.2']);
     expect(r.status).toBe(1);
     const fatal = JSON.parse(r.stdout.trim().split('\n').at(-1)!);
-    expect(fatal).toEqual({ event: 'fatal', data: { code: 'config_invalid', message: '--set embedded.sim.boost_per_upate=0.2: `embedded.sim.boost_per_upate`: unknown key; did you mean `boost_per_update`?' } });
+    expect(fatal).toEqual({
+      event: 'fatal',
+      data: {
+        code: 'config_invalid',
+        message: '--set embedded.sim.boost_per_upate=0.2: `embedded.sim.boost_per_upate`: unknown key; did you mean `boost_per_update`?',
+      },
+    });
   }, 60_000);
 
   it('raas serve --set port=0 is applied (the server starts on a free port)', async () => {
-    const child = spawn(process.execPath, [cli, 'serve', '--set', 'port=0', '--set', 'workers.run=3'], { cwd: dir, stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn(process.execPath, [cli, 'serve', '--set', 'port=0', '--set', 'workers.run=3'], {
+      cwd: dir,
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
     try {
       const line = await new Promise<string>((resolve, reject) => {
         let out = '';
@@ -115,12 +133,25 @@ describe('raas sim-llm serves the bundled datasets by default', () => {
       });
       expect(line).toMatch(/\b5 dataset file\(s\)/);
       const url = /listening on (http:\/\/\S+)/.exec(line)![1]!;
-      const add = await fetch(`${srv.url}/add_llm_server`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ address: url }) });
+      const add = await fetch(`${srv.url}/add_llm_server`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ address: url }),
+      });
       expect(((await add.json()) as { probe: { answered: boolean } }).probe.answered).toBe(true);
       const instance = { data_source: 'math', instance_id: 'math-001', problem: 'What is $17 \\times 23$?', answer: '391' };
-      const res = (await (await fetch(`${srv.url}/process`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ instance, sampling_params: { temperature: 1 } }) })).json()) as { critical_error: unknown; messages: Array<{ role: string; content: string }> };
+      const res = (await (
+        await fetch(`${srv.url}/process`, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json' },
+          body: JSON.stringify({ instance, sampling_params: { temperature: 1 } }),
+        })
+      ).json()) as { critical_error: unknown; messages: Array<{ role: string; content: string }> };
       expect(res.critical_error).toBeNull();
-      const said = res.messages.filter((m) => m.role === 'assistant').map((m) => m.content).join('\n');
+      const said = res.messages
+        .filter((m) => m.role === 'assistant')
+        .map((m) => m.content)
+        .join('\n');
       expect(said).toMatch(/\\boxed\{/);
     } finally {
       await srv.close();

@@ -52,29 +52,36 @@ describe('the nearest valid key', () => {
 
 describe('train, eval and sidecar configs (loadTrainConfig): one line per problem, at every depth, before anything starts', () => {
   it('names the file, the full key path and the nearest valid key at each depth', async () => {
-    const f = file('typos.yaml', [
-      'nmae: x',
-      'dataset: {path: d.jsonl, shufle: false}',
-      'embedded:',
-      '  sim: {boost_per_upate: 0.1, latency: {decode_ms_per_tokn: 1}}',
-      '  server: {wrkers: {run: 2}, sandbox: {disk_mbb: 10}}',
-      'sampling_params: {temprature: 1.0}',
-    ].join('\n'));
+    const f = file(
+      'typos.yaml',
+      [
+        'nmae: x',
+        'dataset: {path: d.jsonl, shufle: false}',
+        'embedded:',
+        '  sim: {boost_per_upate: 0.1, latency: {decode_ms_per_tokn: 1}}',
+        '  server: {wrkers: {run: 2}, sandbox: {disk_mbb: 10}}',
+        'sampling_params: {temprature: 1.0}',
+      ].join('\n'),
+    );
     const lines = (await messageOf(() => loadTrainConfig(f))).split('\n');
-    expect(lines).toEqual(expect.arrayContaining([
-      `${f}: \`nmae\`: unknown key; did you mean \`name\`?`,
-      `${f}: \`dataset.shufle\`: unknown key; did you mean \`shuffle\`?`,
-      `${f}: \`sampling_params.temprature\`: unknown key; did you mean \`temperature\`?`,
-      `${f}: \`embedded.sim.boost_per_upate\`: unknown key; did you mean \`boost_per_update\`?`,
-      `${f}: \`embedded.sim.latency.decode_ms_per_tokn\`: unknown key; did you mean \`decode_ms_per_token\`?`,
-      `${f}: \`embedded.server.wrkers\`: unknown key; did you mean \`workers\`?`,
-      `${f}: \`embedded.server.sandbox.disk_mbb\`: unknown key; did you mean \`disk_mb\`?`,
-    ]));
+    expect(lines).toEqual(
+      expect.arrayContaining([
+        `${f}: \`nmae\`: unknown key; did you mean \`name\`?`,
+        `${f}: \`dataset.shufle\`: unknown key; did you mean \`shuffle\`?`,
+        `${f}: \`sampling_params.temprature\`: unknown key; did you mean \`temperature\`?`,
+        `${f}: \`embedded.sim.boost_per_upate\`: unknown key; did you mean \`boost_per_update\`?`,
+        `${f}: \`embedded.sim.latency.decode_ms_per_tokn\`: unknown key; did you mean \`decode_ms_per_token\`?`,
+        `${f}: \`embedded.server.wrkers\`: unknown key; did you mean \`workers\`?`,
+        `${f}: \`embedded.server.sandbox.disk_mbb\`: unknown key; did you mean \`disk_mb\`?`,
+      ]),
+    );
     expect(lines).toHaveLength(7);
   });
 
   it('names the value and what the key takes', async () => {
-    const m = await messageOf(() => parseTrainConfig({ dataset: { path: 'a' }, n: 1.5, mode: 'fast', embedded: { sim: { boost_per_update: 3 } } }, 'c.yaml'));
+    const m = await messageOf(() =>
+      parseTrainConfig({ dataset: { path: 'a' }, n: 1.5, mode: 'fast', embedded: { sim: { boost_per_update: 3 } } }, 'c.yaml'),
+    );
     expect(m).toContain('c.yaml: `n`: expected an integer, got 1.5');
     expect(m).toMatch(/c\.yaml: `mode`: .*"async"\|"sync".*\(got "fast"\)/);
     expect(m).toMatch(/c\.yaml: `embedded\.sim\.boost_per_update`: Too big: .*<=1 \(got 3\)/);
@@ -86,7 +93,9 @@ describe('train, eval and sidecar configs (loadTrainConfig): one line per proble
   });
 
   it('says why a vLLM/SGLang field raas sets itself is not a sampling parameter', async () => {
-    const m = await messageOf(() => parseTrainConfig({ dataset: { path: 'a' }, sampling_params: { max_tokens: 5, n: 2, logprobs: 1, min_new_tokens: 3 } }, 'c.yaml'));
+    const m = await messageOf(() =>
+      parseTrainConfig({ dataset: { path: 'a' }, sampling_params: { max_tokens: 5, n: 2, logprobs: 1, min_new_tokens: 3 } }, 'c.yaml'),
+    );
     expect(m.split('\n')).toEqual([
       'c.yaml: `sampling_params.max_tokens`: raas sets it per call; use `max_tokens_per_turn` (one call) or `max_response_tokens` (the whole trajectory)',
       "c.yaml: `sampling_params.n`: raas asks for one sample per call; the group size is the training config's `n`",
@@ -96,18 +105,39 @@ describe('train, eval and sidecar configs (loadTrainConfig): one line per proble
   });
 
   it('checks sampling parameters against the backends the config uses, and extra_body against what raas sets', async () => {
-    expect(await messageOf(() => parseTrainConfig({ dataset: { path: 'a' }, embedded: { api: 'sglang' }, sampling_params: { allowed_token_ids: [1] } }, 'c.yaml'))).toBe(
-      'c.yaml: `sampling_params.allowed_token_ids`: SGLang does not support it (vLLM only); remove it, or use vllm backends',
+    expect(
+      await messageOf(() =>
+        parseTrainConfig({ dataset: { path: 'a' }, embedded: { api: 'sglang' }, sampling_params: { allowed_token_ids: [1] } }, 'c.yaml'),
+      ),
+    ).toBe('c.yaml: `sampling_params.allowed_token_ids`: SGLang does not support it (vLLM only); remove it, or use vllm backends');
+    expect(
+      await messageOf(() =>
+        parseTrainConfig({ dataset: { path: 'a' }, backends: ['http://h:1/v1'], sampling_params: { custom_params: { a: 1 } } }, 'c.yaml'),
+      ),
+    ).toBe('c.yaml: `sampling_params.custom_params`: vLLM does not support it (SGLang only); remove it, or use sglang backends');
+    expect(
+      await messageOf(() => parseTrainConfig({ dataset: { path: 'a' }, sampling_params: { extra_body: { prompt: [1] } } }, 'c.yaml')),
+    ).toBe('c.yaml: `sampling_params.extra_body.prompt`: raas sets "prompt" itself; it cannot be passed through');
+    expect(
+      await messageOf(() => parseTrainConfig({ dataset: { path: 'a' }, sampling_params: { repetition_penalty: 2.5 } }, 'c.yaml')),
+    ).toMatch(/`sampling_params\.repetition_penalty`: Too big: .*<=2 \(got 2.5\)/);
+    expect(await messageOf(() => parseTrainConfig({ dataset: { path: 'a' }, backends: ['not a url'] }, 'c.yaml'))).toContain(
+      'c.yaml: `backends[0]`: "not a url" is not a URL',
     );
-    expect(await messageOf(() => parseTrainConfig({ dataset: { path: 'a' }, backends: ['http://h:1/v1'], sampling_params: { custom_params: { a: 1 } } }, 'c.yaml'))).toBe(
-      'c.yaml: `sampling_params.custom_params`: vLLM does not support it (SGLang only); remove it, or use sglang backends',
-    );
-    expect(await messageOf(() => parseTrainConfig({ dataset: { path: 'a' }, sampling_params: { extra_body: { prompt: [1] } } }, 'c.yaml'))).toBe(
-      'c.yaml: `sampling_params.extra_body.prompt`: raas sets "prompt" itself; it cannot be passed through',
-    );
-    expect(await messageOf(() => parseTrainConfig({ dataset: { path: 'a' }, sampling_params: { repetition_penalty: 2.5 } }, 'c.yaml'))).toMatch(/`sampling_params\.repetition_penalty`: Too big: .*<=2 \(got 2.5\)/);
-    expect(await messageOf(() => parseTrainConfig({ dataset: { path: 'a' }, backends: ['not a url'] }, 'c.yaml'))).toContain('c.yaml: `backends[0]`: "not a url" is not a URL');
-    const ok = parseTrainConfig({ dataset: { path: 'a' }, sampling_params: { repetition_penalty: 1.1, min_p: 0.05, presence_penalty: 0.5, frequency_penalty: -0.5, min_tokens: 2, ignore_eos: false, stop: ['###'], logit_bias: { '151645': -5 }, extra_body: { priority: 1 } } });
+    const ok = parseTrainConfig({
+      dataset: { path: 'a' },
+      sampling_params: {
+        repetition_penalty: 1.1,
+        min_p: 0.05,
+        presence_penalty: 0.5,
+        frequency_penalty: -0.5,
+        min_tokens: 2,
+        ignore_eos: false,
+        stop: ['###'],
+        logit_bias: { '151645': -5 },
+        extra_body: { priority: 1 },
+      },
+    });
     expect(ok.sampling_params).toMatchObject({ repetition_penalty: 1.1, min_p: 0.05, stop: ['###'], extra_body: { priority: 1 } });
   });
 });
@@ -115,10 +145,23 @@ describe('train, eval and sidecar configs (loadTrainConfig): one line per proble
 describe('--set key.path=value', () => {
   it('reads the value as YAML, typed through the schema, and names the flag when it is wrong', async () => {
     const f = file('set.yaml', `${base}n: 4\nembedded: true\n`);
-    const cfg = loadTrainConfig(f, {}, ['n=2', 'sampling_params.temperature=0.7', 'sampling_params.stop=["###", "END"]', 'embedded.sim.boost_per_update=0.2', 'name=run-2']);
-    expect(cfg).toMatchObject({ n: 2, name: 'run-2', sampling_params: { temperature: 0.7, stop: ['###', 'END'] }, embedded: { sim: { boost_per_update: 0.2 } } });
+    const cfg = loadTrainConfig(f, {}, [
+      'n=2',
+      'sampling_params.temperature=0.7',
+      'sampling_params.stop=["###", "END"]',
+      'embedded.sim.boost_per_update=0.2',
+      'name=run-2',
+    ]);
+    expect(cfg).toMatchObject({
+      n: 2,
+      name: 'run-2',
+      sampling_params: { temperature: 0.7, stop: ['###', 'END'] },
+      embedded: { sim: { boost_per_update: 0.2 } },
+    });
     expect(await messageOf(() => loadTrainConfig(f, {}, ['n=1.5']))).toBe('--set n=1.5: `n`: expected an integer, got 1.5');
-    expect(await messageOf(() => loadTrainConfig(f, {}, ['embedded.sim.boost_per_upate=0.2']))).toBe('--set embedded.sim.boost_per_upate=0.2: `embedded.sim.boost_per_upate`: unknown key; did you mean `boost_per_update`?');
+    expect(await messageOf(() => loadTrainConfig(f, {}, ['embedded.sim.boost_per_upate=0.2']))).toBe(
+      '--set embedded.sim.boost_per_upate=0.2: `embedded.sim.boost_per_upate`: unknown key; did you mean `boost_per_update`?',
+    );
     expect(await messageOf(() => loadTrainConfig(f, {}, ['n']))).toMatch(/^--set n: expected key\.path=value/);
     expect(await messageOf(() => loadTrainConfig(f, {}, ['n=[1']))).toMatch(/^--set n=\[1: the value is not a YAML scalar/);
     // A problem in the file is still the file's, next to the flag's.
@@ -147,15 +190,21 @@ describe('serve, place and sim-llm configs name the file, the key path and the n
     ]);
     const g = file('server2.yaml', 'sandbox: {disk_mbb: 10}\n');
     expect(await messageOf(() => loadServerConfig(g))).toBe(`${g}: \`sandbox.disk_mbb\`: unknown key; did you mean \`disk_mb\`?`);
-    expect(await messageOf(() => loadServerConfig(undefined, {}, ['workers.run=0']))).toBe('--set workers.run=0: `workers.run`: Too small: expected number to be >0 (got 0)');
+    expect(await messageOf(() => loadServerConfig(undefined, {}, ['workers.run=0']))).toBe(
+      '--set workers.run=0: `workers.run`: Too small: expected number to be >0 (got 0)',
+    );
     const { config } = await loadServerConfig(undefined, {}, ['workers.run=3', 'llm.routing=assigned']);
     expect(config.workers.run).toBe(3);
     expect(config.llm.routing).toBe('assigned');
   });
 
   it('raas place --config', async () => {
-    expect(await messageOf(() => parsePlaceConfig({ rollout_servers: ['http://a:1'], llm_server: ['x'] }, 'p.yaml'))).toContain('p.yaml: `llm_server`: unknown key; did you mean `llm_servers`?');
-    expect(await messageOf(() => parsePlaceConfig({ rollout_servers: [{ url: 'http://a:1', tokn: 'x' }], llm_servers: ['x'] }, 'p.yaml'))).toBe('p.yaml: `rollout_servers[0].tokn`: unknown key; did you mean `token`?');
+    expect(await messageOf(() => parsePlaceConfig({ rollout_servers: ['http://a:1'], llm_server: ['x'] }, 'p.yaml'))).toContain(
+      'p.yaml: `llm_server`: unknown key; did you mean `llm_servers`?',
+    );
+    expect(
+      await messageOf(() => parsePlaceConfig({ rollout_servers: [{ url: 'http://a:1', tokn: 'x' }], llm_servers: ['x'] }, 'p.yaml')),
+    ).toBe('p.yaml: `rollout_servers[0].tokn`: unknown key; did you mean `token`?');
   });
 
   it('raas sim-llm --config, flat or under sim:', async () => {

@@ -23,16 +23,33 @@ describe('sampling parameters reach vLLM and SGLang under their own names', () =
     await sim?.close();
   });
 
-  async function run(api: 'vllm' | 'sglang', sampling: Record<string, unknown>, id: string): Promise<{ result: any; sent: Record<string, unknown> | undefined }> {
+  async function run(
+    api: 'vllm' | 'sglang',
+    sampling: Record<string, unknown>,
+    id: string,
+  ): Promise<{ result: any; sent: Record<string, unknown> | undefined }> {
     await post(`${srv.url}/clear_llm_server`);
     await post(`${srv.url}/add_llm_server`, { address: sim.url, api, probe: false });
     const before = sim.requestLog.length;
-    const r = await post(`${srv.url}/process`, { instance: { data_source: 'chat', instance_id: id, turns: 1 }, sampling_params: { max_tokens_per_turn: 16, ...sampling }, job_id: id });
+    const r = await post(`${srv.url}/process`, {
+      instance: { data_source: 'chat', instance_id: id, turns: 1 },
+      sampling_params: { max_tokens_per_turn: 16, ...sampling },
+      job_id: id,
+    });
     expect(r.status).toBe(200);
     return { result: r.body, sent: sim.requestLog.slice(before)[0]?.sampling };
   }
 
-  const common = { repetition_penalty: 1.1, min_p: 0.05, presence_penalty: 0.5, frequency_penalty: -0.25, min_tokens: 2, ignore_eos: false, stop: ['###'], logit_bias: { '151645': -1 } };
+  const common = {
+    repetition_penalty: 1.1,
+    min_p: 0.05,
+    presence_penalty: 0.5,
+    frequency_penalty: -0.25,
+    min_tokens: 2,
+    ignore_eos: false,
+    stop: ['###'],
+    logit_bias: { '151645': -1 },
+  };
 
   it('vLLM: the /v1/completions fields, structured outputs under structured_outputs', async () => {
     const { result, sent } = await run('vllm', { ...common, allowed_token_ids: [1, 2, 151645], regex: '[0-9]+' }, 'fwd-vllm');
@@ -47,16 +64,24 @@ describe('sampling parameters reach vLLM and SGLang under their own names', () =
     expect(sent).toEqual({ ...rest, min_new_tokens: 2, json_schema: '{"type":"object"}', custom_params: { k: 1 } });
   });
 
-  it('min_tokens is capped at the call\'s max_tokens (both backends refuse more); SGLang\'s check is simulated', async () => {
+  it("min_tokens is capped at the call's max_tokens (both backends refuse more); SGLang's check is simulated", async () => {
     expect((await run('sglang', { min_tokens: 50 }, 'min-cap')).sent).toEqual({ min_new_tokens: 16 });
-    const r = await fetch(`${sim.url}/generate`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ input_ids: [1, 2], sampling_params: { max_new_tokens: 4, min_new_tokens: 5 } }) });
+    const r = await fetch(`${sim.url}/generate`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ input_ids: [1, 2], sampling_params: { max_new_tokens: 4, min_new_tokens: 5 } }),
+    });
     expect(r.status).toBe(400);
     expect(((await r.json()) as { message: string }).message).toBe('min_new_tokens must be in [0, max_new_tokens(4)], got 5.');
   });
 
   it('extra_body passes through (SGLang: its sampling_params into ours); a typed field wins over it', async () => {
     // raas always sends vLLM `stop` (the configured stop strings, else []).
-    expect((await run('vllm', { extra_body: { min_p: 0.2, presence_penalty: 1 }, presence_penalty: 0.5 }, 'extra-vllm')).sent).toEqual({ min_p: 0.2, presence_penalty: 0.5, stop: [] });
+    expect((await run('vllm', { extra_body: { min_p: 0.2, presence_penalty: 1 }, presence_penalty: 0.5 }, 'extra-vllm')).sent).toEqual({
+      min_p: 0.2,
+      presence_penalty: 0.5,
+      stop: [],
+    });
     expect((await run('sglang', { extra_body: { sampling_params: { min_p: 0.3 } } }, 'extra-sglang')).sent).toEqual({ min_p: 0.3 });
   });
 

@@ -63,7 +63,10 @@ export function sweRow(fx: SweFixture, script: string, over: Record<string, unkn
 
 /** The server config that provides the fixture: bwrap sandboxes, the mirror, unittest (no pytest in the sandbox). */
 export function serverConfig(fx: SweFixture, sandboxRoot: string): Record<string, unknown> {
-  return { sandbox: { runtime: 'bwrap', root: sandboxRoot }, handlers: { swe: { repos_dir: fx.reposDir, test_command: 'python3 -m unittest' } } };
+  return {
+    sandbox: { runtime: 'bwrap', root: sandboxRoot },
+    handlers: { swe: { repos_dir: fx.reposDir, test_command: 'python3 -m unittest' } },
+  };
 }
 
 /** A sandbox root the sandbox user can reach. */
@@ -72,9 +75,15 @@ export function sandboxRoot(name: string): string {
 }
 
 /** A tool call as Qwen3 writes it. */
-const call = (name: string, args: Record<string, unknown>): string => `<tool_call>\n${JSON.stringify({ name, arguments: args })}\n</tool_call>`;
+const call = (name: string, args: Record<string, unknown>): string =>
+  `<tool_call>\n${JSON.stringify({ name, arguments: args })}\n</tool_call>`;
 const edit = (body: string): string =>
-  call('str_replace_editor', { command: 'str_replace', path: '/workspace/calc/__init__.py', old_str: 'def add(a, b):\n    return a - b\n', new_str: `def add(a, b):\n    ${body}\n` });
+  call('str_replace_editor', {
+    command: 'str_replace',
+    path: '/workspace/calc/__init__.py',
+    old_str: 'def add(a, b):\n    return a - b\n',
+    new_str: `def add(a, b):\n    ${body}\n`,
+  });
 
 /** The mark each sample leaves in its first turn; it comes from the request's seed, so two samples differ. */
 export const NONCE = /sample-(\d+)/;
@@ -90,13 +99,18 @@ type Turn = (ctx: PolicyContext) => string;
  */
 const SCRIPTS: Record<string, Turn[]> = {
   fix: [
-    (ctx) => `Look first.\n${call('execute_bash', { command: 'git status --short | wc -l' })}\n${call('think', { thought: `sample-${Math.floor(ctx.rng() * 1e9)}` })}`,
+    (ctx) =>
+      `Look first.\n${call('execute_bash', { command: 'git status --short | wc -l' })}\n${call('think', { thought: `sample-${Math.floor(ctx.rng() * 1e9)}` })}`,
     () => edit('return a + b'),
     () => call('finish', {}),
   ],
   wrong: [() => edit('return abs(a - b)'), () => call('finish', {})],
   slow: [() => call('execute_bash', { command: 'sleep 60', timeout: 120 })],
-  malformed: [() => `<tool_call>\n{"name": "execute_bash", "arguments": {"command": "echo bad"\n</tool_call>\n${call('execute_bash', { command: 'echo good' })}`, () => call('finish', {})],
+  malformed: [
+    () =>
+      `<tool_call>\n{"name": "execute_bash", "arguments": {"command": "echo bad"\n</tool_call>\n${call('execute_bash', { command: 'echo good' })}`,
+    () => call('finish', {}),
+  ],
 };
 
 /** Reads `SCRIPT:<name>` (swe rows) or `ANSWER:<n>` (math rows) in the prompt and plays that turn. */

@@ -6,7 +6,15 @@
 /** A NeMo-Gym output item, reduced to the fields the converter sets. */
 export type GymItem =
   | { type: 'message'; role: 'system' | 'user' | 'developer'; text: string }
-  | { type: 'message'; role: 'assistant'; id: string; text: string; prompt_token_ids: number[]; generation_token_ids: number[]; generation_log_probs: number[] }
+  | {
+      type: 'message';
+      role: 'assistant';
+      id: string;
+      text: string;
+      prompt_token_ids: number[];
+      generation_token_ids: number[];
+      generation_log_probs: number[];
+    }
   | { type: 'function_call'; call_id: string; id: string; name: string; arguments: string }
   | { type: 'function_call_output'; call_id: string; output: string };
 
@@ -18,7 +26,10 @@ function or<T>(v: unknown, d: T): T {
 /** Python's json.dumps with its default separators (", " and ": "). */
 function pyDumps(v: unknown): string {
   if (Array.isArray(v)) return `[${v.map(pyDumps).join(', ')}]`;
-  if (v !== null && typeof v === 'object') return `{${Object.entries(v).map(([k, x]) => `${JSON.stringify(k)}: ${pyDumps(x)}`).join(', ')}}`;
+  if (v !== null && typeof v === 'object')
+    return `{${Object.entries(v)
+      .map(([k, x]) => `${JSON.stringify(k)}: ${pyDumps(x)}`)
+      .join(', ')}}`;
   return JSON.stringify(v);
 }
 
@@ -53,7 +64,8 @@ export function convertProrlMessages(messages: Array<Record<string, unknown>>): 
       }
     } else if (role === 'tool') {
       let id = item.tool_call_id as string | null | undefined; // :157
-      if ((id === undefined || id === null) && pending.length > 0) id = pending.shift(); // :158-159
+      if ((id === undefined || id === null) && pending.length > 0)
+        id = pending.shift(); // :158-159
       else if (id !== undefined && id !== null && pending.includes(id)) pending.splice(pending.indexOf(id), 1); // :160-161
       if (id) out.push({ type: 'function_call_output', call_id: id, output: typeof content === 'string' ? content : pyDumps(content) }); // :163-172
     }
@@ -83,7 +95,9 @@ export function extractInputMessages(items: GymItem[]): { input: Array<{ role: s
 
 /** convert_tools_to_function_format (utils.py@b785ff0:377-402): only `{type: "function", function: {...}}` entries count. */
 export function convertTools(raw: Array<Record<string, any>>): Array<{ name: string; description?: string; parameters?: unknown }> {
-  return raw.filter((t) => t.type === 'function' && t.function !== undefined).map((t) => ({ name: t.function.name ?? '', description: t.function.description, parameters: t.function.parameters }));
+  return raw
+    .filter((t) => t.type === 'function' && t.function !== undefined)
+    .map((t) => ({ name: t.function.name ?? '', description: t.function.description, parameters: t.function.parameters }));
 }
 
 /** The rollout Gym hands to training: SWEBenchVerifyResponse's fields (app.py@b785ff0:380-405). */
@@ -108,17 +122,29 @@ export interface GymRunRequest {
 
 /** An HTTP error as aiohttp's raise_for_status raises it. */
 export class ClientResponseError extends Error {
-  constructor(readonly status: number, readonly body: string) {
+  constructor(
+    readonly status: number,
+    readonly body: string,
+  ) {
     super(`${status}, message='${body}'`);
     this.name = 'ClientResponseError';
   }
 }
 
 /** call_prorl_process (run_prorl.py@b785ff0:177-196): one POST /process, raise_for_status, the JSON body. */
-export async function callProrlProcess(prorlUrl: string, instance: unknown, samplingParams: Record<string, unknown>, jobId?: string): Promise<Record<string, any>> {
+export async function callProrlProcess(
+  prorlUrl: string,
+  instance: unknown,
+  samplingParams: Record<string, unknown>,
+  jobId?: string,
+): Promise<Record<string, any>> {
   const body: Record<string, unknown> = { instance, sampling_params: samplingParams }; // :185-188
   if (jobId !== undefined) body.job_id = jobId; // :189-190
-  const res = await fetch(`${prorlUrl}/process`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
+  const res = await fetch(`${prorlUrl}/process`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify(body),
+  });
   const text = await res.text();
   if (res.status >= 400) throw new ClientResponseError(res.status, text); // :195
   return JSON.parse(text) as Record<string, any>; // :196
@@ -143,7 +169,8 @@ export async function gymRun(prorlUrl: string, req: GymRunRequest): Promise<GymR
     const instanceId = metadata.instance_id ?? 'unknown'; // :326
     const instance = JSON.parse(metadata.instance_dict!) as unknown; // :329
     const sampling: Record<string, unknown> = {}; // :331-339
-    for (const key of ['temperature', 'top_p', 'max_output_tokens'] as const) if (req[key] !== undefined && req[key] !== null) sampling[key] = req[key];
+    for (const key of ['temperature', 'top_p', 'max_output_tokens'] as const)
+      if (req[key] !== undefined && req[key] !== null) sampling[key] = req[key];
     result = await callProrlProcess(prorlUrl, instance, sampling, instanceId); // :342-348
     const messages = or<Array<Record<string, unknown>>>(result.messages, []); // :351
     const toolsRaw = or<Array<Record<string, any>>>(result.tools, []); // :352
@@ -206,8 +233,10 @@ export async function initializeProrlServer(prorlUrl: string, modelEndpoint: str
   const said: GymInitOutcome[] = [];
   try {
     const res = await fetch(`${prorlUrl}/start`, { method: 'POST', signal: AbortSignal.timeout(30_000) }); // :208
-    if (res.status === 400) said.push('already running'); // :209-210
-    else if (res.status >= 400) said.push('start failed'); // :212 raise_for_status → :214-215
+    if (res.status === 400)
+      said.push('already running'); // :209-210
+    else if (res.status >= 400)
+      said.push('start failed'); // :212 raise_for_status → :214-215
     else said.push('started'); // :213
   } catch {
     said.push('start failed');

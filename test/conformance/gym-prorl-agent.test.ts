@@ -21,7 +21,13 @@ import { gymRun, initializeProrlServer, modelEndpoint, type GymRun, type GymRunR
 
 /** A Gym dataset row: Responses API params whose metadata carries the SWE-bench row as instance_dict. */
 function gymRequest(instance: Record<string, unknown>, opts: { withId?: boolean } = {}): GymRunRequest {
-  const metadata: Record<string, string> = { instance_dict: JSON.stringify(instance), problem_statement: String(instance.problem_statement), base_commit: String(instance.base_commit), dataset_name: 'acme/calc-bench', split: 'test' };
+  const metadata: Record<string, string> = {
+    instance_dict: JSON.stringify(instance),
+    problem_statement: String(instance.problem_statement),
+    base_commit: String(instance.base_commit),
+    dataset_name: 'acme/calc-bench',
+    split: 'test',
+  };
   if (opts.withId !== false && typeof instance.instance_id === 'string') metadata.instance_id = instance.instance_id;
   // Gym's swebench_prorl.yaml sampling: temperature / top_p / max_output_tokens only (gym app.py:331-339).
   return { metadata, temperature: 1.0, top_p: 1.0, max_output_tokens: 2048 };
@@ -95,7 +101,16 @@ describe('NeMo-Gym prorl_agent against raas (rollout server + simulated vLLM + b
       expect(result).toMatchObject({ job_id: 'acme__calc-1', instance_id: 'acme__calc-1', trajectory_id: null, data_source: 'swe' });
       // gym app.py:380-405: reward = 1 if resolved; patch_successfully_applied is ProRL's `success`.
       expect(verify).toMatchObject({ reward: 1, resolved: 1, patch_exists: 1, patch_successfully_applied: 1 });
-      expect(verify.swebench_metrics).toEqual({ resolved: true, patch_exists: true, patch_successfully_applied: true, git_patch: fx.goldPatch, critical_error: null, end_properly: true, filter: false, error: null });
+      expect(verify.swebench_metrics).toEqual({
+        resolved: true,
+        patch_exists: true,
+        patch_successfully_applied: true,
+        git_patch: fx.goldPatch,
+        critical_error: null,
+        end_properly: true,
+        filter: false,
+        error: null,
+      });
       // Leading system and user messages become the request's input (gym app.py:362-366, utils.py:60-112).
       expect(verify.input.map((m) => m.role)).toEqual(['system', 'user']);
       expect(verify.input[1]!.content).toContain(String(row.problem_statement));
@@ -105,7 +120,9 @@ describe('NeMo-Gym prorl_agent against raas (rollout server + simulated vLLM + b
       // ProRL's messages end with the last assistant message (nu:271-272, 282-283).
       expect(result!.messages.at(-1).role).toBe('assistant');
       // No token fields unless the request asks (nu:309-325); Gym sends no token_level_generation.
-      const assistant = verify.output.filter((i) => i.type === 'message' && i.role === 'assistant') as Array<{ generation_token_ids: number[] }>;
+      const assistant = verify.output.filter((i) => i.type === 'message' && i.role === 'assistant') as Array<{
+        generation_token_ids: number[];
+      }>;
       for (const a of assistant) expect(a.generation_token_ids).toEqual([]);
     }
     // Each request is a job of its own, sampled anew (ss:608, asp:799; docs/api.md "Seeds").
@@ -124,8 +141,16 @@ describe('NeMo-Gym prorl_agent against raas (rollout server + simulated vLLM + b
       const calls = verify.output.filter((i) => i.type === 'function_call') as Array<{ call_id: string; name: string }>;
       const outputs = verify.output.filter((i) => i.type === 'function_call_output') as Array<{ call_id: string; output: string }>;
       // bash + think, the edit, finish; finish's observation is trimmed (it follows the last assistant message).
-      expect(calls.map((c) => [c.call_id, c.name])).toEqual([['call_1', 'execute_bash'], ['call_2', 'think'], ['call_3', 'str_replace_editor'], ['call_4', 'finish']]);
-      expect(outputs.map((o) => o.call_id), 'function_call_output.call_id must name a function_call of the same rollout').toEqual(['call_1', 'call_2', 'call_3']);
+      expect(calls.map((c) => [c.call_id, c.name])).toEqual([
+        ['call_1', 'execute_bash'],
+        ['call_2', 'think'],
+        ['call_3', 'str_replace_editor'],
+        ['call_4', 'finish'],
+      ]);
+      expect(
+        outputs.map((o) => o.call_id),
+        'function_call_output.call_id must name a function_call of the same rollout',
+      ).toEqual(['call_1', 'call_2', 'call_3']);
       // The command's output first; raas then appends the exit-code line OpenHands' bash observations carry.
       expect(outputs[0]!.output.trim().split('\n')[0]).toBe('0');
     }
@@ -140,7 +165,11 @@ describe('NeMo-Gym prorl_agent against raas (rollout server + simulated vLLM + b
     expect(good, JSON.stringify(verify.output)).toBeDefined();
     const answers = outputs.filter((o) => o.call_id === good!.call_id).map((o) => o.output);
     expect(answers, `the outputs answering ${good!.call_id}, among ${JSON.stringify(outputs)}`).toEqual([expect.stringContaining('good')]);
-    for (const o of outputs) expect(calls.map((c) => c.call_id), `output ${JSON.stringify(o)} answers no function_call`).toContain(o.call_id);
+    for (const o of outputs)
+      expect(
+        calls.map((c) => c.call_id),
+        `output ${JSON.stringify(o)} answers no function_call`,
+      ).toContain(o.call_id);
   }, 60_000);
 
   it('a SWE-bench row whose repository nothing provides: 200 with critical_error "init", which Gym scores 0', async () => {
@@ -149,7 +178,17 @@ describe('NeMo-Gym prorl_agent against raas (rollout server + simulated vLLM + b
     expect(result, JSON.stringify(verify.swebench_metrics)).toBeDefined();
     expectGymSchema(result!);
     // An INIT failure is a 200 result (nu:397-422): no patch, no messages, filter true (nu:600-612), a traceback.
-    expect(result).toMatchObject({ instance_id: 'acme__absent-1', critical_error: 'init', success: false, finish: false, resolved: false, filter: true, end_properly: false, git_patch: null, messages: [] });
+    expect(result).toMatchObject({
+      instance_id: 'acme__absent-1',
+      critical_error: 'init',
+      success: false,
+      finish: false,
+      resolved: false,
+      filter: true,
+      end_properly: false,
+      git_patch: null,
+      messages: [],
+    });
     expect(result!.traceback).toBeTypeOf('string');
     // The error names what was looked for (issue 11: "an error naming the image or repository").
     expect(result!.error).toContain('acme/absent');
@@ -236,7 +275,13 @@ describe('NeMo-Gym prorl_agent against raas (rollout server + simulated vLLM + b
     // patch_successfully_applied is 1) but the tests fail (resolved, hence reward, 0); filter false (nu:600-612).
     const wrong = await gymRun(srv.url, gymRequest(sweRow(fx, 'wrong', { instance_id: 'acme__calc-2' })));
     expect(wrong.result, JSON.stringify(wrong.verify.swebench_metrics)).toBeDefined();
-    expect(wrong.result).toMatchObject({ critical_error: null, success: true, resolved: false, filter: false, instance_id: 'acme__calc-2' });
+    expect(wrong.result).toMatchObject({
+      critical_error: null,
+      success: true,
+      resolved: false,
+      filter: false,
+      instance_id: 'acme__calc-2',
+    });
     expect(wrong.verify).toMatchObject({ reward: 0, resolved: 0, patch_exists: 1, patch_successfully_applied: 1 });
     expect(String(wrong.result!.git_patch)).toContain('abs(a - b)');
   }, 90_000);

@@ -18,7 +18,16 @@ import { conformancePolicy, makeSweFixture, sandboxRoot, serverConfig, sweRow, t
 // The tests are one sequence on one server (the last one SIGTERMs it): run the file whole.
 
 /** The sampling params every ProRL script sends (swe:15-24, ts:110-119): LiteLLM's model name, an api key, OpenHands' LLMConfig keys. */
-const PRORL_SAMPLING = { model: 'hosted_vllm/Qwen/Qwen3-8B', api_key: 'mykey', modify_params: false, log_completions: false, native_tool_calling: true, temperature: 0.6, top_p: 0.9, max_iterations: 35 };
+const PRORL_SAMPLING = {
+  model: 'hosted_vllm/Qwen/Qwen3-8B',
+  api_key: 'mykey',
+  modify_params: false,
+  log_completions: false,
+  native_tool_calling: true,
+  temperature: 0.6,
+  top_p: 0.9,
+  max_iterations: 35,
+};
 
 /** ProRL's scripts read the answers of /start, /stop, /status, /add_llm_server as 200 + JSON (ts:31-36, 44-49, 57-62, 71-76; swe:29-32). */
 function ok(a: Answer): void {
@@ -56,7 +65,8 @@ describe('ProRL Agent Server scripts against `raas serve` (process + simulated v
   /** POST without a body, as aiohttp's session.post(url) and _post(url, None) send /start, /stop, /clear_llm_server (ts:30, swe:29-32). */
   const bare = (route: string) => request(`${url}${route}`, { method: 'POST' });
   /** One /process as the scripts send it: {instance, sampling_params}, no job_id (ts:82, swe:50). */
-  const processRequest = (instance: unknown, sampling: Record<string, unknown>) => postJson(`${url}/process`, { instance, sampling_params: sampling }, { timeoutMs: 120_000 });
+  const processRequest = (instance: unknown, sampling: Record<string, unknown>) =>
+    postJson(`${url}/process`, { instance, sampling_params: sampling }, { timeoutMs: 120_000 });
 
   it("run_swe.py's launcher: the server is ready once GET /status answers 200 or 503", async () => {
     // swe:142-156 polls /status and accepts 200 (running) or 503 (stopped).
@@ -75,7 +85,11 @@ describe('ProRL Agent Server scripts against `raas serve` (process + simulated v
       expect(st.body).toMatchObject({ status: 'running', running: true });
       const instance = sweRow(fx, 'fix');
       // ts:110-119 (max_iterations 1), ts:120-122 (a copy with trajectory_id = i), ts:125 (gather).
-      const answers = await Promise.all(Array.from({ length: numTasks }, (_, i) => processRequest({ ...instance, trajectory_id: i }, { ...PRORL_SAMPLING, max_iterations: 1 })));
+      const answers = await Promise.all(
+        Array.from({ length: numTasks }, (_, i) =>
+          processRequest({ ...instance, trajectory_id: i }, { ...PRORL_SAMPLING, max_iterations: 1 }),
+        ),
+      );
       ok(await bare('/stop')); // ts:128
       for (const [i, a] of answers.entries()) {
         expect(a.status, a.text).toBe(200); // ts:85
@@ -101,7 +115,13 @@ describe('ProRL Agent Server scripts against `raas serve` (process + simulated v
     ok(await bare('/start'));
     ok(await request(`${url}/status`));
     // tst:117-130: token_level_generation, custom_tokenizer, max_output_tokens, max_model_len.
-    const sampling = { ...PRORL_SAMPLING, token_level_generation: true, custom_tokenizer: 'Qwen/Qwen3-8B', max_output_tokens: 4096, max_model_len: 32768 };
+    const sampling = {
+      ...PRORL_SAMPLING,
+      token_level_generation: true,
+      custom_tokenizer: 'Qwen/Qwen3-8B',
+      max_output_tokens: 4096,
+      max_model_len: 32768,
+    };
     const answers = await Promise.all([0, 1].map((i) => processRequest({ ...sweRow(fx, 'fix'), trajectory_id: i }, sampling)));
     ok(await bare('/stop'));
     for (const a of answers) {
@@ -148,7 +168,12 @@ describe('ProRL Agent Server scripts against `raas serve` (process + simulated v
   it('run_math.py: deepscaler rows in veRL form; the printed count of resolved rows', async () => {
     const row = (k: number, said: number) => ({
       data_source: 'deepscaler',
-      prompt: [{ role: 'user', content: `What is $17 \\times 23$? Let's think step by step and output the final answer within \\boxed{}. ANSWER:${said}` }],
+      prompt: [
+        {
+          role: 'user',
+          content: `What is $17 \\times 23$? Let's think step by step and output the final answer within \\boxed{}. ANSWER:${said}`,
+        },
+      ],
       ability: 'math',
       reward_model: { style: 'rule', ground_truth: '391' },
       extra_info: { split: 'train', index: k },
@@ -162,7 +187,10 @@ describe('ProRL Agent Server scripts against `raas serve` (process + simulated v
     // math:112 prints sum(r.get("resolved")): resolved is a boolean per row.
     const results = answers.map((a) => a.body);
     for (const r of results) expect(typeof r.resolved).toBe('boolean');
-    expect(results.map((r) => [r.trajectory_id, r.resolved, r.critical_error])).toEqual([[0, true, null], [1, false, null]]);
+    expect(results.map((r) => [r.trajectory_id, r.resolved, r.critical_error])).toEqual([
+      [0, true, null],
+      [1, false, null],
+    ]);
   }, 120_000);
 
   it('run_swe.py: add_llm_server, start, /process under a semaphore, stop, then SIGTERM ends the server within 10 s', async () => {
@@ -170,7 +198,11 @@ describe('ProRL Agent Server scripts against `raas serve` (process + simulated v
     ok(await bare('/start')); // swe:76; raise_for_status (swe:31)
     // swe:59-64: the row's instance with trajectory_id = its index; swe:78-84: at most `concurrency` at once.
     // These rows name their data source, which ProRL also reads as the default (asp:774).
-    const rows = [sweRow(fx, 'fix'), sweRow(fx, 'wrong'), sweRow(fx, 'fix')].map((r, idx) => ({ ...r, data_source: 'swebench', trajectory_id: idx }));
+    const rows = [sweRow(fx, 'fix'), sweRow(fx, 'wrong'), sweRow(fx, 'fix')].map((r, idx) => ({
+      ...r,
+      data_source: 'swebench',
+      trajectory_id: idx,
+    }));
     const results: any[] = [];
     let next = 0;
     const worker = async (): Promise<void> => {

@@ -12,12 +12,18 @@ const dataset = chatDataset(80, dir);
 
 function config(name: string, extra: string): string {
   const f = path.join(dir, `${name}.yaml`);
-  writeFileSync(f, `name: ${name}\nseed: 4\nembedded: {backends: 1, sim: {latency: {decode_ms_per_token: 0.2}}}\ndataset: {path: ${dataset}}\nn: 4\nbatch_size: 2\nsteps: 2\noutput_dir: ${dir}/runs\n${extra}`);
+  writeFileSync(
+    f,
+    `name: ${name}\nseed: 4\nembedded: {backends: 1, sim: {latency: {decode_ms_per_token: 0.2}}}\ndataset: {path: ${dataset}}\nn: 4\nbatch_size: 2\nsteps: 2\noutput_dir: ${dir}/runs\n${extra}`,
+  );
   return f;
 }
 
 /** Runs the built CLI; resolves with its exit code and output. `onStderr` may act on progress. */
-function raas(args: string[], onStderr?: (text: string, child: ReturnType<typeof spawn>) => void): Promise<{ code: number | null; stdout: string; stderr: string; pid: number }> {
+function raas(
+  args: string[],
+  onStderr?: (text: string, child: ReturnType<typeof spawn>) => void,
+): Promise<{ code: number | null; stdout: string; stderr: string; pid: number }> {
   return new Promise((resolve) => {
     const child = spawn(process.execPath, [path.join(ROOT, 'dist/src/cli.js'), ...args], { cwd: dir, stdio: ['ignore', 'pipe', 'pipe'] });
     let stdout = '';
@@ -68,7 +74,10 @@ describe('raas train (the built CLI, embedded)', () => {
     expect(r.stderr).not.toMatch(/raas: /);
     expect(r.code).toBe(0);
     const run = path.join(dir, 'runs', 'cmd');
-    const lines = readFileSync(path.join(run, 'batches.jsonl'), 'utf8').trim().split('\n').map((l) => Batch.parse(JSON.parse(l)));
+    const lines = readFileSync(path.join(run, 'batches.jsonl'), 'utf8')
+      .trim()
+      .split('\n')
+      .map((l) => Batch.parse(JSON.parse(l)));
     expect(lines.map((b) => b.step)).toEqual([0, 1]);
     expect(lines[1].policy_version).toBe(5); // the command's {"version": 5} after step 0
     expect(Batch.parse(JSON.parse(readFileSync(path.join(run, 'batches', 'step-1.json'), 'utf8'))).step).toBe(1);
@@ -100,8 +109,15 @@ describe('raas train (the built CLI, embedded)', () => {
     expect(r.code).toBe(130);
     // Embedded servers end with the run; the checkpoint and summary say where it stopped.
     expect(r.stderr).toMatch(/interrupted; the embedded servers and their jobs were stopped; continue with: raas train --resume /);
-    expect(JSON.parse(readFileSync(path.join(dir, 'runs', 'sigint', 'summary.json'), 'utf8'))).toMatchObject({ status: 'interrupted', steps_asked: 2, steps_done: 0 });
-    expect(JSON.parse(readFileSync(path.join(dir, 'runs', 'sigint', 'checkpoint.json'), 'utf8'))).toMatchObject({ format: 'raas.train/1', steps_done: 0 });
+    expect(JSON.parse(readFileSync(path.join(dir, 'runs', 'sigint', 'summary.json'), 'utf8'))).toMatchObject({
+      status: 'interrupted',
+      steps_asked: 2,
+      steps_done: 0,
+    });
+    expect(JSON.parse(readFileSync(path.join(dir, 'runs', 'sigint', 'checkpoint.json'), 'utf8'))).toMatchObject({
+      format: 'raas.train/1',
+      steps_done: 0,
+    });
     expect(alive(r.pid)).toBe(false);
     await new Promise((res) => setTimeout(res, 300));
     const ps = execFileSync('ps', ['-eo', 'args'], { encoding: 'utf8' });

@@ -14,8 +14,13 @@ afterAll(async () => {
 describe('Coordinator on real rollout servers and simulated backends', () => {
   it('embedded: three steps with weight updates, batches in the one schema, nothing left running after close', async () => {
     const c = new Coordinator({
-      name: 'emb', seed: 3, embedded: { backends: 2, sim: { latency: { decode_ms_per_token: 1 }, logprobs_mode: 'processed_logprobs' } },
-      dataset: { path: dataset }, n: 4, batch_size: 3, steps: 3,
+      name: 'emb',
+      seed: 3,
+      embedded: { backends: 2, sim: { latency: { decode_ms_per_token: 1 }, logprobs_mode: 'processed_logprobs' } },
+      dataset: { path: dataset },
+      n: 4,
+      batch_size: 3,
+      steps: 3,
     });
     const batches = [];
     for await (const b of c.batches()) {
@@ -50,7 +55,16 @@ describe('Coordinator on real rollout servers and simulated backends', () => {
   it('without carry-over, early termination cancels exactly the groups running at handover', async () => {
     const env = await serverWithSim({ decodeMs: 3 });
     cleanups.push(env.close);
-    const c = new Coordinator({ name: 'term', seed: 5, servers: [{ url: env.server.url }], dataset: { path: dataset }, n: 4, batch_size: 2, carry_over: false, steps: 1 });
+    const c = new Coordinator({
+      name: 'term',
+      seed: 5,
+      servers: [{ url: env.server.url }],
+      dataset: { path: dataset },
+      n: 4,
+      batch_size: 2,
+      carry_over: false,
+      steps: 1,
+    });
     cleanups.push(() => c.close());
     const b = await c.nextBatch();
     const client = new RolloutClient({ url: env.server.url });
@@ -107,7 +121,15 @@ describe('Coordinator on real rollout servers and simulated backends', () => {
     const counting = countingChat();
     const env = await serverWithSim({ decodeMs: 4, handler: counting.handler });
     cleanups.push(env.close);
-    const cfg = { name: 'res-done', seed: 9, servers: [{ url: env.server.url }], dataset: { path: dataset }, n: 4, batch_size: 2, steps: 3 };
+    const cfg = {
+      name: 'res-done',
+      seed: 9,
+      servers: [{ url: env.server.url }],
+      dataset: { path: dataset },
+      n: 4,
+      batch_size: 2,
+      steps: 3,
+    };
     const a = new Coordinator(cfg);
     await a.nextBatch();
     const state = JSON.parse(JSON.stringify(a.checkpoint()));
@@ -131,7 +153,11 @@ describe('Coordinator on real rollout servers and simulated backends', () => {
     expect(next.step).toBe(1);
     expect(finished.length).toBeGreaterThan(0);
     // The finished ones are answered from the server's store (attach: true): they arrive, none ran twice.
-    const waiting = () => b.checkpoint().groups.flatMap((g) => g.in_flight).filter((id) => finished.includes(id));
+    const waiting = () =>
+      b
+        .checkpoint()
+        .groups.flatMap((g) => g.in_flight)
+        .filter((id) => finished.includes(id));
     for (let i = 0; i < 200 && waiting().length > 0; i++) await new Promise((r) => setTimeout(r, 10));
     expect(waiting()).toEqual([]);
     for (const id of inFlight) expect(counting.runs.get(id)).toBe(1);
@@ -144,7 +170,16 @@ describe('Coordinator on real rollout servers and simulated backends', () => {
     cleanups.push(envA.close, envB.close);
     const a = { url: envA.server.url, kill: async () => crash(envA.server) };
     const bSrv = { url: envB.server.url };
-    const c = new Coordinator({ name: 'fo', seed: 2, servers: [{ url: a.url }, { url: bSrv.url }], dataset: { path: dataset }, n: 4, batch_size: 3, steps: 3, health_interval_ms: 200 });
+    const c = new Coordinator({
+      name: 'fo',
+      seed: 2,
+      servers: [{ url: a.url }, { url: bSrv.url }],
+      dataset: { path: dataset },
+      n: 4,
+      batch_size: 3,
+      steps: 3,
+      health_interval_ms: 200,
+    });
     cleanups.push(() => c.close());
     const b0 = await c.nextBatch();
     expect(c.status().servers.every((s) => s.healthy)).toBe(true);

@@ -9,7 +9,14 @@ import type { TrainConfigInput } from '../../src/protocol/config-train.js';
 function mkCore(cfg: Partial<TrainConfigInput>, capacity: number) {
   const c = parseTrainConfig({ name: 'a', dataset: { path: 'x' }, ...cfg });
   const rows = Array.from({ length: 20 }, (_, i) => ({ data_source: 'chat', instance_id: i }));
-  const clock = { t: 0, now() { return this.t; }, setTimeout: () => 0, clearTimeout: () => {} };
+  const clock = {
+    t: 0,
+    now() {
+      return this.t;
+    },
+    setTimeout: () => 0,
+    clearTimeout: () => {},
+  };
   return { core: new DapoCore(c, new PromptDataset(rows, { shuffle: false }, 0), clock, capacity), clock };
 }
 

@@ -12,7 +12,13 @@ afterAll(async () => {
 
 /** An in-process rollout server with `run` RUN workers on a simulated backend; `port` to restart one where it was. */
 async function server(simUrl: string, run: number, port = 0) {
-  const s = await startRolloutServer({ port, host: '127.0.0.1', workers: { run }, llm: { backends: [{ address: simUrl, api: 'vllm' }] }, log_level: 'silent' } as never);
+  const s = await startRolloutServer({
+    port,
+    host: '127.0.0.1',
+    workers: { run },
+    llm: { backends: [{ address: simUrl, api: 'vllm' }] },
+    log_level: 'silent',
+  } as never);
   cleanups.push(() => s.close());
   return s;
 }
@@ -39,8 +45,15 @@ describe('admission cap over the live fleet (real rollout servers, simulated bac
     let b = await server(sim.url, 4);
     const bUrl = b.url;
     const c = new Coordinator({
-      name: 'cap', seed: 2, servers: [{ url: a.url }, { url: bUrl }], dataset: { path: chatDataset(400) },
-      n: 2, batch_size: 2, max_staleness: 2, steps: 100, health_interval_ms: 100,
+      name: 'cap',
+      seed: 2,
+      servers: [{ url: a.url }, { url: bUrl }],
+      dataset: { path: chatDataset(400) },
+      n: 2,
+      batch_size: 2,
+      max_staleness: 2,
+      steps: 100,
+      health_interval_ms: 100,
     });
     cleanups.push(() => c.close());
     // A fleet of our own on the same servers, to check the configured cap's share.
@@ -55,12 +68,12 @@ describe('admission cap over the live fleet (real rollout servers, simulated bac
     await until(() => c.status().servers.every((s) => s.in_flight > 0), 'jobs on both servers');
 
     crash(b);
-    await until(() => c.status().max_inflight_jobs === 4, 'the cap dropping to the survivor\'s 4 workers');
+    await until(() => c.status().max_inflight_jobs === 4, "the cap dropping to the survivor's 4 workers");
     await until(() => fleet.liveCapacity() === 4, 'our fleet seeing the crash');
     expect(fleet.liveCapacity(6)).toBe(3); // half the workers: half the configured cap
     expect(c.status().servers.find((s) => s.url === bUrl)).toMatchObject({ healthy: false, run_workers: 4 });
     // The crashed server's jobs moved to the survivor: the coordinator admits nothing until they drain below its 4 workers...
-    await until(() => c.status().running_jobs <= 4, 'running jobs within the survivor\'s workers', 30_000);
+    await until(() => c.status().running_jobs <= 4, "running jobs within the survivor's workers", 30_000);
     // ...and from then on never exceeds them (before: 8 in flight, 4 of them queued on the survivor).
     let most = 0;
     const sample = setInterval(() => (most = Math.max(most, c.status().running_jobs)), 5);
@@ -105,7 +118,10 @@ describe('admission cap over the live fleet (real rollout servers, simulated bac
     const fleet = new RolloutFleet({ servers: [{ url: live.url }, { url: goneUrl }], health_interval_ms: 60_000 });
     cleanups.push(() => fleet.close());
     await fleet.readCapacity();
-    expect(fleet.servers().map((s) => [s.healthy, s.run_workers])).toEqual([[true, 3], [false, null]]);
+    expect(fleet.servers().map((s) => [s.healthy, s.run_workers])).toEqual([
+      [true, 3],
+      [false, null],
+    ]);
     expect(fleet.liveCapacity()).toBe(3);
     // Its size is unknown: it counts as the mean of the known ones, so the configured cap is halved.
     expect(fleet.liveCapacity(10)).toBe(5);

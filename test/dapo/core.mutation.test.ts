@@ -32,7 +32,9 @@ describe('admission', () => {
     const gs = core.admit();
     expect(gs.map((g) => g.index)).toEqual([0, 1, 2, 3, 4, 5]);
     expect(gs.map((g) => g.id)).toEqual(['m-g0', 'm-g1', 'm-g2', 'm-g3', 'm-g4', 'm-g5']);
-    expect(gs.every((g) => g.state === 'running' && g.submittedVersion === 4 && g.submittedStep === 0 && g.ended === 0 && g.tokens === 0)).toBe(true);
+    expect(
+      gs.every((g) => g.state === 'running' && g.submittedVersion === 4 && g.submittedStep === 0 && g.ended === 0 && g.tokens === 0),
+    ).toBe(true);
     expect(gs[0].results).toEqual([undefined, undefined]);
     expect(gs[0].requests.map((r) => r.policy_version)).toEqual([4, 4]);
     expect(core.runningGroups).toBe(6);
@@ -169,8 +171,14 @@ describe('handover', () => {
     expect(batch.policy_version).toBe(0);
     expect(batch.groups.map((g) => g.group_id)).toEqual(['m-g0', 'm-g1']);
     expect(batch.stats).toMatchObject({
-      submitted: 4, accepted: 3, carried_over: 0, tokens_used: 8 + 6, tokens_generated: 18,
-      running_at_handover: 1, buffered_after_handover: 1, max_inflight_jobs: 100,
+      submitted: 4,
+      accepted: 3,
+      carried_over: 0,
+      tokens_used: 8 + 6,
+      tokens_generated: 18,
+      running_at_handover: 1,
+      buffered_after_handover: 1,
+      max_inflight_jobs: 100,
     });
     expect(batch.stats.staleness_histogram).toEqual({ '0': 4 });
     expect(core.step).toBe(1);
@@ -267,7 +275,13 @@ describe('end of a run', () => {
     finish(core, gs[1], [1, 0], 2);
     expect(core.exhausted()).toBe(false); // g2 runs, two buffered make a batch
     core.onResult(gs[2].requests[0].job_id!, makeResult('x', 1, 3));
-    expect(core.leftovers()).toEqual({ running_groups: 1, running_jobs: 1, buffered_groups: 2, tokens_in_running: 3, tokens_in_buffered: 8 });
+    expect(core.leftovers()).toEqual({
+      running_groups: 1,
+      running_jobs: 1,
+      buffered_groups: 2,
+      tokens_in_running: 3,
+      tokens_in_buffered: 8,
+    });
     core.handover();
     expect(core.exhausted()).toBe(false);
     finish(core, { ...gs[2], requests: gs[2].requests.slice(1) } as GroupRecord, [0]);
@@ -338,7 +352,16 @@ describe('window stats and edge rules', () => {
     finish(core, g3, [1, 0], 1);
     advance(10);
     const { batch } = core.handover();
-    expect(batch.stats).toMatchObject({ submitted: 5, jobs_submitted: 10, filtered: 1, tokens_filtered: 6, cancelled: 2, dropped_stale: 2, jobs_cancelled: 3, accepted: 1 });
+    expect(batch.stats).toMatchObject({
+      submitted: 5,
+      jobs_submitted: 10,
+      filtered: 1,
+      tokens_filtered: 6,
+      cancelled: 2,
+      dropped_stale: 2,
+      jobs_cancelled: 3,
+      accepted: 1,
+    });
     expect(batch.stats.batch_mean_reward).toBeCloseTo(0.5);
   });
 

@@ -26,16 +26,37 @@ describe('DapoCore properties (discrete-event fleet)', () => {
     trainMs: fc.integer({ min: 0, max: 400 }),
     updates: fc.array(fc.integer({ min: 0, max: 2 }), { minLength: 1, maxLength: 5 }),
     // The live capacity: a share of the fleet goes down at `downAt` (virtual ms) and comes back at `upAt`.
-    outage: fc.option(fc.record({ downAt: fc.integer({ min: 0, max: 2000 }), length: fc.integer({ min: 1, max: 3000 }), share: fc.double({ min: 0, max: 1, noNaN: true }) }), { nil: undefined }),
+    outage: fc.option(
+      fc.record({
+        downAt: fc.integer({ min: 0, max: 2000 }),
+        length: fc.integer({ min: 1, max: 3000 }),
+        share: fc.double({ min: 0, max: 1, noNaN: true }),
+      }),
+      { nil: undefined },
+    ),
   });
 
   it('produces exactly the requested number of batches, each with batch_size groups of n rollouts, within the bound', () => {
     fc.assert(
       fc.property(config, (c) => {
-        const cap = (t: number): number => (c.outage && t >= c.outage.downAt && t < c.outage.downAt + c.outage.length ? Math.floor(c.capacity * (1 - c.outage.share)) : c.capacity);
+        const cap = (t: number): number =>
+          c.outage && t >= c.outage.downAt && t < c.outage.downAt + c.outage.length
+            ? Math.floor(c.capacity * (1 - c.outage.share))
+            : c.capacity;
         const run = runDes({
-          seed: c.seed, steps: c.steps, capacity: c.capacity, sigma: c.sigma, trainMs: c.trainMs,
-          config: { n: c.n, batch_size: c.B, max_staleness: c.eta, carry_over: c.carry, mode: c.sync ? 'sync' : 'async', ordered_handover: c.ordered },
+          seed: c.seed,
+          steps: c.steps,
+          capacity: c.capacity,
+          sigma: c.sigma,
+          trainMs: c.trainMs,
+          config: {
+            n: c.n,
+            batch_size: c.B,
+            max_staleness: c.eta,
+            carry_over: c.carry,
+            mode: c.sync ? 'sync' : 'async',
+            ordered_handover: c.ordered,
+          },
           updatesPerStep: (s) => c.updates[s % c.updates.length],
           capacityAt: c.outage ? cap : undefined,
         });
@@ -67,24 +88,38 @@ describe('DapoCore properties (discrete-event fleet)', () => {
   it('at handover, cancels the running groups and drops the buffered ones that one more update would make too stale', () => {
     let cancelledAtHandover = 0;
     fc.assert(
-      fc.property(fc.integer({ min: 1, max: 1_000_000 }), fc.integer({ min: 0, max: 2 }), fc.integer({ min: 2, max: 5 }), (seed, eta, B) => {
-        const seen: string[] = [];
-        let handovers = 0;
-        const check = (core: DapoCore, batch: Batch, cancels: string[]): void => {
-          handovers++;
-          cancelledAtHandover += cancels.length;
-          const next = batch.policy_version + 1;
-          for (const g of core.groups.values()) {
-            if ((g.state === 'running' || g.state === 'buffered') && next - g.submittedVersion > eta) {
-              seen.push(`step ${batch.step}: group ${g.index} ${g.state}, submitted at v${g.submittedVersion}, staleness ${next - g.submittedVersion} > ${eta} after the next update`);
+      fc.property(
+        fc.integer({ min: 1, max: 1_000_000 }),
+        fc.integer({ min: 0, max: 2 }),
+        fc.integer({ min: 2, max: 5 }),
+        (seed, eta, B) => {
+          const seen: string[] = [];
+          let handovers = 0;
+          const check = (core: DapoCore, batch: Batch, cancels: string[]): void => {
+            handovers++;
+            cancelledAtHandover += cancels.length;
+            const next = batch.policy_version + 1;
+            for (const g of core.groups.values()) {
+              if ((g.state === 'running' || g.state === 'buffered') && next - g.submittedVersion > eta) {
+                seen.push(
+                  `step ${batch.step}: group ${g.index} ${g.state}, submitted at v${g.submittedVersion}, staleness ${next - g.submittedVersion} > ${eta} after the next update`,
+                );
+              }
             }
-          }
-        };
-        // A slow trainer (500 virtual ms) so that groups are running at every handover.
-        runDes({ seed, steps: 5, capacity: 32, trainMs: 500, config: { n: 4, batch_size: B, max_staleness: eta, carry_over: true }, afterHandover: check });
-        expect(handovers).toBe(5);
-        expect(seen).toEqual([]);
-      }),
+          };
+          // A slow trainer (500 virtual ms) so that groups are running at every handover.
+          runDes({
+            seed,
+            steps: 5,
+            capacity: 32,
+            trainMs: 500,
+            config: { n: 4, batch_size: B, max_staleness: eta, carry_over: true },
+            afterHandover: check,
+          });
+          expect(handovers).toBe(5);
+          expect(seen).toEqual([]);
+        },
+      ),
       { numRuns: 60 },
     );
     // The handover did have running groups to cancel (max_staleness >= 1 leaves older groups running).

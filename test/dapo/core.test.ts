@@ -17,7 +17,9 @@ describe('DapoCore (discrete-event fleet, no HTTP)', () => {
         (seed, eta, carry, updates, B) => {
           const n = 4;
           const run = runDes({
-            seed, steps: 6, capacity: 24,
+            seed,
+            steps: 6,
+            capacity: 24,
             config: { n, batch_size: B, max_staleness: eta, carry_over: carry },
             updatesPerStep: (s) => updates[s % updates.length],
           });
@@ -47,7 +49,12 @@ describe('DapoCore (discrete-event fleet, no HTTP)', () => {
   it('hands over the groups submitted earliest and keeps the rest buffered', () => {
     const cfg = parseTrainConfig({ name: 'h', n: 2, batch_size: 2, dataset: { path: 'x' } });
     const rows = [0, 1, 2, 3].map((i) => ({ data_source: 'chat', instance_id: i }));
-    const core = new DapoCore(cfg, new PromptDataset(rows, { shuffle: false }, 0), { now: () => 0, setTimeout: () => 0, clearTimeout: () => {} }, 8);
+    const core = new DapoCore(
+      cfg,
+      new PromptDataset(rows, { shuffle: false }, 0),
+      { now: () => 0, setTimeout: () => 0, clearTimeout: () => {} },
+      8,
+    );
     const gs = core.admit();
     expect(gs.map((g) => g.index)).toEqual([0, 1, 2, 3]);
     // groups 3, 2 and 0 are accepted in that order; 1 is still running
@@ -103,7 +110,12 @@ describe('DapoCore (discrete-event fleet, no HTTP)', () => {
   it('filters zero-variance groups at once and frees their place; counts tokens', () => {
     const cfg = parseTrainConfig({ name: 'f', n: 2, batch_size: 1, dataset: { path: 'x' } });
     let now = 0;
-    const core = new DapoCore(cfg, new PromptDataset([{ data_source: 'chat', instance_id: 0 }], { shuffle: false }, 0), { now: () => now, setTimeout: () => 0, clearTimeout: () => {} }, 2);
+    const core = new DapoCore(
+      cfg,
+      new PromptDataset([{ data_source: 'chat', instance_id: 0 }], { shuffle: false }, 0),
+      { now: () => now, setTimeout: () => 0, clearTimeout: () => {} },
+      2,
+    );
     const [g] = core.admit();
     expect(core.admit()).toEqual([]); // capacity 2 = one group of n = 2
     now = 1000;
@@ -120,7 +132,12 @@ describe('DapoCore (discrete-event fleet, no HTTP)', () => {
   it('on_error: drop_group drops a group with a failed rollout; zero_reward scores it 0', () => {
     const mk = (on_error: 'drop_group' | 'zero_reward'): DapoCore => {
       const cfg = parseTrainConfig({ name: 'e', n: 2, batch_size: 1, on_error, dataset: { path: 'x' } });
-      return new DapoCore(cfg, new PromptDataset([{ data_source: 'chat', instance_id: 0 }], { shuffle: false }, 0), { now: () => 0, setTimeout: () => 0, clearTimeout: () => {} }, 8);
+      return new DapoCore(
+        cfg,
+        new PromptDataset([{ data_source: 'chat', instance_id: 0 }], { shuffle: false }, 0),
+        { now: () => 0, setTimeout: () => 0, clearTimeout: () => {} },
+        8,
+      );
     };
     for (const mode of ['drop_group', 'zero_reward'] as const) {
       const core = mk(mode);

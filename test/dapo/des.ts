@@ -40,15 +40,53 @@ export interface DesRun {
   cancelledIds: Set<string>;
 }
 
-interface Ev { t: number; seq: number; run: () => void }
+interface Ev {
+  t: number;
+  seq: number;
+  run: () => void;
+}
 
 export function makeResult(jobId: string, reward: number, tokens: number, critical: Result['critical_error'] = null): Result {
   return {
-    instance_id: null, trajectory_id: null, git_patch: null, success: reward > 0, finish: true, messages: [], tools: [], end_properly: true,
-    resolved: reward > 0, critical_error: critical, filter: false, error: null, job_id: jobId, data_source: 'chat', reward,
-    finish_reason: critical === 'cancelled' ? 'cancelled' : 'finish', backend: 'sim', policy_version: 0, weight_versions: ['0'], num_turns: 1,
-    timing: { init_time: 0, run_time: 0, eval_time: 0, others_time: 0, counted_elapsed: 0, timeout_triggered: false, queued_s: 0, init_s: 0, run_s: 0, eval_s: 0, counted_s: 0 },
-    tokens: { prompt_ids: [1, 2], response_ids: new Array(tokens).fill(7), response_mask: new Array(tokens).fill(1), logprobs: new Array(tokens).fill(-0.5) },
+    instance_id: null,
+    trajectory_id: null,
+    git_patch: null,
+    success: reward > 0,
+    finish: true,
+    messages: [],
+    tools: [],
+    end_properly: true,
+    resolved: reward > 0,
+    critical_error: critical,
+    filter: false,
+    error: null,
+    job_id: jobId,
+    data_source: 'chat',
+    reward,
+    finish_reason: critical === 'cancelled' ? 'cancelled' : 'finish',
+    backend: 'sim',
+    policy_version: 0,
+    weight_versions: ['0'],
+    num_turns: 1,
+    timing: {
+      init_time: 0,
+      run_time: 0,
+      eval_time: 0,
+      others_time: 0,
+      counted_elapsed: 0,
+      timeout_triggered: false,
+      queued_s: 0,
+      init_s: 0,
+      run_s: 0,
+      eval_s: 0,
+      counted_s: 0,
+    },
+    tokens: {
+      prompt_ids: [1, 2],
+      response_ids: new Array(tokens).fill(7),
+      response_mask: new Array(tokens).fill(1),
+      logprobs: new Array(tokens).fill(-0.5),
+    },
   };
 }
 
@@ -56,7 +94,11 @@ export function runDes(o: DesOptions): DesRun {
   const cfg = parseTrainConfig({ name: 't', dataset: { path: 'x.jsonl' }, ...o.config });
   const rand = rng(o.seed);
   const nPrompts = o.prompts ?? 200;
-  const rows: Prompt[] = Array.from({ length: nPrompts }, (_, i) => ({ data_source: 'chat', instance_id: i, pass_rate: [0, 1, 0.5, 0.3, 0.7][i % 5] }));
+  const rows: Prompt[] = Array.from({ length: nPrompts }, (_, i) => ({
+    data_source: 'chat',
+    instance_id: i,
+    pass_rate: [0, 1, 0.5, 0.3, 0.7][i % 5],
+  }));
   let now = 0;
   const clock = { now: () => now, setTimeout: () => 0, clearTimeout: () => {} };
   const core = new DapoCore(cfg, new PromptDataset(rows, { shuffle: true }, o.seed), clock, o.capacity);
@@ -142,7 +184,8 @@ export function runDes(o: DesOptions): DesRun {
     ev.run();
     tryHandover();
     // One group may run alone when n exceeds the capacity; otherwise the cap holds.
-    if (core.runningJobs > Math.max(o.capacity, cfg.n, cfg.selection.adaptive_n?.max ?? 0) && cfg.mode === 'async' && !o.capacityAt) run.violations.push(`running jobs ${core.runningJobs} > capacity ${o.capacity}`);
+    if (core.runningJobs > Math.max(o.capacity, cfg.n, cfg.selection.adaptive_n?.max ?? 0) && cfg.mode === 'async' && !o.capacityAt)
+      run.violations.push(`running jobs ${core.runningJobs} > capacity ${o.capacity}`);
   }
   return run;
 }

@@ -19,7 +19,10 @@ afterAll(() => rmSync(dir, { recursive: true, force: true }));
 async function twice(overrides: Record<string, unknown>): Promise<[Batch[], Batch[]]> {
   const out: Batch[][] = [];
   for (const k of [0, 1]) {
-    const cfg = loadTrainConfig(path.join(ROOT, 'configs/demo.yaml'), { ...overrides, output_dir: path.join(dir, `${String(overrides.mode)}-${String(overrides.ordered_handover ?? false)}-${k}`) } as never);
+    const cfg = loadTrainConfig(path.join(ROOT, 'configs/demo.yaml'), {
+      ...overrides,
+      output_dir: path.join(dir, `${String(overrides.mode)}-${String(overrides.ordered_handover ?? false)}-${k}`),
+    } as never);
     const batches: Batch[] = [];
     await runTraining(cfg, { onBatch: (b) => batches.push(b) });
     out.push(batches);
@@ -27,7 +30,10 @@ async function twice(overrides: Record<string, unknown>): Promise<[Batch[], Batc
   return out as [Batch[], Batch[]];
 }
 
-const rollouts = (b: Batch) => b.groups.flatMap((g) => g.rollouts.map((r) => ({ job_id: r.job_id, reward: r.reward, ids: r.tokens?.response_ids, prompt: r.tokens?.prompt_ids })));
+const rollouts = (b: Batch) =>
+  b.groups.flatMap((g) =>
+    g.rollouts.map((r) => ({ job_id: r.job_id, reward: r.reward, ids: r.tokens?.response_ids, prompt: r.tokens?.prompt_ids })),
+  );
 
 describe('the same config and seed give the same rollouts (embedded, configs/demo.yaml)', () => {
   it('sync mode: the same batches, step by step (job ids, token ids, rewards)', async () => {

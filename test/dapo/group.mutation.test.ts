@@ -1,7 +1,16 @@
 import { describe, expect, it } from 'vitest';
 import { makeResult } from './des.js';
 import { parseTrainConfig } from '../../src/dapo/config.js';
-import { batchMessages, groupId, groupRequests, jobId, judgeGroup, resultTokens, toBatchGroup, type GroupRecord } from '../../src/dapo/group.js';
+import {
+  batchMessages,
+  groupId,
+  groupRequests,
+  jobId,
+  judgeGroup,
+  resultTokens,
+  toBatchGroup,
+  type GroupRecord,
+} from '../../src/dapo/group.js';
 import type { Result } from '../../src/protocol/process.js';
 import type { Prompt } from '../../src/dapo/dataset.js';
 
@@ -12,8 +21,17 @@ const prompt: Prompt = { data_source: 'chat', instance_id: 'p7', pass_rate: 0.5 
 
 function record(results: Result[], over: Partial<GroupRecord> = {}): GroupRecord {
   return {
-    index: 3, id: 'r-g3', prompt, requests: [], submittedVersion: 2, submittedStep: 0, state: 'running',
-    results, ended: results.length, tokens: 0, ...over,
+    index: 3,
+    id: 'r-g3',
+    prompt,
+    requests: [],
+    submittedVersion: 2,
+    submittedStep: 0,
+    state: 'running',
+    results,
+    ended: results.length,
+    tokens: 0,
+    ...over,
   };
 }
 
@@ -112,10 +130,17 @@ describe('toBatchGroup', () => {
 describe('batchMessages', () => {
   it('appends trailing messages and cuts each assistant span out of the training view', () => {
     const r = makeResult('a', 1, 0);
-    r.messages = [{ role: 'user', content: 'q' }, { role: 'assistant', content: 'a1' }, { role: 'tool', content: 'obs' }];
+    r.messages = [
+      { role: 'user', content: 'q' },
+      { role: 'assistant', content: 'a1' },
+      { role: 'tool', content: 'obs' },
+    ];
     r.trailing_messages = [{ role: 'assistant', content: 'a2' }];
     r.tokens = {
-      prompt_ids: [1], response_ids: [10, 11, 50, 12], response_mask: [1, 1, 0, 1], logprobs: [-1, -2, 0, -3],
+      prompt_ids: [1],
+      response_ids: [10, 11, 50, 12],
+      response_mask: [1, 1, 0, 1],
+      logprobs: [-1, -2, 0, -3],
       spans: [
         { message_index: 1, start: 0, end: 2 },
         { message_index: 2, start: 2, end: 3 },
@@ -134,7 +159,13 @@ describe('batchMessages', () => {
   it('keeps token ids an assistant message already carries, and works without spans or trailing messages', () => {
     const r = makeResult('a', 1, 0);
     r.messages = [{ role: 'assistant', content: 'x', token_ids: [1], logprobs: [-9] } as Result['messages'][number]];
-    r.tokens = { prompt_ids: [], response_ids: [4, 5], response_mask: [1, 1], logprobs: [-1, -1], spans: [{ message_index: 0, start: 0, end: 2 }] } as Result['tokens'];
+    r.tokens = {
+      prompt_ids: [],
+      response_ids: [4, 5],
+      response_mask: [1, 1],
+      logprobs: [-1, -1],
+      spans: [{ message_index: 0, start: 0, end: 2 }],
+    } as Result['tokens'];
     expect(batchMessages(r)[0]).toMatchObject({ token_ids: [1], logprobs: [-9] });
     const plain = makeResult('b', 1, 2);
     plain.messages = [{ role: 'user', content: 'q' }];
@@ -144,7 +175,13 @@ describe('batchMessages', () => {
     // a span that names no message (a trimmed list) is skipped
     const past = makeResult('c', 1, 2);
     past.messages = [{ role: 'assistant', content: 'a' }];
-    past.tokens = { ...past.tokens, spans: [{ message_index: 3, start: 0, end: 1 }, { message_index: 0, start: 1, end: 2 }] } as Result['tokens'];
+    past.tokens = {
+      ...past.tokens,
+      spans: [
+        { message_index: 3, start: 0, end: 1 },
+        { message_index: 0, start: 1, end: 2 },
+      ],
+    } as Result['tokens'];
     const cut = batchMessages(past);
     expect(cut).toHaveLength(1);
     expect(cut[0]).toMatchObject({ token_ids: [7], logprobs: [-0.5] });

@@ -12,7 +12,9 @@ export const ROOT = path.resolve(path.dirname(new URL(import.meta.url).pathname)
 /** Writes a chat dataset whose pass rates give the wanted share of zero-variance groups. */
 export function chatDataset(count: number, dir = mkdtempSync(path.join(tmpdir(), 'raas-dapo-'))): string {
   const rates = [0, 1, 0.5, 0.3, 0.7, 0.5];
-  const lines = Array.from({ length: count }, (_, i) => JSON.stringify({ data_source: 'chat', instance_id: `c${i}`, turns: 1 + (i % 2), pass_rate: rates[i % rates.length] }));
+  const lines = Array.from({ length: count }, (_, i) =>
+    JSON.stringify({ data_source: 'chat', instance_id: `c${i}`, turns: 1 + (i % 2), pass_rate: rates[i % rates.length] }),
+  );
   const file = path.join(dir, 'chat.jsonl');
   writeFileSync(file, lines.join('\n') + '\n');
   return file;
@@ -33,12 +35,30 @@ export function countingChat(): { handler: AgentHandler<any>; runs: Map<string, 
 
 /** An in-process rollout server with one simulated backend registered. */
 export async function serverWithSim(opts: { decodeMs?: number; runWorkers?: number; handler?: AgentHandler<any>; host?: string } = {}) {
-  const sim = await startSim({ seed: 1, latency: { decode_ms_per_token: opts.decodeMs ?? 2 }, abort_on_weight_update: false, host: opts.host ?? '127.0.0.1' });
+  const sim = await startSim({
+    seed: 1,
+    latency: { decode_ms_per_token: opts.decodeMs ?? 2 },
+    abort_on_weight_update: false,
+    host: opts.host ?? '127.0.0.1',
+  });
   const server = await startRolloutServer(
-    { port: 0, host: opts.host ?? '127.0.0.1', workers: { run: opts.runWorkers ?? 16 }, llm: { backends: [{ address: sim.url, api: 'vllm' }] }, log_level: 'silent' } as never,
+    {
+      port: 0,
+      host: opts.host ?? '127.0.0.1',
+      workers: { run: opts.runWorkers ?? 16 },
+      llm: { backends: [{ address: sim.url, api: 'vllm' }] },
+      log_level: 'silent',
+    } as never,
     opts.handler ? { handlers: [opts.handler] } : {},
   );
-  return { sim, server, close: async () => { await server.close(); await sim.close(); } };
+  return {
+    sim,
+    server,
+    close: async () => {
+      await server.close();
+      await sim.close();
+    },
+  };
 }
 
 /**

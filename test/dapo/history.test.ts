@@ -18,9 +18,18 @@ afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
 /** 40 chat prompts: a third never solved, a third always, a third half the time. */
 const data = path.join(dir, 'mixed.jsonl');
-writeFileSync(data, Array.from({ length: 40 }, (_, i) => JSON.stringify({ data_source: 'chat', instance_id: `m${i}`, pass_rate: [0, 1, 0.5][i % 3] })).join('\n') + '\n');
+writeFileSync(
+  data,
+  Array.from({ length: 40 }, (_, i) => JSON.stringify({ data_source: 'chat', instance_id: `m${i}`, pass_rate: [0, 1, 0.5][i % 3] })).join(
+    '\n',
+  ) + '\n',
+);
 const base = {
-  seed: 3, dataset: { path: data }, n: 4, batch_size: 3, steps: 6,
+  seed: 3,
+  dataset: { path: data },
+  n: 4,
+  batch_size: 3,
+  steps: 6,
   embedded: { backends: 1, sim: { latency: { decode_ms_per_token: 0.1 } }, server: { workers: { run: 8 } } },
   selection: { mode: 'history' as const, initial_keep: 0.2 },
 };
@@ -28,7 +37,7 @@ const base = {
 const groupsOf = (records: PromptRecord[]): number => records.reduce((a, r) => a + r.groups.length, 0);
 
 describe('prompt history across checkpoint and resume', () => {
-  it('Coordinator.checkpoint() carries every prompt\'s groups and the selector state; Coordinator.resume keeps and extends them', async () => {
+  it("Coordinator.checkpoint() carries every prompt's groups and the selector state; Coordinator.resume keeps and extends them", async () => {
     const cfg = parseTrainConfig({ ...base, name: 'hist-api' });
     const a = new Coordinator(cfg, { onWarning: () => {} });
     let state: ReturnType<typeof a.checkpoint>;
@@ -75,7 +84,7 @@ describe('prompt history across checkpoint and resume', () => {
     }
   }, 120_000);
 
-  it('the sidecar\'s checkpoint answer holds the history, and its resume op continues with it', async () => {
+  it("the sidecar's checkpoint answer holds the history, and its resume op continues with it", async () => {
     const cfg = parseTrainConfig({ ...base, name: 'hist-sidecar' });
     const backend = dapoBackend(cfg, { configDir: dir, log: new StderrLog('error', () => {}) });
     const h = harness(backend);
@@ -103,16 +112,24 @@ describe('prompt history across checkpoint and resume', () => {
     const file = path.join(dir, 'hist-cli.yaml');
     const command = 'if [ {step} = 3 ] && [ ! -f {run_dir}/failed-once ]; then touch {run_dir}/failed-once; exit 3; fi';
     writeFileSync(file, JSON.stringify({ ...base, name: 'hist-cli', output_dir: path.join(dir, 'runs'), trainer: { command } }));
-    const raas = (args: string[]) => new Promise<{ code: number | null; stderr: string }>((resolve) => {
-      const child = spawn(process.execPath, [path.join(ROOT, 'dist/src/cli.js'), ...args], { cwd: dir, stdio: ['ignore', 'ignore', 'pipe'] });
-      let stderr = '';
-      child.stderr!.on('data', (c: Buffer) => (stderr += c));
-      child.on('close', (code) => resolve({ code, stderr }));
-    });
+    const raas = (args: string[]) =>
+      new Promise<{ code: number | null; stderr: string }>((resolve) => {
+        const child = spawn(process.execPath, [path.join(ROOT, 'dist/src/cli.js'), ...args], {
+          cwd: dir,
+          stdio: ['ignore', 'ignore', 'pipe'],
+        });
+        let stderr = '';
+        child.stderr!.on('data', (c: Buffer) => (stderr += c));
+        child.on('close', (code) => resolve({ code, stderr }));
+      });
     const run = path.join(dir, 'runs', 'hist-cli');
     const first = await raas(['train', file]);
     expect(first.code, first.stderr).toBe(3);
-    const read = (): PromptRecord[] => readFileSync(path.join(run, 'prompts.jsonl'), 'utf8').trim().split('\n').map((l) => PromptRecord.parse(JSON.parse(l)));
+    const read = (): PromptRecord[] =>
+      readFileSync(path.join(run, 'prompts.jsonl'), 'utf8')
+        .trim()
+        .split('\n')
+        .map((l) => PromptRecord.parse(JSON.parse(l)));
     const before = read();
     const ck = JSON.parse(readFileSync(path.join(run, 'checkpoint.json'), 'utf8')) as { coordinator: { prompts: PromptRecord[] } };
     expect(groupsOf(ck.coordinator.prompts)).toBeGreaterThan(0);
@@ -126,16 +143,36 @@ describe('prompt history across checkpoint and resume', () => {
     }
     expect(groupsOf(after)).toBeGreaterThan(groupsOf(ck.coordinator.prompts));
     expect(before.length).toBeGreaterThan(0);
-    const metrics = readFileSync(path.join(run, 'metrics.jsonl'), 'utf8').trim().split('\n').map((l) => JSON.parse(l) as Record<string, number>);
+    const metrics = readFileSync(path.join(run, 'metrics.jsonl'), 'utf8')
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l) as Record<string, number>);
     expect(metrics.map((m) => m.step)).toEqual([0, 1, 2, 3, 4, 5]);
     for (const m of metrics) {
-      for (const k of ['skipped', 'skipped_easy', 'skipped_hard', 'prompts_visited', 'visited_share', 'prompts_seen', 'prompts_mixed', 'prompts_none_solved', 'prompts_all_solved', 'keep_easy', 'keep_hard', 'mean_group_size']) expect(typeof m[k], k).toBe('number');
+      for (const k of [
+        'skipped',
+        'skipped_easy',
+        'skipped_hard',
+        'prompts_visited',
+        'visited_share',
+        'prompts_seen',
+        'prompts_mixed',
+        'prompts_none_solved',
+        'prompts_all_solved',
+        'keep_easy',
+        'keep_hard',
+        'mean_group_size',
+      ])
+        expect(typeof m[k], k).toBe('number');
       expect(m.skipped).toBe(m.skipped_easy + m.skipped_hard);
       expect(m.mean_group_size).toBe(4);
     }
     // the uniform third of the prompts gets skipped once it has history
     expect(metrics.reduce((a, m) => a + m.skipped, 0)).toBeGreaterThan(0);
-    const summary = JSON.parse(readFileSync(path.join(run, 'summary.json'), 'utf8')) as { selection: string; prompts: { dataset_size: number; prompts_visited: number } };
+    const summary = JSON.parse(readFileSync(path.join(run, 'summary.json'), 'utf8')) as {
+      selection: string;
+      prompts: { dataset_size: number; prompts_visited: number };
+    };
     expect(summary.selection).toBe('history');
     expect(summary.prompts.dataset_size).toBe(40);
   }, 180_000);

@@ -8,7 +8,11 @@ const same = (count: number, n: number, d: number, informative = true): OracleGr
 
 describe('oracleSchedule', () => {
   it('sync (bound 0), one round fills the workers: each step takes d + T', () => {
-    const d = 2, T = 0.5, S = 4, B = 3, n = 4;
+    const d = 2,
+      T = 0.5,
+      S = 4,
+      B = 3,
+      n = 4;
     const r = oracleSchedule(same(20, n, d), { workers: n * B, batch_size: B, max_staleness: 0, train_s: T, steps: S });
     expect(r.wall_s).toBeCloseTo(S * (d + T), 9);
     expect(r.informative_groups_per_s).toBeCloseTo(B / (d + T), 9);
@@ -20,7 +24,11 @@ describe('oracleSchedule', () => {
   });
 
   it('async (bound 1), trainer faster than a round: a handover every d, the trainer hidden', () => {
-    const d = 2, T = 0.5, S = 5, B = 2, n = 4;
+    const d = 2,
+      T = 0.5,
+      S = 5,
+      B = 2,
+      n = 4;
     const r = oracleSchedule(same(50, n, d), { workers: n * B, batch_size: B, max_staleness: 1, train_s: T, steps: S });
     expect(r.handover_s).toEqual([2, 4, 6, 8, 10]);
     expect(r.wall_s).toBeCloseTo(S * d + T, 9);
@@ -29,7 +37,11 @@ describe('oracleSchedule', () => {
   });
 
   it('async (bound 1), trainer slower than a round: trainer-bound at d + S·T, and what runs past the bound is dropped', () => {
-    const d = 1, T = 3, S = 4, B = 2, n = 2;
+    const d = 1,
+      T = 3,
+      S = 4,
+      B = 2,
+      n = 2;
     const r = oracleSchedule(same(200, n, d), { workers: n * B, batch_size: B, max_staleness: 1, train_s: T, steps: S });
     expect(r.handover_s).toEqual([1, 4, 7, 10]);
     expect(r.wall_s).toBeCloseTo(d + S * T, 9);
@@ -40,14 +52,20 @@ describe('oracleSchedule', () => {
   });
 
   it('worker-bound: one group at a time, no trainer time, loose bound: B·S·d', () => {
-    const d = 0.25, S = 3, B = 4, n = 3;
+    const d = 0.25,
+      S = 3,
+      B = 4,
+      n = 3;
     const r = oracleSchedule(same(100, n, d), { workers: n, batch_size: B, max_staleness: 100, train_s: 0, steps: S });
     expect(r.wall_s).toBeCloseTo(B * S * d, 9);
     expect(r.utilization).toBeCloseTo(1, 9);
   });
 
   it('zero-variance groups cost their rollouts: alternating informative and filtered doubles the work', () => {
-    const d = 1, S = 2, B = 3, n = 2;
+    const d = 1,
+      S = 2,
+      B = 3,
+      n = 2;
     const list: OracleGroup[] = [];
     for (let i = 0; i < 40; i++) list.push({ durations: [d, d], informative: i % 2 === 0 });
     const r = oracleSchedule(list, { workers: n, batch_size: B, max_staleness: 100, train_s: 0, steps: S });
@@ -74,35 +92,73 @@ describe('oracleSchedule', () => {
   });
 
   it('refuses a list without an informative group', () => {
-    expect(() => oracleSchedule(same(5, 2, 1, false), { workers: 2, batch_size: 1, max_staleness: 1, train_s: 0, steps: 1 })).toThrow(/no informative group/);
+    expect(() => oracleSchedule(same(5, 2, 1, false), { workers: 2, batch_size: 1, max_staleness: 1, train_s: 0, steps: 1 })).toThrow(
+      /no informative group/,
+    );
   });
 });
 
 describe('replayCoordinator (the real DapoCore on the measured groups, zero overhead)', () => {
-  const eq = (count: number, n: number, d: number) => Array.from({ length: count }, () => ({ durations: new Array(n).fill(d), rewards: [1, 0, 0, 0].slice(0, n) }));
+  const eq = (count: number, n: number, d: number) =>
+    Array.from({ length: count }, () => ({ durations: new Array(n).fill(d), rewards: [1, 0, 0, 0].slice(0, n) }));
 
   it('sync: each step takes d + T, as the oracle says when one round fills the workers', () => {
-    const d = 2, T = 0.5, S = 3, B = 2, n = 4;
-    const r = replayCoordinator(eq(50, n, d), { config: { mode: 'sync', n, batch_size: B }, workers: n * B, capacity: n * B, train_s: T, steps: S });
+    const d = 2,
+      T = 0.5,
+      S = 3,
+      B = 2,
+      n = 4;
+    const r = replayCoordinator(eq(50, n, d), {
+      config: { mode: 'sync', n, batch_size: B },
+      workers: n * B,
+      capacity: n * B,
+      train_s: T,
+      steps: S,
+    });
     expect(r.wall_s).toBeCloseTo(S * (d + T), 9);
   });
 
   it('async + carry-over: a handover every d, the trainer hidden, as the oracle', () => {
-    const d = 2, T = 0.5, S = 4, B = 2, n = 4;
-    const r = replayCoordinator(eq(50, n, d), { config: { mode: 'async', carry_over: true, max_staleness: 1, n, batch_size: B }, workers: n * B, capacity: n * B, train_s: T, steps: S });
-    const o = oracleSchedule(eq(50, n, d).map((g) => ({ durations: g.durations, informative: true })), { workers: n * B, batch_size: B, max_staleness: 1, train_s: T, steps: S });
+    const d = 2,
+      T = 0.5,
+      S = 4,
+      B = 2,
+      n = 4;
+    const r = replayCoordinator(eq(50, n, d), {
+      config: { mode: 'async', carry_over: true, max_staleness: 1, n, batch_size: B },
+      workers: n * B,
+      capacity: n * B,
+      train_s: T,
+      steps: S,
+    });
+    const o = oracleSchedule(
+      eq(50, n, d).map((g) => ({ durations: g.durations, informative: true })),
+      { workers: n * B, batch_size: B, max_staleness: 1, train_s: T, steps: S },
+    );
     expect(r.wall_s).toBeCloseTo(S * d + T, 9);
     expect(o.wall_s).toBeCloseTo(r.wall_s, 9);
   });
 
   it('admits whole groups only: with n + 1 workers one worker always idles, where the oracle uses it', () => {
-    const d = 1, S = 2, B = 3, n = 2;
+    const d = 1,
+      S = 2,
+      B = 3,
+      n = 2;
     const groups = eq(60, n, d);
-    const r = replayCoordinator(groups, { config: { mode: 'async', carry_over: true, max_staleness: 5, n, batch_size: B }, workers: n + 1, capacity: n + 1, train_s: 0, steps: S });
+    const r = replayCoordinator(groups, {
+      config: { mode: 'async', carry_over: true, max_staleness: 5, n, batch_size: B },
+      workers: n + 1,
+      capacity: n + 1,
+      train_s: 0,
+      steps: S,
+    });
     // One group at a time: B·S groups of d each.
     expect(r.wall_s).toBeCloseTo(B * S * d, 9);
     expect(r.utilization).toBeCloseTo(n / (n + 1), 9);
-    const o = oracleSchedule(groups.map((g) => ({ durations: g.durations, informative: true })), { workers: n + 1, batch_size: B, max_staleness: 5, train_s: 0, steps: S });
+    const o = oracleSchedule(
+      groups.map((g) => ({ durations: g.durations, informative: true })),
+      { workers: n + 1, batch_size: B, max_staleness: 5, train_s: 0, steps: S },
+    );
     expect(o.wall_s).toBeLessThan(r.wall_s);
   });
 });

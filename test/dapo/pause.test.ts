@@ -15,11 +15,18 @@ import { talkHandler } from '../server/fixtures/talk-handler.js';
 // next batch → pause → the engines go away (the simulators are stopped: a training step on their
 // GPUs) → update_weights → the engines come back on the same ports → resume.
 
-const SIM = { seed: 6, request_log: 5000, latency: { decode_ms_per_token: 0.4 }, filler: { median_tokens: 120, sigma: 0.3, min_tokens: 40, max_tokens: 200 } };
+const SIM = {
+  seed: 6,
+  request_log: 5000,
+  latency: { decode_ms_per_token: 0.4 },
+  filler: { median_tokens: 120, sigma: 0.3, min_tokens: 40, max_tokens: 200 },
+};
 
 function talkDataset(count: number): string {
   const file = path.join(mkdtempSync(path.join(tmpdir(), 'raas-pause-')), 'talk.jsonl');
-  const rows = Array.from({ length: count }, (_, i) => JSON.stringify({ data_source: 'talk', instance_id: `t${i}`, turns: 2 + (i % 2), pass_rate: 0.5 }));
+  const rows = Array.from({ length: count }, (_, i) =>
+    JSON.stringify({ data_source: 'talk', instance_id: `t${i}`, turns: 2 + (i % 2), pass_rate: 0.5 }),
+  );
   writeFileSync(file, rows.join('\n') + '\n');
   return file;
 }
@@ -60,11 +67,23 @@ describe('pause() / resume() for co-located trainers (real rollout server, simul
       const engines = new Engines();
       await engines.start(2);
       cleanups.push(() => engines.stop());
-      const server: RolloutServer = await startRolloutServer({ port: 0, log_level: 'silent', workers: { run: 16 } }, { handlers: [talkHandler] });
+      const server: RolloutServer = await startRolloutServer(
+        { port: 0, log_level: 'silent', workers: { run: 16 } },
+        { handlers: [talkHandler] },
+      );
       cleanups.push(() => server.close());
       const c = new Coordinator({
-        name: `colo-${mode}`, seed: 11, servers: [{ url: server.url }], backends: engines.urls, dataset: { path: talkDataset(200) },
-        n: 4, batch_size: 2, max_staleness: 4, steps: 3, max_inflight_jobs: 16, sampling_params: { seed: 5, max_tokens_per_turn: 256 },
+        name: `colo-${mode}`,
+        seed: 11,
+        servers: [{ url: server.url }],
+        backends: engines.urls,
+        dataset: { path: talkDataset(200) },
+        n: 4,
+        batch_size: 2,
+        max_staleness: 4,
+        steps: 3,
+        max_inflight_jobs: 16,
+        sampling_params: { seed: 5, max_tokens_per_turn: 256 },
       });
       cleanups.push(() => c.close());
 
@@ -129,7 +148,14 @@ describe('pause() / resume() for co-located trainers (real rollout server, simul
     cleanups.push(() => engines.stop());
     const server = await startRolloutServer({ port: 0, log_level: 'silent' }, { handlers: [talkHandler] });
     cleanups.push(() => server.close());
-    const c = new Coordinator({ name: 'colo-bad', servers: [{ url: server.url }], backends: engines.urls, dataset: { path: talkDataset(20) }, n: 2, batch_size: 1 });
+    const c = new Coordinator({
+      name: 'colo-bad',
+      servers: [{ url: server.url }],
+      backends: engines.urls,
+      dataset: { path: talkDataset(20) },
+      n: 2,
+      batch_size: 1,
+    });
     cleanups.push(() => c.close());
     const err = await c.pause({ mode: 'sleep' as never }).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(RaasError);

@@ -25,19 +25,30 @@ function raas(args: string[]): Promise<{ code: number | null; stdout: string; st
   });
 }
 
-const lines = (f: string): Array<{ step: number; groups: Array<{ group_id: string }> }> => readFileSync(f, 'utf8').trim().split('\n').map((l) => JSON.parse(l));
+const lines = (f: string): Array<{ step: number; groups: Array<{ group_id: string }> }> =>
+  readFileSync(f, 'utf8')
+    .trim()
+    .split('\n')
+    .map((l) => JSON.parse(l));
 
 describe('raas train --resume (built CLI, embedded)', () => {
   it('a run whose trainer command failed at step 1 resumes there, appends to its outputs and finishes; a finished run is not run again', async () => {
     const cfg = path.join(dir, 'fail-once.yaml');
     // The command fails once at step 1 (a crashed trainer), then succeeds.
     const command = 'if [ {step} = 1 ] && [ ! -f {run_dir}/failed-once ]; then touch {run_dir}/failed-once; exit 3; fi';
-    writeFileSync(cfg, `name: fail-once\nseed: 4\nembedded: {backends: 1, sim: {latency: {decode_ms_per_token: 0.2}}}\ndataset: {path: ${dataset}}\nn: 4\nbatch_size: 2\nsteps: 3\noutput_dir: ${dir}/runs\ntrainer:\n  command: ${JSON.stringify(command)}\n`);
+    writeFileSync(
+      cfg,
+      `name: fail-once\nseed: 4\nembedded: {backends: 1, sim: {latency: {decode_ms_per_token: 0.2}}}\ndataset: {path: ${dataset}}\nn: 4\nbatch_size: 2\nsteps: 3\noutput_dir: ${dir}/runs\ntrainer:\n  command: ${JSON.stringify(command)}\n`,
+    );
     const run = path.join(dir, 'runs', 'fail-once');
     const first = await raas(['train', cfg]);
     expect(first.code, first.stderr).toBe(3);
     expect(first.stderr).toMatch(new RegExp(`continue the run with: raas train --resume ${run}`));
-    expect(JSON.parse(readFileSync(path.join(run, 'summary.json'), 'utf8'))).toMatchObject({ status: 'failed', steps_asked: 3, steps_done: 1 });
+    expect(JSON.parse(readFileSync(path.join(run, 'summary.json'), 'utf8'))).toMatchObject({
+      status: 'failed',
+      steps_asked: 3,
+      steps_done: 1,
+    });
     // Step 1's batch was written before its command failed; the checkpoint is the one of step 0.
     expect(lines(path.join(run, 'batches.jsonl')).map((b) => b.step)).toEqual([0, 1]);
     expect((await readTrainCheckpoint(run)).steps_done).toBe(1);
@@ -86,7 +97,10 @@ describe('raas train --resume (built CLI, embedded)', () => {
 describe('RunWriter.reopen and planResume', () => {
   it('cuts batches.jsonl back to the checkpoint, removes later step files, keeps the finished rows', async () => {
     const cfg = path.join(dir, 'plain.yaml');
-    writeFileSync(cfg, `name: plain\nseed: 4\nembedded: {backends: 1, sim: {latency: {decode_ms_per_token: 0.2}}}\ndataset: {path: ${dataset}}\nn: 4\nbatch_size: 2\nsteps: 2\noutput_dir: ${dir}/runs\n`);
+    writeFileSync(
+      cfg,
+      `name: plain\nseed: 4\nembedded: {backends: 1, sim: {latency: {decode_ms_per_token: 0.2}}}\ndataset: {path: ${dataset}}\nn: 4\nbatch_size: 2\nsteps: 2\noutput_dir: ${dir}/runs\n`,
+    );
     expect((await raas(['train', cfg])).code).toBe(0);
     const run = path.join(dir, 'runs', 'plain');
     const ck = await readTrainCheckpoint(run);
@@ -106,11 +120,17 @@ describe('RunWriter.reopen and planResume', () => {
     const other = path.join(dir, 'other.yaml');
     writeFileSync(other, readFileSync(cfg, 'utf8').replace('name: plain', 'name: other'));
     const { loadTrainConfig } = await import('../../src/dapo/config.js');
-    await expect(planResume(run, loadTrainConfig(other))).rejects.toMatchObject({ code: 'config_invalid', message: expect.stringMatching(/name "other" differs from the run's "plain"/) });
+    await expect(planResume(run, loadTrainConfig(other))).rejects.toMatchObject({
+      code: 'config_invalid',
+      message: expect.stringMatching(/name "other" differs from the run's "plain"/),
+    });
     // Keys the checkpoint's groups were built from cannot change under a resume.
     const bigger = path.join(dir, 'bigger.yaml');
     writeFileSync(bigger, readFileSync(cfg, 'utf8').replace('n: 4', 'n: 8'));
-    await expect(planResume(run, loadTrainConfig(bigger))).rejects.toMatchObject({ code: 'config_invalid', message: expect.stringMatching(/key "n" is 8 in the given config but 4 in the run's config.json/) });
+    await expect(planResume(run, loadTrainConfig(bigger))).rejects.toMatchObject({
+      code: 'config_invalid',
+      message: expect.stringMatching(/key "n" is 8 in the given config but 4 in the run's config.json/),
+    });
     expect((await planResume(run, loadTrainConfig(cfg))).cfg.name).toBe('plain');
     // A truncated batches.jsonl (changed by hand) is refused rather than appended to.
     writeFileSync(path.join(run, 'batches.jsonl'), '');

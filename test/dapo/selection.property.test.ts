@@ -30,7 +30,11 @@ describe('selection: no prompt is starved, every skip is visible (property)', ()
         };
         let worst = 0;
         const r = runDes({
-          seed, capacity: 24, steps: 25, prompts: w.prompts, passRate: rate,
+          seed,
+          capacity: 24,
+          steps: 25,
+          prompts: w.prompts,
+          passRate: rate,
           config: { mode, n: 4, batch_size: 3, selection: { mode: 'history', ...sel } },
           afterHandover: (core) => {
             for (const rec of core.history.all()) worst = Math.max(worst, rec.skip_streak);
@@ -59,7 +63,11 @@ describe('selection: no prompt is starved, every skip is visible (property)', ()
     fc.assert(
       fc.property(fc.integer({ min: 0, max: 4 }), fc.integer({ min: 0, max: 1000 }), (k, seed) => {
         const r = runDes({
-          seed, capacity: 16, steps: 40, prompts: 12, passRate: (i) => (i % 3 === 0 ? 0.5 : i % 3 === 1 ? 0 : 1),
+          seed,
+          capacity: 16,
+          steps: 40,
+          prompts: 12,
+          passRate: (i) => (i % 3 === 0 ? 0.5 : i % 3 === 1 ? 0 : 1),
           config: { n: 4, batch_size: 2, selection: { mode: 'history', max_skips: k, explore: 0.01, initial_keep: 0.05 } },
         });
         const epochs = r.core.dataset.cursor.epoch;

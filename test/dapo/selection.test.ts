@@ -7,13 +7,33 @@ import { Selector, recency, streakOf } from '../../src/dapo/selection.js';
 import type { SelectionConfig } from '../../src/protocol/config-train.js';
 import { makeResult, runDes } from './des.js';
 
-const cfgOf = (sel: Partial<SelectionConfig> = {}): SelectionConfig => parseTrainConfig({ dataset: { path: 'x.jsonl' }, selection: { mode: 'history', ...sel } }).selection;
-const grp = (verdict: HistoryGroup['verdict'], rewards: number[], version = 0): HistoryGroup => ({ step: 0, version, rewards, errors: 0, verdict });
-const rec = (groups: HistoryGroup[], skipStreak = 0): PromptRecord => ({ data_source: 'chat', instance_id: 1, submitted: groups.length, skips: skipStreak, skip_streak: skipStreak, groups });
+const cfgOf = (sel: Partial<SelectionConfig> = {}): SelectionConfig =>
+  parseTrainConfig({ dataset: { path: 'x.jsonl' }, selection: { mode: 'history', ...sel } }).selection;
+const grp = (verdict: HistoryGroup['verdict'], rewards: number[], version = 0): HistoryGroup => ({
+  step: 0,
+  version,
+  rewards,
+  errors: 0,
+  verdict,
+});
+const rec = (groups: HistoryGroup[], skipStreak = 0): PromptRecord => ({
+  data_source: 'chat',
+  instance_id: 1,
+  submitted: groups.length,
+  skips: skipStreak,
+  skip_streak: skipStreak,
+  groups,
+});
 
 describe('streakOf: the run of latest uniform groups', () => {
   it('counts the latest uniform groups of one kind back to an informative one, passing over errors', () => {
-    const r = rec([grp('filtered', [0, 0]), grp('accepted', [0, 1]), grp('filtered', [0, 0]), grp('dropped_error', [0]), grp('filtered', [0, 0])]);
+    const r = rec([
+      grp('filtered', [0, 0]),
+      grp('accepted', [0, 1]),
+      grp('filtered', [0, 0]),
+      grp('dropped_error', [0]),
+      grp('filtered', [0, 0]),
+    ]);
     expect(streakOf(r, 0, null)).toEqual({ kind: 'hard', count: 2, weight: 2 });
   });
   it('a group uniform the other way ends the run (the prompt flipped from never to always solved)', () => {
@@ -105,13 +125,27 @@ describe('DapoCore with selection: every skip is counted, the epoch logic holds'
   const rows: Prompt[] = Array.from({ length: 11 }, (_, i) => ({ data_source: 'chat', instance_id: i }));
   const rewardOf = (i: number, k: number): number => (i === 10 ? k % 2 : i < 5 ? 0 : 1);
   function drive(selection: Partial<SelectionConfig>, epochs: number) {
-    const cfg = parseTrainConfig({ name: 't', dataset: { path: 'x.jsonl', epochs, shuffle: false }, n: 2, batch_size: 1, max_staleness: 0, mode: 'sync', selection: { mode: 'history', ...selection } });
+    const cfg = parseTrainConfig({
+      name: 't',
+      dataset: { path: 'x.jsonl', epochs, shuffle: false },
+      n: 2,
+      batch_size: 1,
+      max_staleness: 0,
+      mode: 'sync',
+      selection: { mode: 'history', ...selection },
+    });
     let now = 0;
-    const core = new DapoCore(cfg, new PromptDataset(rows, cfg.dataset, 0), { now: () => now, setTimeout: () => 0, clearTimeout: () => {} }, 100);
+    const core = new DapoCore(
+      cfg,
+      new PromptDataset(rows, cfg.dataset, 0),
+      { now: () => now, setTimeout: () => 0, clearTimeout: () => {} },
+      100,
+    );
     const batches = [];
     for (let guard = 0; guard < 100 && !core.exhausted(); guard++) {
       core.demand = true;
-      for (const g of core.admit()) g.requests.forEach((r, k) => core.onResult(r.job_id!, makeResult(r.job_id!, rewardOf(Number(g.prompt.instance_id), k), 3)));
+      for (const g of core.admit())
+        g.requests.forEach((r, k) => core.onResult(r.job_id!, makeResult(r.job_id!, rewardOf(Number(g.prompt.instance_id), k), 3)));
       now += 10;
       if (core.ready()) batches.push(core.handover().batch);
       else if (core.runningGroups === 0 && core.dataset.exhausted) break;
@@ -119,7 +153,7 @@ describe('DapoCore with selection: every skip is counted, the epoch logic holds'
     return { core, batches };
   }
 
-  it('counts skips per step and per prompt, and a skip takes the prompt\'s turn in the epoch', () => {
+  it("counts skips per step and per prompt, and a skip takes the prompt's turn in the epoch", () => {
     const { core, batches } = drive({ explore: 0.05, initial_keep: 0.05, max_skips: 100 }, 4);
     const perPrompt = core.history.all();
     const turns = perPrompt.map((r) => r.submitted + r.skips);
@@ -142,11 +176,25 @@ describe('DapoCore with selection: every skip is counted, the epoch logic holds'
 
   it('one admission call skips at most one pass over the dataset, then submits (it always ends)', () => {
     const few: Prompt[] = rows.slice(0, 3);
-    const cfg = parseTrainConfig({ name: 't', dataset: { path: 'x.jsonl', shuffle: false }, n: 2, batch_size: 1, max_staleness: 0, selection: { mode: 'history', max_skips: 1000, explore: 0.01, initial_keep: 0.05 } });
-    const core = new DapoCore(cfg, new PromptDataset(few, cfg.dataset, 0), { now: () => 0, setTimeout: () => 0, clearTimeout: () => {} }, 100);
-    const finish = (gs: ReturnType<DapoCore['admit']>) => gs.forEach((g) => g.requests.forEach((r) => core.onResult(r.job_id!, makeResult(r.job_id!, 0, 3))));
+    const cfg = parseTrainConfig({
+      name: 't',
+      dataset: { path: 'x.jsonl', shuffle: false },
+      n: 2,
+      batch_size: 1,
+      max_staleness: 0,
+      selection: { mode: 'history', max_skips: 1000, explore: 0.01, initial_keep: 0.05 },
+    });
+    const core = new DapoCore(
+      cfg,
+      new PromptDataset(few, cfg.dataset, 0),
+      { now: () => 0, setTimeout: () => 0, clearTimeout: () => {} },
+      100,
+    );
+    const finish = (gs: ReturnType<DapoCore['admit']>) =>
+      gs.forEach((g) => g.requests.forEach((r) => core.onResult(r.job_id!, makeResult(r.job_id!, 0, 3))));
     // Ten groups of all-0 rewards per prompt: keep = max(0.01, 0.05^10).
-    for (let i = 0; i < 10; i++) for (const p of few) core.history.recordGroup(p, { step: 0, version: 0, rewards: [0, 0], errors: 0, verdict: 'filtered' });
+    for (let i = 0; i < 10; i++)
+      for (const p of few) core.history.recordGroup(p, { step: 0, version: 0, rewards: [0, 0], errors: 0, verdict: 'filtered' });
     for (let call = 0; call < 20; call++) {
       const before = core.totals.skipped;
       const gs = core.admit();
@@ -165,7 +213,8 @@ describe('DapoCore with selection: every skip is counted, the epoch logic holds'
 describe('selection on the discrete-event fleet (real DapoCore, virtual time)', () => {
   // 200 prompts whose pass rate is 0, 1 or 0.5: after the first epoch the uniform ones are skipped.
   const rate = (i: number): number => [0, 0, 1, 0.5, 0][i % 5]!;
-  const run = (mode: 'none' | 'history') => runDes({ seed: 3, capacity: 32, steps: 40, prompts: 200, passRate: rate, config: { n: 8, batch_size: 8, selection: { mode } } });
+  const run = (mode: 'none' | 'history') =>
+    runDes({ seed: 3, capacity: 32, steps: 40, prompts: 200, passRate: rate, config: { n: 8, batch_size: 8, selection: { mode } } });
   it('spends fewer rollouts per accepted group than without selection, and keeps the bound', () => {
     const none = run('none');
     const hist = run('history');

@@ -74,12 +74,29 @@ describe('datasets', () => {
       columnData: [
         { name: 'data_source', data: ['openai/gsm8k', 'openai/gsm8k'], type: 'STRING' },
         { name: 'prompt', data: [[{ role: 'user', content: '1+1?' }], [{ role: 'user', content: '2+2?' }]] },
-        { name: 'reward_model', data: [{ style: 'rule', ground_truth: '2' }, { style: 'rule', ground_truth: '4' }] },
-        { name: 'extra_info', data: [{ index: 7, split: 'train' }, { index: 8, split: 'train' }] },
+        {
+          name: 'reward_model',
+          data: [
+            { style: 'rule', ground_truth: '2' },
+            { style: 'rule', ground_truth: '4' },
+          ],
+        },
+        {
+          name: 'extra_info',
+          data: [
+            { index: 7, split: 'train' },
+            { index: 8, split: 'train' },
+          ],
+        },
       ],
     });
     const p = await loadDataset({ path: pq, shuffle: false, data_source: 'math' }, 0);
-    expect(p.rows[0]).toMatchObject({ data_source: 'math', instance_id: 7, prompt: [{ role: 'user', content: '1+1?' }], reward_model: { ground_truth: '2' } });
+    expect(p.rows[0]).toMatchObject({
+      data_source: 'math',
+      instance_id: 7,
+      prompt: [{ role: 'user', content: '1+1?' }],
+      reward_model: { ground_truth: '2' },
+    });
     expect(p.rows[1].instance_id).toBe(8);
   });
 

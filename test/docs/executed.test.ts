@@ -26,7 +26,13 @@ import { RUNNABLE, docBlocks, type DocBlock } from './blocks.js';
 //   `--set batch_size=1` (one accepted group per step).
 
 const ROOT = path.resolve(path.dirname(new URL(import.meta.url).pathname), '../..');
-const DOCS = ['README.md', ...readdirSync(path.join(ROOT, 'docs')).filter((f) => f.endsWith('.md')).sort().map((f) => `docs/${f}`)];
+const DOCS = [
+  'README.md',
+  ...readdirSync(path.join(ROOT, 'docs'))
+    .filter((f) => f.endsWith('.md'))
+    .sort()
+    .map((f) => `docs/${f}`),
+];
 const ALL = DOCS.flatMap((d) => docBlocks(path.join(ROOT, d)).map((b) => ({ ...b, file: d })));
 const RUN = ALL.filter((b) => RUNNABLE.has(b.lang));
 const OUT = mkdtempSync(path.join(tmpdir(), 'raas-docs-'));
@@ -53,7 +59,11 @@ async function freePort(): Promise<number> {
 }
 
 /** Runs a command; resolves with its exit code and output (killed with its process group after `timeoutMs`). */
-function run(cmd: string, args: string[], opts: { env?: NodeJS.ProcessEnv; timeoutMs?: number; input?: string } = {}): Promise<{ code: number | null; out: string }> {
+function run(
+  cmd: string,
+  args: string[],
+  opts: { env?: NodeJS.ProcessEnv; timeoutMs?: number; input?: string } = {},
+): Promise<{ code: number | null; out: string }> {
   return new Promise((resolve) => {
     const child = spawn(cmd, args, { cwd: ROOT, env: { ...process.env, ...opts.env }, detached: true, stdio: ['pipe', 'pipe', 'pipe'] });
     let out = '';
@@ -62,11 +72,19 @@ function run(cmd: string, args: string[], opts: { env?: NodeJS.ProcessEnv; timeo
     const limit = opts.timeoutMs ?? 240_000;
     const timer = setTimeout(() => {
       out += `\n[docs test: timed out after ${limit} ms]`;
-      try { process.kill(-child.pid!, 'SIGKILL'); } catch { /* gone */ }
+      try {
+        process.kill(-child.pid!, 'SIGKILL');
+      } catch {
+        /* gone */
+      }
     }, limit);
     child.on('close', (code) => {
       clearTimeout(timer);
-      try { process.kill(-child.pid!, 'SIGKILL'); } catch { /* gone */ }
+      try {
+        process.kill(-child.pid!, 'SIGKILL');
+      } catch {
+        /* gone */
+      }
       resolve({ code, out });
     });
     child.stdin.end(opts.input ?? '');
@@ -75,7 +93,13 @@ function run(cmd: string, args: string[], opts: { env?: NodeJS.ProcessEnv; timeo
 
 /** Shell lines of a block: continuation lines joined, `console` prompts stripped, output lines dropped. */
 function shellLines(b: DocBlock): string[] {
-  const raw = b.lang === 'console' ? b.code.split('\n').filter((l) => l.startsWith('$ ')).map((l) => l.slice(2)) : b.code.split('\n');
+  const raw =
+    b.lang === 'console'
+      ? b.code
+          .split('\n')
+          .filter((l) => l.startsWith('$ '))
+          .map((l) => l.slice(2))
+      : b.code.split('\n');
   const out: string[] = [];
   for (const l of raw) {
     if (out.length && out.at(-1)!.endsWith('\\')) out[out.length - 1] = out.at(-1)!.slice(0, -1) + ' ' + l.trim();
@@ -131,10 +155,13 @@ describe('executed docs: every runnable block of README.md and docs/*.md', () =>
   it('runs or says why not (a not-executed marker with a reason)', () => {
     const skipped = RUN.filter((b) => b.notExecuted);
     const executed = RUN.filter((b) => !b.notExecuted);
-    process.stderr.write(`executed docs: ${executed.length} blocks run, ${skipped.length} marked not-executed:\n${skipped.map((b) => `  ${b.file}:${b.line} (${b.lang}): ${b.notExecuted}`).join('\n')}\n`);
+    process.stderr.write(
+      `executed docs: ${executed.length} blocks run, ${skipped.length} marked not-executed:\n${skipped.map((b) => `  ${b.file}:${b.line} (${b.lang}): ${b.notExecuted}`).join('\n')}\n`,
+    );
     expect(executed.length).toBeGreaterThanOrEqual(10);
     // A marker before a block that would not run anyway is a leftover.
-    for (const b of ALL.filter((x) => x.notExecuted && !RUNNABLE.has(x.lang))) expect.fail(`${b.file}:${b.line}: not-executed marker before a ${b.lang || 'plain'} block`);
+    for (const b of ALL.filter((x) => x.notExecuted && !RUNNABLE.has(x.lang)))
+      expect.fail(`${b.file}:${b.line}: not-executed marker before a ${b.lang || 'plain'} block`);
   });
 
   for (const doc of DOCS) {
@@ -145,7 +172,17 @@ describe('executed docs: every runnable block of README.md and docs/*.md', () =>
       const env = { PATH: `${BIN}:${process.env.PATH}`, PYTHONPATH: path.join(ROOT, 'bridges/python'), RAAS_TOKEN: 'docs-test-token' };
       const shell = blocks.filter((b) => ['sh', 'bash', 'shell', 'console'].includes(b.lang));
       if (shell.length) {
-        const script = PRELUDE + shell.map((b) => `echo "### ${doc}:${b.line}" >&2\n${shellLines(b).flatMap((l) => rewrite(l, ports, path.join(OUT, doc.replace(/\W/g, '_')))).join('\n')}`).join('\n') + '\n';
+        const script =
+          PRELUDE +
+          shell
+            .map(
+              (b) =>
+                `echo "### ${doc}:${b.line}" >&2\n${shellLines(b)
+                  .flatMap((l) => rewrite(l, ports, path.join(OUT, doc.replace(/\W/g, '_'))))
+                  .join('\n')}`,
+            )
+            .join('\n') +
+          '\n';
         writeFileSync(path.join(OUT, `${doc.replace(/\W/g, '_')}.sh`), script);
         const r = await run('bash', [path.join(OUT, `${doc.replace(/\W/g, '_')}.sh`)], { env });
         expect(r.code, `${doc} shell blocks failed:\n${r.out.slice(-4000)}`).toBe(0);

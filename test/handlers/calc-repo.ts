@@ -6,11 +6,16 @@ import path from 'node:path';
 
 /** git with a fixed identity and default branch, in `cwd`; its stdout, trimmed. */
 export const git = (cwd: string, ...args: string[]): string =>
-  execFileSync('git', ['-c', 'user.name=raas', '-c', 'user.email=raas@localhost', '-c', 'init.defaultBranch=main', ...args], { cwd, encoding: 'utf8' }).trim();
+  execFileSync('git', ['-c', 'user.name=raas', '-c', 'user.email=raas@localhost', '-c', 'init.defaultBranch=main', ...args], {
+    cwd,
+    encoding: 'utf8',
+  }).trim();
 
 export const CALC = '"""A tiny calculator."""\n\n\ndef add(a, b):\n    return a - b\n\n\ndef sub(a, b):\n    return a - b\n';
-export const TESTS = 'import unittest\n\nfrom calc import sub\n\n\nclass CalcTest(unittest.TestCase):\n    def test_sub(self):\n        self.assertEqual(sub(5, 3), 2)\n';
-export const TESTS_AFTER = 'import unittest\n\nfrom calc import add, sub\n\n\nclass CalcTest(unittest.TestCase):\n    def test_add(self):\n        self.assertEqual(add(2, 3), 5)\n\n    def test_sub(self):\n        self.assertEqual(sub(5, 3), 2)\n';
+export const TESTS =
+  'import unittest\n\nfrom calc import sub\n\n\nclass CalcTest(unittest.TestCase):\n    def test_sub(self):\n        self.assertEqual(sub(5, 3), 2)\n';
+export const TESTS_AFTER =
+  'import unittest\n\nfrom calc import add, sub\n\n\nclass CalcTest(unittest.TestCase):\n    def test_add(self):\n        self.assertEqual(add(2, 3), 5)\n\n    def test_sub(self):\n        self.assertEqual(sub(5, 3), 2)\n';
 export const F2P = 'tests.test_calc.CalcTest.test_add';
 export const P2P = 'tests.test_calc.CalcTest.test_sub';
 

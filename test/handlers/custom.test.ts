@@ -21,15 +21,27 @@ const writer: SimPolicy = {
     const m = /Create \/workspace\/(\S+) whose content is exactly:\n([\s\S]*)$/.exec(t.firstUser ?? '');
     if (!m) return undefined;
     const content = m[2]!.includes('typo') ? m[2]!.replace('typo', 'tpyo') : m[2]!;
-    if (t.assistant.length === 0) return { text: `<tool_call>\n${JSON.stringify({ name: 'str_replace_editor', arguments: { command: 'create', path: `/workspace/${m[1]}`, file_text: content } })}\n</tool_call>` };
+    if (t.assistant.length === 0)
+      return {
+        text: `<tool_call>\n${JSON.stringify({ name: 'str_replace_editor', arguments: { command: 'create', path: `/workspace/${m[1]}`, file_text: content } })}\n</tool_call>`,
+      };
     return { text: 'Done.\n<tool_call>\n{"name": "finish", "arguments": {"message": "written"}}\n</tool_call>' };
   },
 };
 
 beforeAll(async () => {
   sim = await startSim({ seed: 1 }, { policies: [writer] });
-  srv = await startRolloutServer({ port: 0, log_level: 'silent', sandbox: { runtime: 'bwrap', root }, handler_modules: [path.join(here, 'fixtures/write-file.ts')] });
-  await fetch(`${srv.url}/add_llm_server`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ address: sim.url }) });
+  srv = await startRolloutServer({
+    port: 0,
+    log_level: 'silent',
+    sandbox: { runtime: 'bwrap', root },
+    handler_modules: [path.join(here, 'fixtures/write-file.ts')],
+  });
+  await fetch(`${srv.url}/add_llm_server`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ address: sim.url }),
+  });
 }, 60_000);
 afterAll(async () => {
   await srv?.close();
@@ -38,7 +50,11 @@ afterAll(async () => {
 });
 
 async function process(instance: Record<string, unknown>): Promise<{ status: number; body: any }> {
-  const res = await fetch(`${srv.url}/process`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ instance }) });
+  const res = await fetch(`${srv.url}/process`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ instance }),
+  });
   return { status: res.status, body: await res.json() };
 }
 
@@ -58,6 +74,11 @@ it('the fixture is the handler printed in docs/tasks.md', () => {
   const start = doc.indexOf('// handlers/write-file.ts');
   const block = doc.slice(doc.indexOf('\n', start) + 1, doc.indexOf('```', start));
   const fixture = fs.readFileSync(path.join(here, 'fixtures/write-file.ts'), 'utf8');
-  const body = (s: string) => s.split('\n').filter((l) => !l.startsWith('import ') && !l.startsWith('//')).join('\n').trim();
+  const body = (s: string) =>
+    s
+      .split('\n')
+      .filter((l) => !l.startsWith('import ') && !l.startsWith('//'))
+      .join('\n')
+      .trim();
   expect(body(fixture)).toBe(body(block));
 });

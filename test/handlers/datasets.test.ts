@@ -55,7 +55,11 @@ function runPrograms(runs: Array<{ source: string; input: string; group?: string
 }
 
 describe('code dataset', () => {
-  const rows = readJsonl('code.jsonl') as Array<{ instance_id: string; tests: Array<{ input: string; output: string }>; reference_solution: string }>;
+  const rows = readJsonl('code.jsonl') as Array<{
+    instance_id: string;
+    tests: Array<{ input: string; output: string }>;
+    reference_solution: string;
+  }>;
   it('has at least 20 tasks, each with hidden tests and a reference solution', () => {
     expect(rows.length).toBeGreaterThanOrEqual(20);
     for (const r of rows) {
@@ -64,7 +68,12 @@ describe('code dataset', () => {
     }
   });
   it('every reference solution passes every hidden test; every scripted near-miss fails one', () => {
-    const runs = rows.flatMap((r) => r.tests.flatMap((t) => [{ source: r.reference_solution, input: t.input }, { source: mutateProgram(r.reference_solution), input: t.input, group: r.instance_id, expect: t.output }]));
+    const runs = rows.flatMap((r) =>
+      r.tests.flatMap((t) => [
+        { source: r.reference_solution, input: t.input },
+        { source: mutateProgram(r.reference_solution), input: t.input, group: r.instance_id, expect: t.output },
+      ]),
+    );
     const results = runPrograms(runs);
     let k = 0;
     for (const r of rows) {
@@ -133,7 +142,10 @@ describe('swe dataset', () => {
           expect(wrong, `${row.key}: near-miss edits pass`).toBe(false);
           const edits = swePlan(row, false, 0).filter((st) => typeof st.call !== 'function' && st.call.name === 'str_replace_editor');
           expect(edits.length, `${row.key}: near-miss makes no edit`).toBeGreaterThan(0);
-          for (const e of edits) expect((e.call as { arguments: { old_str: string; new_str: string } }).arguments.new_str).not.toBe((e.call as { arguments: { old_str: string } }).arguments.old_str);
+          for (const e of edits)
+            expect((e.call as { arguments: { old_str: string; new_str: string } }).arguments.new_str).not.toBe(
+              (e.call as { arguments: { old_str: string } }).arguments.old_str,
+            );
         }),
       ),
     );

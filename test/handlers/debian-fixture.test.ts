@@ -38,7 +38,7 @@ async function grade(patch: string) {
 }
 
 describe('a real upstream fix from a Debian source package, graded as SWE-bench grades it', { timeout: 180_000 }, () => {
-  it('the instance: the fix\'s new tests fail before it and pass after; the others pass throughout', () => {
+  it("the instance: the fix's new tests fail before it and pass after; the others pass throughout", () => {
     const i = fx.instance as { FAIL_TO_PASS: string[]; PASS_TO_PASS: string[]; test_patch: string };
     expect([...i.FAIL_TO_PASS].sort()).toEqual([
       'tests/test_dicttoxml.py::DictToXMLTestCase::test_rejects_attribute_name_with_angle_brackets',
@@ -55,7 +55,12 @@ describe('a real upstream fix from a Debian source package, graded as SWE-bench 
     const r = await grade(fx.goldPatch);
     expect(r.resolved, JSON.stringify(r.details).slice(0, 3000)).toBe(true);
     expect(r.filter_reason).toBeUndefined();
-    expect(r.details).toMatchObject({ grading: 'log', log_parser: 'pytest', resolution: 'RESOLVED_FULL', canaries: { expected: true, forged: false } });
+    expect(r.details).toMatchObject({
+      grading: 'log',
+      log_parser: 'pytest',
+      resolution: 'RESOLVED_FULL',
+      canaries: { expected: true, forged: false },
+    });
     expect(Object.values(r.details.PASS_TO_PASS).every((s) => s === 'PASSED')).toBe(true);
   });
 
@@ -77,7 +82,9 @@ describe('a real upstream fix from a Debian source package, graded as SWE-bench 
     const r = await grade(patch);
     expect(r.resolved).toBe(false);
     expect(r.details.resolution).toBe('RESOLVED_NO');
-    const failed = Object.entries(r.details.PASS_TO_PASS).filter(([, s]) => s !== 'PASSED').map(([t]) => t);
+    const failed = Object.entries(r.details.PASS_TO_PASS)
+      .filter(([, s]) => s !== 'PASSED')
+      .map(([t]) => t);
     expect(failed).toEqual(['tests/test_dicttoxml.py::DictToXMLTestCase::test_boolean_unparse']);
     expect(Object.values(r.details.FAIL_TO_PASS).every((s) => s === 'PASSED')).toBe(true);
   });

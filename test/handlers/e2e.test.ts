@@ -40,7 +40,9 @@ const chattyPolicy: SimPolicy = {
 
 /** Rows as the sim sees them (same seed, same Beta): pick instances whose success is mixed. */
 function mixed<T extends TaskRow['task']>(file: string, task: T): Extract<TaskRow, { task: T }> {
-  const rows = toTaskRows(readJsonl(file), { seed: SIM_SEED, alpha: DEFAULT_ALPHA, beta: DEFAULT_BETA }) as Array<Extract<TaskRow, { task: T }>>;
+  const rows = toTaskRows(readJsonl(file), { seed: SIM_SEED, alpha: DEFAULT_ALPHA, beta: DEFAULT_BETA }) as Array<
+    Extract<TaskRow, { task: T }>
+  >;
   const row = rows.filter((r) => r.task === task).sort((a, b) => Math.abs(a.p - 0.5) - Math.abs(b.p - 0.5))[0];
   if (!row) throw new Error(`no ${task} row`);
   return row;
@@ -52,13 +54,24 @@ describe('math, code and swe end to end (rollout server + simulated backend + bw
   const root = `${process.getuid?.() === 0 ? '/var/tmp' : '/tmp'}/raas-t-h4-e2e-${process.pid}`;
 
   async function post(route: string, body?: unknown): Promise<{ status: number; body: any }> {
-    const res = await fetch(`${srv.url}${route}`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body ?? {}) });
+    const res = await fetch(`${srv.url}${route}`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify(body ?? {}),
+    });
     return { status: res.status, body: await res.json() };
   }
   /** n rollouts of one instance as one group (distinct job ids, so distinct seeds). */
   async function group(instance: Record<string, unknown>, n: number, tag: string, sampling: Record<string, unknown> = {}): Promise<any[]> {
     const answers = await Promise.all(
-      Array.from({ length: n }, (_, k) => post('/process', { instance, job_id: `${tag}-r${k}`, group_id: tag, sampling_params: { seed: 1, enable_thinking: false, ...sampling } })),
+      Array.from({ length: n }, (_, k) =>
+        post('/process', {
+          instance,
+          job_id: `${tag}-r${k}`,
+          group_id: tag,
+          sampling_params: { seed: 1, enable_thinking: false, ...sampling },
+        }),
+      ),
     );
     for (const a of answers) expect(a.status, JSON.stringify(a.body)).toBe(200);
     return answers.map((a) => a.body);
@@ -66,8 +79,16 @@ describe('math, code and swe end to end (rollout server + simulated backend + bw
   const distinct = (results: any[]) => new Set(results.map((r) => JSON.stringify(r.tokens.response_ids))).size;
 
   beforeAll(async () => {
-    sim = await startSim({ seed: SIM_SEED, datasets: ['math.jsonl', 'code.jsonl', 'swe.jsonl'].map((f) => path.join(DATA, f)) }, { policies: [malformedPolicy, chattyPolicy] });
-    srv = await startRolloutServer({ port: 0, log_level: 'silent', sandbox: { runtime: 'bwrap', root }, handlers: { code: { test_concurrency: 2 } } });
+    sim = await startSim(
+      { seed: SIM_SEED, datasets: ['math.jsonl', 'code.jsonl', 'swe.jsonl'].map((f) => path.join(DATA, f)) },
+      { policies: [malformedPolicy, chattyPolicy] },
+    );
+    srv = await startRolloutServer({
+      port: 0,
+      log_level: 'silent',
+      sandbox: { runtime: 'bwrap', root },
+      handlers: { code: { test_concurrency: 2 } },
+    });
     expect((await post('/add_llm_server', { address: sim.url, api: 'vllm' })).status).toBe(200);
   }, 60_000);
   afterAll(async () => {
@@ -80,9 +101,19 @@ describe('math, code and swe end to end (rollout server + simulated backend + bw
     const row = mixed('math.jsonl', 'math');
     const results = await group({ ...row.instance }, 4, 'math-g');
     for (const r of results) {
-      expect(r).toMatchObject({ critical_error: null, finish_reason: 'finish', data_source: 'math', instance_id: row.instance.instance_id });
+      expect(r).toMatchObject({
+        critical_error: null,
+        finish_reason: 'finish',
+        data_source: 'math',
+        instance_id: row.instance.instance_id,
+      });
       expect(r.messages.some((m: any) => m.role === 'tool')).toBe(true);
-      expect(r.messages.filter((m: any) => m.role === 'assistant').flatMap((m: any) => m.tool_calls ?? []).map((c: any) => c.name)).toContain('execute_ipython_cell');
+      expect(
+        r.messages
+          .filter((m: any) => m.role === 'assistant')
+          .flatMap((m: any) => m.tool_calls ?? [])
+          .map((c: any) => c.name),
+      ).toContain('execute_ipython_cell');
       expect(r.reward).toBe(answersMatch(r.details.answer, String(row.instance.answer)) ? 1 : 0);
       expect(r.tools.map((t: any) => t.function.name)).toEqual(['execute_ipython_cell', 'think', 'finish']);
       expect(JSON.stringify(r.messages.slice(0, 2))).not.toContain('"answer"');
@@ -97,7 +128,10 @@ describe('math, code and swe end to end (rollout server + simulated backend + bw
     for (const r of results) {
       expect(r).toMatchObject({ critical_error: null, finish_reason: 'finish', resolved: r.reward === 1 });
       expect(r.details.total).toBe(row.instance.tests.length);
-      const prompt = r.messages.filter((m: any) => m.role !== 'assistant' && m.role !== 'tool').map((m: any) => m.content).join('\n');
+      const prompt = r.messages
+        .filter((m: any) => m.role !== 'assistant' && m.role !== 'tool')
+        .map((m: any) => m.content)
+        .join('\n');
       expect(prompt).not.toContain(row.instance.reference_solution!.trim());
       expect(prompt).not.toContain(row.instance.tests[1]!.output.trim() + '\n');
     }
@@ -118,7 +152,11 @@ describe('math, code and swe end to end (rollout server + simulated backend + bw
   }, 120_000);
 
   it('survives malformed tool calls, and a full context ends normally', async () => {
-    const [r] = await group({ data_source: 'deepscaler', prompt: [{ role: 'user', content: MALFORMED }], reward_model: { ground_truth: '2' } }, 1, 'malformed');
+    const [r] = await group(
+      { data_source: 'deepscaler', prompt: [{ role: 'user', content: MALFORMED }], reward_model: { ground_truth: '2' } },
+      1,
+      'malformed',
+    );
     expect(r).toMatchObject({ critical_error: null, finish_reason: 'finish', reward: 1, data_source: 'math' });
     const tools = r.messages.filter((m: any) => m.role === 'tool').map((m: any) => m.content);
     expect(tools[0]).toMatch(/^ERROR: could not run this tool call/);
@@ -134,7 +172,10 @@ describe('math, code and swe end to end (rollout server + simulated backend + bw
   it('nudges a model that answers without tools, then grades the fenced code of its last message', async () => {
     const [r] = await group({ data_source: 'code', problem: CHATTY, tests: [{ input: '', output: '1\n' }] }, 1, 'chatty');
     expect(r).toMatchObject({ critical_error: null, finish_reason: 'finish', reward: 1, num_turns: 3 });
-    const nudges = r.messages.filter((m: any) => m.role === 'user').slice(1).map((m: any) => m.content);
+    const nudges = r.messages
+      .filter((m: any) => m.role === 'user')
+      .slice(1)
+      .map((m: any) => m.content);
     expect(nudges).toHaveLength(2);
     expect(nudges[0]).toMatch(/^Continue with the tools/);
   }, 60_000);
@@ -142,7 +183,12 @@ describe('math, code and swe end to end (rollout server + simulated backend + bw
   it('math with thinking on: the model thinks, then acts; veRL rows graded the same way', async () => {
     const row = readJsonl('math-verl.jsonl')[1]!;
     const [r] = await group(row, 1, 'thinking', { enable_thinking: true });
-    expect(r).toMatchObject({ critical_error: null, finish_reason: 'finish', data_source: 'math', instance_id: (row.extra_info as { index: string }).index });
+    expect(r).toMatchObject({
+      critical_error: null,
+      finish_reason: 'finish',
+      data_source: 'math',
+      instance_id: (row.extra_info as { index: string }).index,
+    });
     const assistants = r.messages.filter((m: any) => m.role === 'assistant');
     for (const m of assistants) expect(m.content).toMatch(/^<think>\n[\s\S]*<\/think>\n\n/);
     expect(r.reward).toBe(answersMatch(r.details.answer, String((row.reward_model as { ground_truth: string }).ground_truth)) ? 1 : 0);

@@ -17,7 +17,12 @@ import { bwrapRuntime, parseInstance, readJsonl, stageContext } from './helpers.
 const runtime = bwrapRuntime('evals');
 afterAll(() => runtime.dispose());
 
-const runWith = (artifacts: Record<string, unknown>): RunResult => ({ messages: [], tokens: { prompt_ids: [], response_ids: [], response_mask: [], logprobs: [] }, finish_reason: 'finish', artifacts });
+const runWith = (artifacts: Record<string, unknown>): RunResult => ({
+  messages: [],
+  tokens: { prompt_ids: [], response_ids: [], response_mask: [], logprobs: [] },
+  finish_reason: 'finish',
+  artifacts,
+});
 
 async function evalCode(inst: CodeInstance, solution: string | undefined, config: Record<string, unknown> = {}) {
   const ctx = stageContext(inst, runtime, { test_concurrency: 3, ...config });
@@ -45,19 +50,41 @@ describe('CodeAct tool executor in a bwrap sandbox', () => {
       expect((await run('execute_bash', { command: 'echo hi; false' })).observation).toBe('hi\n[The command completed with exit code 1.]');
       expect((await run('execute_ipython_cell', { code: 'x = 6 * 7\nprint(x)\nx + 1' })).observation).toBe('42\nOut: 43');
       expect((await run('execute_ipython_cell', { code: '1/0' })).observation).toContain('ZeroDivisionError');
-      expect((await run('str_replace_editor', { command: 'create', path: '/workspace/a.py', file_text: 'print(1)\n' })).observation).not.toMatch(/^ERROR/);
-      expect((await run('str_replace_editor', { command: 'str_replace', path: '/workspace/a.py', old_str: 'print(1)', new_str: 'print(2)' })).observation).not.toMatch(/^ERROR/);
-      expect((await run('execute_bash', { command: 'python3 a.py', is_input: 'false', timeout: '30' })).observation).toBe('2\n[The command completed with exit code 0.]');
-      expect((await run('str_replace_editor', { command: 'str_replace', path: '/workspace/a.py', old_str: 'absent' })).observation).toMatch(/^ERROR: /);
-      expect((await run('str_replace_editor', { command: 'create', path: '/workspace/b.py' })).observation).toMatch(/file_text is required/);
-      expect((await run('str_replace_editor', { command: 'delete', path: '/workspace/a.py' })).observation).toMatch(/^ERROR: invalid arguments for str_replace_editor: command: command must be one of/);
+      expect(
+        (await run('str_replace_editor', { command: 'create', path: '/workspace/a.py', file_text: 'print(1)\n' })).observation,
+      ).not.toMatch(/^ERROR/);
+      expect(
+        (await run('str_replace_editor', { command: 'str_replace', path: '/workspace/a.py', old_str: 'print(1)', new_str: 'print(2)' }))
+          .observation,
+      ).not.toMatch(/^ERROR/);
+      expect((await run('execute_bash', { command: 'python3 a.py', is_input: 'false', timeout: '30' })).observation).toBe(
+        '2\n[The command completed with exit code 0.]',
+      );
+      expect((await run('str_replace_editor', { command: 'str_replace', path: '/workspace/a.py', old_str: 'absent' })).observation).toMatch(
+        /^ERROR: /,
+      );
+      expect((await run('str_replace_editor', { command: 'create', path: '/workspace/b.py' })).observation).toMatch(
+        /file_text is required/,
+      );
+      expect((await run('str_replace_editor', { command: 'delete', path: '/workspace/a.py' })).observation).toMatch(
+        /^ERROR: invalid arguments for str_replace_editor: command: command must be one of/,
+      );
       expect((await run('execute_bash', {})).observation).toMatch(/^ERROR: invalid arguments for execute_bash: command/);
       expect((await run('browse', { url: 'x' })).observation).toMatch(/^ERROR: unknown tool "browse"/);
       expect(await run('think', { thought: 'plan' })).toEqual({ observation: 'Your thought has been logged.' });
       expect(await run('finish', { message: 'done' })).toEqual({ observation: '', finish: true });
       const limited = sandboxExecutor(sb, ['execute_ipython_cell', 'finish']);
-      expect((await limited({ name: 'execute_bash', arguments: { command: 'ls' } }, new AbortController().signal)).observation).toMatch(/unknown tool/);
-      expect((await sandboxExecutor(undefined, ['execute_bash'])({ name: 'execute_bash', arguments: { command: 'ls' } }, new AbortController().signal)).observation).toMatch(/no sandbox/);
+      expect((await limited({ name: 'execute_bash', arguments: { command: 'ls' } }, new AbortController().signal)).observation).toMatch(
+        /unknown tool/,
+      );
+      expect(
+        (
+          await sandboxExecutor(undefined, ['execute_bash'])(
+            { name: 'execute_bash', arguments: { command: 'ls' } },
+            new AbortController().signal,
+          )
+        ).observation,
+      ).toMatch(/no sandbox/);
     } finally {
       await sb.close();
     }
@@ -73,16 +100,24 @@ describe('code EVAL: hidden tests, each in a fresh sandbox', async () => {
   const full = process.env.RAAS_FULL_EVAL === '1';
   const all = full ? await Promise.all(rows.map((r) => parseInstance<CodeInstance>(codeHandler.instance, r))) : insts.slice(0, 1);
 
-  it('passes reference solutions and fails near-misses', async () => {
-    for (const inst of all) {
-      const r = await evalCode(inst, inst.reference_solution);
-      expect(r, String(inst.instance_id)).toMatchObject({ reward: 1, resolved: true, details: { passed: inst.tests.length, total: inst.tests.length } });
-    }
-    const wrong = await evalCode(insts[2]!, mutateProgram(insts[2]!.reference_solution!), { test_concurrency: 1 });
-    expect(wrong.resolved).toBe(false);
-    expect(wrong.reward).toBeLessThan(1);
-    expect((wrong.details!.tests as Array<{ status: string }>).some((t) => t.status === 'wrong_answer')).toBe(true);
-  }, full ? 600_000 : 60_000);
+  it(
+    'passes reference solutions and fails near-misses',
+    async () => {
+      for (const inst of all) {
+        const r = await evalCode(inst, inst.reference_solution);
+        expect(r, String(inst.instance_id)).toMatchObject({
+          reward: 1,
+          resolved: true,
+          details: { passed: inst.tests.length, total: inst.tests.length },
+        });
+      }
+      const wrong = await evalCode(insts[2]!, mutateProgram(insts[2]!.reference_solution!), { test_concurrency: 1 });
+      expect(wrong.resolved).toBe(false);
+      expect(wrong.reward).toBeLessThan(1);
+      expect((wrong.details!.tests as Array<{ status: string }>).some((t) => t.status === 'wrong_answer')).toBe(true);
+    },
+    full ? 600_000 : 60_000,
+  );
 
   it('reports time limits and runtime errors, scores fractions, and needs a solution', async () => {
     const inst = { ...insts[0]!, time_limit_s: 1 };
@@ -91,7 +126,10 @@ describe('code EVAL: hidden tests, each in a fresh sandbox', async () => {
     expect(slow.reward).toBe(0);
     expect((slow.details!.tests as Array<{ status: string }>)[0]!.status).toBe('time_limit');
     const crash = await evalCode(one, 'raise SystemExit(3)\n');
-    expect((crash.details!.tests as Array<{ status: string; exit_code: number }>)[0]).toMatchObject({ status: 'runtime_error', exit_code: 3 });
+    expect((crash.details!.tests as Array<{ status: string; exit_code: number }>)[0]).toMatchObject({
+      status: 'runtime_error',
+      exit_code: 3,
+    });
     // Refuses inputs with more than two lines: passes 2 of the 4 tests.
     const partialSource = inst.reference_solution!.replace('n = int(input())\n', 'n = int(input())\nif n > 2:\n    raise SystemExit(1)\n');
     const partial = await evalCode(inst, partialSource, { reward: 'fraction' });
@@ -121,13 +159,18 @@ describe('swe: INIT repository, patch capture, EVAL in a fresh sandbox', async (
     expect(garbage).toMatchObject({ reward: 0, details: { applied: false } });
     expect(String(garbage.details!.apply_error)).toMatch(/nope\.py/);
     // The fix plus a regression in mean(): FAIL_TO_PASS pass, PASS_TO_PASS test_mean fails.
-    const mean = '@@ -5,4 +5,4 @@ def mean(xs):\n     if not xs:\n         raise ValueError("mean of empty list")\n-    return sum(xs) / len(xs)\n+    return sum(xs) // len(xs) + 1\n \n';
+    const mean =
+      '@@ -5,4 +5,4 @@ def mean(xs):\n     if not xs:\n         raise ValueError("mean of empty list")\n-    return sum(xs) / len(xs)\n+    return sum(xs) // len(xs) + 1\n \n';
     const broken = inst.gold_patch!.replace('+++ b/stats/core.py\n', `+++ b/stats/core.py\n${mean}`);
     expect(broken).not.toBe(inst.gold_patch);
     const r = await evalSwe(inst, broken);
     expect(r.details!.apply_error).toBeUndefined();
     expect(r.reward).toBe(0);
-    expect(r.details).toMatchObject({ applied: true, PASS_TO_PASS: { 'tests.test_core.TestMean.test_mean': 'FAILED' }, FAIL_TO_PASS: { 'tests.test_core.TestMedian.test_even': 'PASSED' } });
+    expect(r.details).toMatchObject({
+      applied: true,
+      PASS_TO_PASS: { 'tests.test_core.TestMean.test_mean': 'FAILED' },
+      FAIL_TO_PASS: { 'tests.test_core.TestMedian.test_even': 'PASSED' },
+    });
   }, 120_000);
 
   it('INIT commits the repository; edits made in RUN come back as a git diff that resolves the instance', async () => {
@@ -139,7 +182,12 @@ describe('swe: INIT repository, patch capture, EVAL in a fresh sandbox', async (
       const base = String(metadata!.base_commit);
       expect(base).toMatch(/^[0-9a-f]{40}$/);
       const file = 'calendar_utils/leap.py';
-      const r = await sb!.edit({ command: 'str_replace', path: `/workspace/${file}`, old_str: '    if year % 100 == 0:\n', new_str: '    if year % 400 == 0:\n        return True\n    if year % 100 == 0:\n' });
+      const r = await sb!.edit({
+        command: 'str_replace',
+        path: `/workspace/${file}`,
+        old_str: '    if year % 100 == 0:\n',
+        new_str: '    if year % 400 == 0:\n        return True\n    if year % 100 == 0:\n',
+      });
       expect(r.ok, r.output).toBe(true);
       await sb!.bash('python3 -m unittest >/dev/null 2>&1; echo new > NOTES.txt');
       // A commit by the agent does not hide its work: the diff is taken against the base commit.

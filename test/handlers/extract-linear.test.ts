@@ -3,7 +3,14 @@
 // `\boxed` + spaces + `{`, repeated, never closed, which made the old extraction scan to the end of
 // the text from every `{` (26,402 such ids stalled /health for 7-8 s).
 import { describe, expect, it } from 'vitest';
-import { MAX_ANSWER_CHARS, MAX_SCAN_CHARS, answersMatch, lastBoxed, normaliseAnswer, scanLastBoxed } from '../../src/server/handlers/math/grade.js';
+import {
+  MAX_ANSWER_CHARS,
+  MAX_SCAN_CHARS,
+  answersMatch,
+  lastBoxed,
+  normaliseAnswer,
+  scanLastBoxed,
+} from '../../src/server/handlers/math/grade.js';
 import { MAX_SCAN_CHARS as CODE_SCAN, lastPythonBlock, scanLastPythonBlock } from '../../src/server/handlers/code/index.js';
 
 const attack = (n: number): string => '\\boxed   {'.repeat(Math.ceil(n / 10)).slice(0, n);
@@ -69,7 +76,15 @@ describe('code: the fenced block of a prose answer', () => {
 
   it('answers what the regular expression answered', () => {
     const re = (t: string) => [...t.matchAll(/```(?:python|py)?\n([\s\S]*?)```/g)].pop()?.[1];
-    for (const t of ['```python\nprint(1)\n```', 'a ```py\nx\n``` b ```\ny\n```', '````\nz\n```', '```pyth\nq\n```', '```\nopen', '```python\na```\n```\nb```', '```js\nno```']) {
+    for (const t of [
+      '```python\nprint(1)\n```',
+      'a ```py\nx\n``` b ```\ny\n```',
+      '````\nz\n```',
+      '```pyth\nq\n```',
+      '```\nopen',
+      '```python\na```\n```\nb```',
+      '```js\nno```',
+    ]) {
       expect(lastPythonBlock(t), JSON.stringify(t)).toBe(re(t));
     }
   });

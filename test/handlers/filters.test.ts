@@ -13,7 +13,12 @@ import { bwrapRuntime, parseInstance, quietLog, stageContext } from './helpers.j
 
 const rt = bwrapRuntime('filters');
 // A sandbox whose cgroup holds 160 MiB (128 for processes, 16 each for /tmp and the workspace).
-const small = createSandboxRuntime({ runtime: 'bwrap', root: `/var/tmp/raas-t-h4-filters-small-${process.pid}`, disk_mb: 16, limits: { memory_mb: 128, tmp_size_mb: 16 } });
+const small = createSandboxRuntime({
+  runtime: 'bwrap',
+  root: `/var/tmp/raas-t-h4-filters-small-${process.pid}`,
+  disk_mb: 16,
+  limits: { memory_mb: 128, tmp_size_mb: 16 },
+});
 afterAll(async () => {
   await rt.dispose();
   await small.close();
@@ -21,7 +26,11 @@ afterAll(async () => {
 
 const TEST = (body: string) => `import unittest\n\n\nclass T(unittest.TestCase):\n    def test_a(self):\n${body}\n`;
 async function sweEval(body: string, patch: string, config: Record<string, unknown> = {}, runtime: SandboxRuntime = rt, timeoutS = 60) {
-  const inst = await parseInstance<any>(sweHandler.instance, { problem_statement: 'x', files: { 'm.py': 'X = 1\n', 'test_m.py': TEST(body) }, FAIL_TO_PASS: ['test_m.T.test_a'] });
+  const inst = await parseInstance<any>(sweHandler.instance, {
+    problem_statement: 'x',
+    files: { 'm.py': 'X = 1\n', 'test_m.py': TEST(body) },
+    FAIL_TO_PASS: ['test_m.T.test_a'],
+  });
   const ctx = stageContext(inst, runtime, config);
   try {
     return await evaluatePatch(ctx, patch, { testTimeoutS: timeoutS });
@@ -47,16 +56,21 @@ describe('swe EVAL', { timeout: 120_000 }, () => {
     expect([fake.resolved, fake.filter_reason, fake.details.test_exit_code]).toEqual([false, undefined, 124]);
   });
 
-  it('a test run whose processes the kernel killed for the sandbox\'s memory limit: eval_oom', async () => {
-    const hog = '        import subprocess, sys\n        code = "import time; x = bytearray(90 << 20); time.sleep(2)"\n        ps = [subprocess.Popen([sys.executable, "-c", code]) for _ in range(4)]\n        [p.wait() for p in ps]';
+  it("a test run whose processes the kernel killed for the sandbox's memory limit: eval_oom", async () => {
+    const hog =
+      '        import subprocess, sys\n        code = "import time; x = bytearray(90 << 20); time.sleep(2)"\n        ps = [subprocess.Popen([sys.executable, "-c", code]) for _ in range(4)]\n        [p.wait() for p in ps]';
     const r = await sweEval(hog, CHANGE, {}, small);
     expect(r.filter_reason, JSON.stringify(r.details).slice(0, 1500)).toBe('eval_oom');
     expect((await sweEval(hog, CHANGE, { filter: { eval_oom: false } }, small)).filter_reason).toBeUndefined();
   });
 });
 
-describe('the agent\'s end of the trajectory', () => {
-  const mathEval = async (finish: 'finish' | 'max_iterations' | 'max_model_len' | 'max_response_tokens', answer: string, config: Record<string, unknown> = {}) => {
+describe("the agent's end of the trajectory", () => {
+  const mathEval = async (
+    finish: 'finish' | 'max_iterations' | 'max_model_len' | 'max_response_tokens',
+    answer: string,
+    config: Record<string, unknown> = {},
+  ) => {
     const inst = await parseInstance<any>(mathHandler.instance, { problem: '2+3?', answer: '5' });
     const ctx = { ...stageContext(inst, rt, config), log: quietLog, run: { ...fallbackRun(finish), artifacts: { answer } } };
     return mathHandler.eval(ctx as never);
@@ -72,7 +86,7 @@ describe('the agent\'s end of the trajectory', () => {
     expect((await mathEval('max_iterations', '5', { filter: { resolved_at_max_iterations: false } })).filter_reason).toBeUndefined();
   });
 
-  it('agent OOM (kills counted in the agent\'s cgroup during RUN) and the switches', () => {
+  it("agent OOM (kills counted in the agent's cgroup during RUN) and the switches", () => {
     expect(agentOomReason({ artifacts: { agent_oom_kills: 2 } })).toBe('agent_oom');
     expect(agentOomReason({ artifacts: { agent_oom_kills: 0 } })).toBeUndefined();
     expect(limitReason({ finish_reason: 'max_iterations' }, false)).toBeUndefined();

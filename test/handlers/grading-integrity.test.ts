@@ -30,8 +30,18 @@ const SHADOW_LINE = (() => {
   }
 })();
 
-const stats = readJsonl('swe.jsonl')[0]! as { files: Record<string, string>; FAIL_TO_PASS: string[]; PASS_TO_PASS: string[]; gold_patch: string; test_command: string };
-const FIX = { path: '/workspace/stats/core.py', old_str: '    mid = len(s) // 2\n    return s[mid]\n', new_str: '    mid = len(s) // 2\n    if len(s) % 2 == 0:\n        return (s[mid - 1] + s[mid]) / 2\n    return s[mid]\n' };
+const stats = readJsonl('swe.jsonl')[0]! as {
+  files: Record<string, string>;
+  FAIL_TO_PASS: string[];
+  PASS_TO_PASS: string[];
+  gold_patch: string;
+  test_command: string;
+};
+const FIX = {
+  path: '/workspace/stats/core.py',
+  old_str: '    mid = len(s) // 2\n    return s[mid]\n',
+  new_str: '    mid = len(s) // 2\n    if len(s) % 2 == 0:\n        return (s[mid - 1] + s[mid]) / 2\n    return s[mid]\n',
+};
 const bash = (command: string) => call('execute_bash', { command });
 const edit = (args: Record<string, unknown>) => call('str_replace_editor', args);
 const finish = call('finish', {});
@@ -69,13 +79,25 @@ const SCRIPTS = {
   'code-big': [bash(`python3 -c "print('#' * 100000)" > /workspace/solution.py; wc -c /workspace/solution.py`), finish],
   'swe-race': [
     // Swaps the patch files the old capture wrote for symlinks to the secret, as fast as it can.
-    bash(`(while :; do ln -sfn ${SECRET} /workspace/.git/raas.patch; ln -sfn ${SECRET} /workspace/.git/raas-diff; done) >/dev/null 2>&1 &\n${SHELL_TRAPS}`),
+    bash(
+      `(while :; do ln -sfn ${SECRET} /workspace/.git/raas.patch; ln -sfn ${SECRET} /workspace/.git/raas-diff; done) >/dev/null 2>&1 &\n${SHELL_TRAPS}`,
+    ),
     edit({ command: 'str_replace', ...FIX }),
     finish,
   ],
   'swe-rewrite-tests': [
-    edit({ command: 'str_replace', path: '/workspace/tests/test_core.py', old_str: 'median([4, 1, 3, 2]), 2.5)', new_str: 'median([4, 1, 3, 2]), 3)' }),
-    edit({ command: 'str_replace', path: '/workspace/tests/test_core.py', old_str: 'median([10, 20]), 15)', new_str: 'median([10, 20]), 20)' }),
+    edit({
+      command: 'str_replace',
+      path: '/workspace/tests/test_core.py',
+      old_str: 'median([4, 1, 3, 2]), 2.5)',
+      new_str: 'median([4, 1, 3, 2]), 3)',
+    }),
+    edit({
+      command: 'str_replace',
+      path: '/workspace/tests/test_core.py',
+      old_str: 'median([10, 20]), 15)',
+      new_str: 'median([10, 20]), 20)',
+    }),
     bash('python3 -m unittest 2>&1 | tail -1'),
     finish,
   ],
@@ -88,10 +110,19 @@ describe('grading and reads the model cannot forge (rollout server + simulated b
   const results: Record<string, any> = {};
 
   async function post(route: string, body: unknown): Promise<{ status: number; body: any }> {
-    const res = await fetch(`${srv.url}${route}`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
+    const res = await fetch(`${srv.url}${route}`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify(body),
+    });
     return { status: res.status, body: await res.json() };
   }
-  const code = (script: string) => ({ data_source: 'code', problem: `Print 42. SCRIPT:${script}`, tests: [{ input: '', output: '42\n' }], time_limit_s: 5 });
+  const code = (script: string) => ({
+    data_source: 'code',
+    problem: `Print 42. SCRIPT:${script}`,
+    tests: [{ input: '', output: '42\n' }],
+    time_limit_s: 5,
+  });
   const swe = (script: string, extra: Record<string, unknown> = {}) => ({
     data_source: 'swe',
     problem_statement: `median is wrong for even lengths. SCRIPT:${script}`,
@@ -113,7 +144,9 @@ describe('grading and reads the model cannot forge (rollout server + simulated b
     });
     expect((await post('/add_llm_server', { address: sim.url, api: 'vllm' })).status).toBe(200);
     const jobs: Array<[string, Record<string, unknown>]> = [
-      ...Object.keys(SCRIPTS).filter((k) => k.startsWith('code-')).map((k): [string, Record<string, unknown>] => [k, code(k)]),
+      ...Object.keys(SCRIPTS)
+        .filter((k) => k.startsWith('code-'))
+        .map((k): [string, Record<string, unknown>] => [k, code(k)]),
       ['swe-race', swe('swe-race')],
       ['swe-rewrite-tests', swe('swe-rewrite-tests', { test_files: ['tests'] })],
     ];
@@ -135,7 +168,11 @@ describe('grading and reads the model cannot forge (rollout server + simulated b
     fs.rmSync(SECRET, { force: true });
   });
 
-  const toolOutputs = (r: any): string => r.messages.filter((m: any) => m.role === 'tool').map((m: any) => m.content).join('\n');
+  const toolOutputs = (r: any): string =>
+    r.messages
+      .filter((m: any) => m.role === 'tool')
+      .map((m: any) => m.content)
+      .join('\n');
 
   it('code: solution.py as a symlink to a secret outside the sandbox, or to /etc/shadow, grades 0 and leaks nothing', () => {
     const r = results['code-sym-secret'];
@@ -152,17 +189,30 @@ describe('grading and reads the model cannot forge (rollout server + simulated b
   it('code: a FIFO or /dev/zero as solution.py is no solution, and the job ends', () => {
     expect(toolOutputs(results['code-fifo'])).toMatch(/^p.* solution\.py/m);
     for (const k of ['code-fifo', 'code-devzero']) {
-      expect(results[k], k).toMatchObject({ critical_error: null, reward: 0, resolved: false, details: { reason: 'no /workspace/solution.py was written' } });
+      expect(results[k], k).toMatchObject({
+        critical_error: null,
+        reward: 0,
+        resolved: false,
+        details: { reason: 'no /workspace/solution.py was written' },
+      });
     }
   });
 
   it('code: a program that prints exit=0 (also to the terminal) and PASSED, then exits 1, gets 0', () => {
-    expect(results['code-forge']).toMatchObject({ critical_error: null, reward: 0, details: { tests: [{ index: 0, status: 'runtime_error', exit_code: 1 }] } });
+    expect(results['code-forge']).toMatchObject({
+      critical_error: null,
+      reward: 0,
+      details: { tests: [{ index: 0, status: 'runtime_error', exit_code: 1 }] },
+    });
   });
 
   it("code: functions and aliases in the agent's shell (timeout, python3) change nothing", () => {
     expect(toolOutputs(results['code-shell-fn'])).toContain('traps-set');
-    expect(results['code-shell-fn']).toMatchObject({ critical_error: null, reward: 0, details: { tests: [{ status: 'wrong_answer', exit_code: 0 }] } });
+    expect(results['code-shell-fn']).toMatchObject({
+      critical_error: null,
+      reward: 0,
+      details: { tests: [{ status: 'wrong_answer', exit_code: 0 }] },
+    });
     expect(results['code-good']).toMatchObject({ critical_error: null, reward: 1, resolved: true });
   });
 
@@ -190,7 +240,10 @@ describe('grading and reads the model cannot forge (rollout server + simulated b
     expect(toolOutputs(r)).toMatch(/^OK$/m);
     expect(r.git_patch).toContain('+++ b/tests/test_core.py');
     expect(r).toMatchObject({ critical_error: null, reward: 0, resolved: false, details: { applied: true } });
-    expect(r.details.FAIL_TO_PASS).toEqual({ 'tests.test_core.TestMedian.test_even': 'FAILED', 'tests.test_core.TestMedian.test_even_pair': 'FAILED' });
+    expect(r.details.FAIL_TO_PASS).toEqual({
+      'tests.test_core.TestMedian.test_even': 'FAILED',
+      'tests.test_core.TestMedian.test_even_pair': 'FAILED',
+    });
   });
 });
 
@@ -215,7 +268,12 @@ describe('swe grading: the instance tests laid over the model patch (bwrap, hand
       fs.mkdirSync(path.dirname(path.join(dir, rel)), { recursive: true });
       fs.writeFileSync(path.join(dir, rel), text);
     }
-    const git = (...args: string[]) => execFileSync('git', ['-c', 'user.name=t', '-c', 'user.email=t@t', ...args], { cwd: dir, encoding: 'utf8', env: { ...process.env, GIT_CONFIG_GLOBAL: '/dev/null' } });
+    const git = (...args: string[]) =>
+      execFileSync('git', ['-c', 'user.name=t', '-c', 'user.email=t@t', ...args], {
+        cwd: dir,
+        encoding: 'utf8',
+        env: { ...process.env, GIT_CONFIG_GLOBAL: '/dev/null' },
+      });
     git('init', '-q', '.');
     git('add', '-A');
     git('commit', '-qm', 'base');
@@ -227,26 +285,41 @@ describe('swe grading: the instance tests laid over the model patch (bwrap, hand
     fs.mkdirSync(path.dirname(path.join(dir, rel)), { recursive: true });
     fs.writeFileSync(path.join(dir, rel), text);
   };
-  const fix = (dir: string) => write(dir, 'stats/core.py', fs.readFileSync(path.join(dir, 'stats/core.py'), 'utf8').replace(FIX.old_str, FIX.new_str));
-  const rewriteTests = (dir: string) => write(dir, 'tests/test_core.py', stats.files['tests/test_core.py']!.replace('2.5)', '3)').replace(', 15)', ', 20)'));
+  const fix = (dir: string) =>
+    write(dir, 'stats/core.py', fs.readFileSync(path.join(dir, 'stats/core.py'), 'utf8').replace(FIX.old_str, FIX.new_str));
+  const rewriteTests = (dir: string) =>
+    write(dir, 'tests/test_core.py', stats.files['tests/test_core.py']!.replace('2.5)', '3)').replace(', 15)', ', 20)'));
 
   async function grade(row: Record<string, unknown>, patch: string) {
     const inst = await parseInstance<SweInstance>(sweHandler.instance, row);
     const ctx = stageContext(inst, runtime);
-    const run: RunResult = { messages: [], tokens: { prompt_ids: [], response_ids: [], response_mask: [], logprobs: [] }, finish_reason: 'finish', artifacts: { git_patch: patch } };
+    const run: RunResult = {
+      messages: [],
+      tokens: { prompt_ids: [], response_ids: [], response_mask: [], logprobs: [] },
+      finish_reason: 'finish',
+      artifacts: { git_patch: patch },
+    };
     try {
       return await sweHandler.eval({ ...ctx, run });
     } finally {
       await ctx.closeAll();
     }
   }
-  const base = { data_source: 'swe', problem_statement: 'median', files: stats.files, FAIL_TO_PASS: stats.FAIL_TO_PASS, PASS_TO_PASS: stats.PASS_TO_PASS };
+  const base = {
+    data_source: 'swe',
+    problem_statement: 'median',
+    files: stats.files,
+    FAIL_TO_PASS: stats.FAIL_TO_PASS,
+    PASS_TO_PASS: stats.PASS_TO_PASS,
+  };
 
   it('without test_files or test_patch, the files the test ids name (and tests/__init__.py) are still reset', async () => {
     const attacks = {
       rewrite: patchOf(stats.files, rewriteTests),
       // Monkeypatches the assertions from the test package's __init__.py, run before any test module.
-      init: patchOf(stats.files, (d) => write(d, 'tests/__init__.py', 'import unittest\nunittest.TestCase.assertEqual = lambda *a, **k: None\n')),
+      init: patchOf(stats.files, (d) =>
+        write(d, 'tests/__init__.py', 'import unittest\nunittest.TestCase.assertEqual = lambda *a, **k: None\n'),
+      ),
       // Deletes the failing tests outright.
       delete: patchOf(stats.files, (d) => fs.rmSync(path.join(d, 'tests/test_core.py'))),
       // Replaces the test package with a symlink to a rewritten copy.
@@ -265,35 +338,74 @@ describe('swe grading: the instance tests laid over the model patch (bwrap, hand
     };
     const graded = await Promise.all(Object.values(attacks).map((p) => grade(base, p)));
     Object.keys(attacks).forEach((k, i) => {
-      expect(graded[i], k).toMatchObject({ reward: 0, resolved: false, details: { applied: true, FAIL_TO_PASS: { 'tests.test_core.TestMedian.test_even': 'FAILED' } } });
+      expect(graded[i], k).toMatchObject({
+        reward: 0,
+        resolved: false,
+        details: { applied: true, FAIL_TO_PASS: { 'tests.test_core.TestMedian.test_even': 'FAILED' } },
+      });
     });
-    expect(await grade(base, patchOf(stats.files, (d) => (fix(d), rewriteTests(d))))).toMatchObject({ reward: 1, resolved: true });
+    expect(
+      await grade(
+        base,
+        patchOf(stats.files, (d) => (fix(d), rewriteTests(d))),
+      ),
+    ).toMatchObject({ reward: 1, resolved: true });
   }, 60_000);
 
   it('plans the reset from test_files, test_patch paths and the files test ids name', () => {
     expect(testFileCandidates('tests/unit/test_a.py::TestA::test_x[1-2]')).toEqual(['tests/unit/test_a.py']);
     expect(testFileCandidates('test_x (app.tests.test_views.ViewTests)')).toContain('app/tests/test_views.py');
-    expect(numstatPaths('1\t0\ta.py\0-\t-\tbin.dat\0' + '2\t1\t\0old/t.py\0new/t.py\0')).toEqual(['a.py', 'bin.dat', 'old/t.py', 'new/t.py']);
-    const inst = { FAIL_TO_PASS: ['pkg.tests.test_m.T.test_a'], PASS_TO_PASS: ['other/test_o.py::test_b'], test_files: ['docs/./', 'fixtures'] } as unknown as SweInstance;
-    const plan = resetPlan(inst, ['pkg/tests/test_new.py'], ['pkg/__init__.py', 'pkg/tests/__init__.py', 'pkg/tests/test_m.py', 'other/test_o.py', 'fixtures/a.json']);
+    expect(numstatPaths('1\t0\ta.py\0-\t-\tbin.dat\0' + '2\t1\t\0old/t.py\0new/t.py\0')).toEqual([
+      'a.py',
+      'bin.dat',
+      'old/t.py',
+      'new/t.py',
+    ]);
+    const inst = {
+      FAIL_TO_PASS: ['pkg.tests.test_m.T.test_a'],
+      PASS_TO_PASS: ['other/test_o.py::test_b'],
+      test_files: ['docs/./', 'fixtures'],
+    } as unknown as SweInstance;
+    const plan = resetPlan(
+      inst,
+      ['pkg/tests/test_new.py'],
+      ['pkg/__init__.py', 'pkg/tests/__init__.py', 'pkg/tests/test_m.py', 'other/test_o.py', 'fixtures/a.json'],
+    );
     expect(plan.remove).toEqual([
-      'conftest.py', 'docs', 'fixtures', 'other/conftest.py', 'other/test_o', 'other/test_o.py',
-      'pkg/conftest.py', 'pkg/tests/__init__.py', 'pkg/tests/conftest.py', 'pkg/tests/test_m', 'pkg/tests/test_m.py', 'pkg/tests/test_new.py',
+      'conftest.py',
+      'docs',
+      'fixtures',
+      'other/conftest.py',
+      'other/test_o',
+      'other/test_o.py',
+      'pkg/conftest.py',
+      'pkg/tests/__init__.py',
+      'pkg/tests/conftest.py',
+      'pkg/tests/test_m',
+      'pkg/tests/test_m.py',
+      'pkg/tests/test_new.py',
     ]);
     // The package's own __init__.py is source, not a test: left as the model wrote it.
     expect(plan.restore).toEqual(['fixtures', 'other/test_o.py', 'pkg/tests/__init__.py', 'pkg/tests/test_m.py']);
   });
 
   it('a patch that adds a module shadowing the test runner (unittest.py) is not graded', async () => {
-    const r = await grade(base, patchOf(stats.files, (d) => write(d, 'unittest.py', 'raise SystemExit(0)\n')));
+    const r = await grade(
+      base,
+      patchOf(stats.files, (d) => write(d, 'unittest.py', 'raise SystemExit(0)\n')),
+    );
     expect(r).toMatchObject({ reward: 0, resolved: false, details: { applied: false } });
     expect(String(r.details!.apply_error)).toMatch(/adds unittest\.py at the repository root/);
   }, 30_000);
 
   it('test_patch (SWE-bench): the new tests come from the instance, whatever the model wrote at those paths', async () => {
     // The base has no test for even lengths; the test patch adds tests/test_even.py and edits test_core.py.
-    const even = 'import unittest\n\nfrom stats.core import median\n\n\nclass TestEven(unittest.TestCase):\n    def test_even(self):\n        self.assertEqual(median([4, 1, 3, 2]), 2.5)\n';
-    const baseFiles = { ...stats.files, 'tests/test_core.py': stats.files['tests/test_core.py']!.split('    def test_even(self)')[0]!.trimEnd() + '\n' };
+    const even =
+      'import unittest\n\nfrom stats.core import median\n\n\nclass TestEven(unittest.TestCase):\n    def test_even(self):\n        self.assertEqual(median([4, 1, 3, 2]), 2.5)\n';
+    const baseFiles = {
+      ...stats.files,
+      'tests/test_core.py': stats.files['tests/test_core.py']!.split('    def test_even(self)')[0]!.trimEnd() + '\n',
+    };
     const testPatch = patchOf(baseFiles, (d) => {
       write(d, 'tests/test_even.py', even);
       write(d, 'tests/test_core.py', stats.files['tests/test_core.py']!);
@@ -308,15 +420,30 @@ describe('swe grading: the instance tests laid over the model patch (bwrap, hand
     const fake = 'import unittest\n\n\nclass TestEven(unittest.TestCase):\n    def test_even(self):\n        pass\n';
     const [gold, none, planted, fixedAndPlanted] = await Promise.all([
       grade(row, patchOf(baseFiles, fix)),
-      grade(row, patchOf(baseFiles, (d) => write(d, 'NOTES.txt', 'nothing\n'))),
+      grade(
+        row,
+        patchOf(baseFiles, (d) => write(d, 'NOTES.txt', 'nothing\n')),
+      ),
       // The model creates the file the test patch creates (would make `git apply` of the test patch
       // fail) and edits test_core.py: both are reset first.
-      grade(row, patchOf(baseFiles, (d) => (write(d, 'tests/test_even.py', fake), write(d, 'tests/test_core.py', baseFiles['tests/test_core.py']! + '\n# edited\n')))),
-      grade(row, patchOf(baseFiles, (d) => (fix(d), write(d, 'tests/test_even.py', fake)))),
+      grade(
+        row,
+        patchOf(
+          baseFiles,
+          (d) => (write(d, 'tests/test_even.py', fake), write(d, 'tests/test_core.py', baseFiles['tests/test_core.py']! + '\n# edited\n')),
+        ),
+      ),
+      grade(
+        row,
+        patchOf(baseFiles, (d) => (fix(d), write(d, 'tests/test_even.py', fake))),
+      ),
     ]);
     expect(gold).toMatchObject({ reward: 1, resolved: true });
     expect(none).toMatchObject({ reward: 0, details: { FAIL_TO_PASS: { 'tests.test_even.TestEven.test_even': 'FAILED' } } });
-    expect(planted).toMatchObject({ reward: 0, details: { applied: true, FAIL_TO_PASS: { 'tests.test_even.TestEven.test_even': 'FAILED' } } });
+    expect(planted).toMatchObject({
+      reward: 0,
+      details: { applied: true, FAIL_TO_PASS: { 'tests.test_even.TestEven.test_even': 'FAILED' } },
+    });
     expect(planted.details!.test_patch_error).toBeUndefined();
     expect(fixedAndPlanted).toMatchObject({ reward: 1, resolved: true });
   }, 60_000);

@@ -13,7 +13,11 @@ export const DATA = path.join(ROOT, 'configs/data');
 
 /** Rows of a JSONL dataset under configs/data. */
 export function readJsonl(name: string): Record<string, unknown>[] {
-  return fs.readFileSync(path.join(DATA, name), 'utf8').trim().split('\n').map((l) => JSON.parse(l) as Record<string, unknown>);
+  return fs
+    .readFileSync(path.join(DATA, name), 'utf8')
+    .trim()
+    .split('\n')
+    .map((l) => JSON.parse(l) as Record<string, unknown>);
 }
 
 /** A bwrap runtime rooted where the sandbox user can reach it (as root: under /var/tmp); dispose() closes it and removes the root. */
@@ -37,7 +41,12 @@ export const quietLog: Logger = { debug: noop, info: noop, warn: noop, error: no
  * A StageContext over a real runtime, for calling a handler's stages directly. Like the pipeline,
  * it closes every sandbox the stage opened when `closeAll` runs.
  */
-export function stageContext<I>(instance: I, runtime: SandboxRuntime, config: Record<string, unknown> = {}, signal = new AbortController().signal): StageContext<I> & { opened: Sandbox[]; closeAll(): Promise<void> } {
+export function stageContext<I>(
+  instance: I,
+  runtime: SandboxRuntime,
+  config: Record<string, unknown> = {},
+  signal = new AbortController().signal,
+): StageContext<I> & { opened: Sandbox[]; closeAll(): Promise<void> } {
   const opened: Sandbox[] = [];
   const job: JobInfo<I> = { id: 'job-1', instance, samplingParams: {}, groupId: undefined, policyVersion: undefined, seed: 1 };
   return {

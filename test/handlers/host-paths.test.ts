@@ -12,8 +12,16 @@ import { readJsonl } from './helpers.js';
 // A client-supplied host path (instance.tarball) is read by the server, which runs as root: it is
 // accepted only inside sandbox.data_dirs, as a regular file, checked at /process before any sandbox
 // starts. Real rollout server (bwrap), real simulated backend, real files, FIFOs and symlinks.
-const row = readJsonl('swe.jsonl')[0]! as { files: Record<string, string>; FAIL_TO_PASS: string[]; PASS_TO_PASS: string[]; gold_patch: string };
-const FIX = { old_str: '    mid = len(s) // 2\n    return s[mid]\n', new_str: '    mid = len(s) // 2\n    if len(s) % 2 == 0:\n        return (s[mid - 1] + s[mid]) / 2\n    return s[mid]\n' };
+const row = readJsonl('swe.jsonl')[0]! as {
+  files: Record<string, string>;
+  FAIL_TO_PASS: string[];
+  PASS_TO_PASS: string[];
+  gold_patch: string;
+};
+const FIX = {
+  old_str: '    mid = len(s) // 2\n    return s[mid]\n',
+  new_str: '    mid = len(s) // 2\n    if len(s) % 2 == 0:\n        return (s[mid - 1] + s[mid]) / 2\n    return s[mid]\n',
+};
 
 describe('instance.tarball is read only inside sandbox.data_dirs (rollout server + simulated backend + bwrap)', () => {
   const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'raas-hp-'));
@@ -24,7 +32,11 @@ describe('instance.tarball is read only inside sandbox.data_dirs (rollout server
   let srv: RolloutServer;
 
   async function post(body: unknown): Promise<{ status: number; body: any }> {
-    const res = await fetch(`${srv.url}/process`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
+    const res = await fetch(`${srv.url}/process`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify(body),
+    });
     return { status: res.status, body: await res.json() };
   }
   const instance = (tarball: string, script = 'none') => ({
@@ -49,7 +61,16 @@ describe('instance.tarball is read only inside sandbox.data_dirs (rollout server
     fs.symlinkSync(path.join(data, 'repos', 'stats.tar.gz'), path.join(data, 'link-in.tar.gz'));
     fs.symlinkSync(outside, path.join(data, 'dir-out'));
     execFileSync('mkfifo', [path.join(data, 'fifo.tar')]);
-    sim = await startSim({ seed: 1 }, { policies: [scriptPolicy({ fix: [call('str_replace_editor', { command: 'str_replace', path: '/workspace/stats/core.py', ...FIX }), call('finish', {})] })] });
+    sim = await startSim(
+      { seed: 1 },
+      {
+        policies: [
+          scriptPolicy({
+            fix: [call('str_replace_editor', { command: 'str_replace', path: '/workspace/stats/core.py', ...FIX }), call('finish', {})],
+          }),
+        ],
+      },
+    );
     srv = await startRolloutServer({ port: 0, log_level: 'silent', sandbox: { runtime: 'bwrap', root, data_dirs: [data] } });
   }, 60_000);
   afterAll(async () => {
@@ -96,7 +117,15 @@ describe('instance.tarball is read only inside sandbox.data_dirs (rollout server
       expect(r.status, tarball).toBe(503);
       expect(r.body.error.code).toBe('no_llm_backends');
     }
-    expect((await fetch(`${srv.url}/add_llm_server`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ address: sim.url, api: 'vllm' }) })).status).toBe(200);
+    expect(
+      (
+        await fetch(`${srv.url}/add_llm_server`, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json' },
+          body: JSON.stringify({ address: sim.url, api: 'vllm' }),
+        })
+      ).status,
+    ).toBe(200);
     const r = await post({ instance: instance('repos/stats.tar.gz', 'fix'), sampling_params: { enable_thinking: false } });
     expect(r.status, JSON.stringify(r.body)).toBe(200);
     expect(r.body).toMatchObject({ critical_error: null, reward: 1, resolved: true });
@@ -117,9 +146,13 @@ describe('data files: the checked path is what INIT reads', () => {
     const real = await checkDataFile(path.join(data, 'alias', 'a.tar'), 'instance.tarball', policy);
     expect(real).toBe(fs.realpathSync(path.join(data, 'sub', 'a.tar')));
     expect((await readCheckedFile(real, 'instance.tarball')).toString()).toBe('x'.repeat(100));
-    await expect(checkDataFile('sub/a.tar', 'instance.tarball', { ...policy, maxBytes: 50 })).rejects.toThrow(/100 bytes, larger than a sandbox's disk \(sandbox\.disk_mb/);
+    await expect(checkDataFile('sub/a.tar', 'instance.tarball', { ...policy, maxBytes: 50 })).rejects.toThrow(
+      /100 bytes, larger than a sandbox's disk \(sandbox\.disk_mb/,
+    );
     // A path with a symlinked component is not the one /process answered: INIT refuses it.
-    await expect(readCheckedFile(path.join(data, 'alias', 'a.tar'), 'instance.tarball')).rejects.toThrow(/path changed while it was checked/);
+    await expect(readCheckedFile(path.join(data, 'alias', 'a.tar'), 'instance.tarball')).rejects.toThrow(
+      /path changed while it was checked/,
+    );
     // The checked file swapped for a symlink to a secret after /process: refused, not followed.
     fs.rmSync(path.join(data, 'sub', 'a.tar'));
     fs.symlinkSync('/etc/shadow', path.join(data, 'sub', 'a.tar'));

@@ -35,7 +35,10 @@ function ask(policies: SimPolicy[], c: PolicyContext): string | undefined {
 }
 
 describe('scripted sim policies', async () => {
-  const policies = await loadPolicies(['math.jsonl', 'code.jsonl', 'swe.jsonl', 'math-verl.jsonl'].map((f) => path.join(DATA, f)), { seed: 7 });
+  const policies = await loadPolicies(
+    ['math.jsonl', 'code.jsonl', 'swe.jsonl', 'math-verl.jsonl'].map((f) => path.join(DATA, f)),
+    { seed: 7 },
+  );
   const math = readJsonl('math.jsonl');
   const code = readJsonl('code.jsonl');
   const swe = readJsonl('swe.jsonl');
@@ -60,7 +63,8 @@ describe('scripted sim policies', async () => {
 
   it('runs code on the example of the statement, not on hidden tests', async () => {
     const { statementExample } = await import('../../src/sim/policies/tasks.js');
-    for (const r of code) expect(statementExample(r.problem as string), String(r.instance_id)).toBe((r.tests as Array<{ input: string }>)[0]!.input);
+    for (const r of code)
+      expect(statementExample(r.problem as string), String(r.instance_id)).toBe((r.tests as Array<{ input: string }>)[0]!.input);
     expect(statementExample('no example here')).toBeUndefined();
   });
 
@@ -89,7 +93,14 @@ describe('scripted sim policies', async () => {
     const base: ChatMessage[] = [...firstMessages('system', user), { role: 'assistant', content: turn1 }];
     let messages = base;
     if (call.name === 'think') {
-      messages = [...messages, { role: 'tool', content: 'Your thought has been logged.' }, { role: 'assistant', content: ask(policies, ctx(prompt([...messages, { role: 'tool', content: 'Your thought has been logged.' }]), 12))! }];
+      messages = [
+        ...messages,
+        { role: 'tool', content: 'Your thought has been logged.' },
+        {
+          role: 'assistant',
+          content: ask(policies, ctx(prompt([...messages, { role: 'tool', content: 'Your thought has been logged.' }]), 12))!,
+        },
+      ];
     }
     const last = parseCalls(messages[messages.length - 1]!.content)[0]!;
     expect(last.name).toBe('execute_ipython_cell');
@@ -138,7 +149,13 @@ describe('scripted sim policies', async () => {
   });
 
   it('parses a transcript: first user, assistant calls, latest tool responses, thinking flag', () => {
-    const text = prompt([{ role: 'system', content: 's' }, { role: 'user', content: 'U' }, { role: 'assistant', content: '<tool_call>\n{"name": "think", "arguments": {"thought": "x"}}\n</tool_call>' }, { role: 'tool', content: 'R1' }, { role: 'tool', content: 'R2' }]);
+    const text = prompt([
+      { role: 'system', content: 's' },
+      { role: 'user', content: 'U' },
+      { role: 'assistant', content: '<tool_call>\n{"name": "think", "arguments": {"thought": "x"}}\n</tool_call>' },
+      { role: 'tool', content: 'R1' },
+      { role: 'tool', content: 'R2' },
+    ]);
     const t = parseTranscript(text);
     expect(t.firstUser).toBe('U');
     expect(t.assistant.map((a) => a.calls[0]?.name)).toEqual(['think']);
@@ -181,7 +198,15 @@ describe('per-instance success probability', () => {
         let call = parseCalls(out)[0]!;
         if (call.name === 'think') {
           const key = out;
-          if (!follow.has(key)) follow.set(key, prompt([...firstMessages('s', mathPrompt((rows[0]!.instance as { problem: string }).problem)), { role: 'assistant', content: out }, { role: 'tool', content: 'ok' }]));
+          if (!follow.has(key))
+            follow.set(
+              key,
+              prompt([
+                ...firstMessages('s', mathPrompt((rows[0]!.instance as { problem: string }).problem)),
+                { role: 'assistant', content: out },
+                { role: 'tool', content: 'ok' },
+              ]),
+            );
           out = policy!.respond(ctx(follow.get(key)!, seedOf('r2', i), { updates, boostPerUpdate: 0.05 }))!.text;
           call = parseCalls(out)[0]!;
         }

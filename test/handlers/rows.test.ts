@@ -7,13 +7,20 @@ import { normaliseRow, taskOf } from '../../src/protocol/tasks.js';
 import { readJsonl } from './helpers.js';
 
 type Issues = Array<{ message: string; path?: PropertyKey[] }>;
-async function validate(schema: { '~standard': { validate(v: unknown): unknown } }, row: unknown): Promise<{ value?: any; issues?: Issues }> {
+async function validate(
+  schema: { '~standard': { validate(v: unknown): unknown } },
+  row: unknown,
+): Promise<{ value?: any; issues?: Issues }> {
   return (await schema['~standard'].validate(row)) as { value?: any; issues?: Issues };
 }
 
 describe('instances: plain and veRL row forms', () => {
   it('accepts every row of the datasets in plain form', async () => {
-    for (const [file, h] of [['math.jsonl', mathHandler], ['code.jsonl', codeHandler], ['swe.jsonl', sweHandler]] as const) {
+    for (const [file, h] of [
+      ['math.jsonl', mathHandler],
+      ['code.jsonl', codeHandler],
+      ['swe.jsonl', sweHandler],
+    ] as const) {
       for (const row of readJsonl(file)) expect((await validate(h.instance, row)).issues, `${file} ${row.instance_id}`).toBeUndefined();
     }
   });
@@ -26,7 +33,7 @@ describe('instances: plain and veRL row forms', () => {
     expect(value.answer).toBe(plain.answer);
     expect(value.instance_id).toBe(plain.instance_id);
     expect(value.problem).toContain(plain.problem as string);
-    expect(value.prompt_messages).toEqual((row.prompt as unknown[]));
+    expect(value.prompt_messages).toEqual(row.prompt as unknown[]);
     expect(value.reward_model).toBeUndefined();
   });
 
@@ -42,12 +49,27 @@ describe('instances: plain and veRL row forms', () => {
   });
 
   it('reads APPS/TACO test lists ({inputs, outputs}) and numeric answers', async () => {
-    const code = await validate(codeHandler.instance, { data_source: 'taco', prompt: [{ role: 'user', content: 'Echo.' }], reward_model: { ground_truth: JSON.stringify({ inputs: ['1\n', '2\n'], outputs: ['1\n', '2\n'] }) } });
+    const code = await validate(codeHandler.instance, {
+      data_source: 'taco',
+      prompt: [{ role: 'user', content: 'Echo.' }],
+      reward_model: { ground_truth: JSON.stringify({ inputs: ['1\n', '2\n'], outputs: ['1\n', '2\n'] }) },
+    });
     expect(code.issues).toBeUndefined();
-    expect(code.value.tests).toEqual([{ input: '1\n', output: '1\n' }, { input: '2\n', output: '2\n' }]);
-    const functional = await validate(codeHandler.instance, { data_source: 'deepcoder', prompt: [{ role: 'user', content: 'f' }], reward_model: { ground_truth: JSON.stringify([{ input: '[1]', output: '1', testtype: 'functional' }]) } });
+    expect(code.value.tests).toEqual([
+      { input: '1\n', output: '1\n' },
+      { input: '2\n', output: '2\n' },
+    ]);
+    const functional = await validate(codeHandler.instance, {
+      data_source: 'deepcoder',
+      prompt: [{ role: 'user', content: 'f' }],
+      reward_model: { ground_truth: JSON.stringify([{ input: '[1]', output: '1', testtype: 'functional' }]) },
+    });
     expect(functional.issues?.[0]?.message).toMatch(/only stdin\/stdout tests/);
-    const math = await validate(mathHandler.instance, { data_source: 'openai/gsm8k', prompt: [{ role: 'user', content: 'How many?' }], reward_model: { ground_truth: 18 } });
+    const math = await validate(mathHandler.instance, {
+      data_source: 'openai/gsm8k',
+      prompt: [{ role: 'user', content: 'How many?' }],
+      reward_model: { ground_truth: 18 },
+    });
     expect(math.value.answer).toBe('18');
   });
 
@@ -80,7 +102,12 @@ describe('instances: plain and veRL row forms', () => {
   });
 
   it('turns a Parquet INT64 index (BigInt) into a number id', async () => {
-    const { value } = await validate(mathHandler.instance, { data_source: 'deepscaler', prompt: [{ role: 'user', content: 'q' }], reward_model: { ground_truth: '1' }, extra_info: { index: 12n } });
+    const { value } = await validate(mathHandler.instance, {
+      data_source: 'deepscaler',
+      prompt: [{ role: 'user', content: 'q' }],
+      reward_model: { ground_truth: '1' },
+      extra_info: { index: 12n },
+    });
     expect(value.instance_id).toBe(12);
   });
 

@@ -28,9 +28,17 @@ import { CALC, F2P, P2P, git, makeUpstream } from './calc-repo.js';
 
 const sh = git;
 
-const edit = (newBody: string) => call('str_replace_editor', { command: 'str_replace', path: '/workspace/calc/__init__.py', old_str: 'def add(a, b):\n    return a - b\n', new_str: `def add(a, b):\n    ${newBody}\n` });
+const edit = (newBody: string) =>
+  call('str_replace_editor', {
+    command: 'str_replace',
+    path: '/workspace/calc/__init__.py',
+    old_str: 'def add(a, b):\n    return a - b\n',
+    new_str: `def add(a, b):\n    ${newBody}\n`,
+  });
 // What the model can see of the repository: its history, and whether the operator's mirror is reachable.
-const LOOK = call('execute_bash', { command: 'git log --all --format=%H; git rev-parse HEAD; ls /raas-src 2>&1 | head -1; git status --short | wc -l' });
+const LOOK = call('execute_bash', {
+  command: 'git log --all --format=%H; git rev-parse HEAD; ls /raas-src 2>&1 | head -1; git status --short | wc -l',
+});
 
 describe('SWE-bench rows in ProRL shape: repository from repos_dir / images_dir (rollout server + simulated backend + bwrap)', () => {
   // Made in beforeAll: a describe body also runs when a filter skips every test (and afterAll then does not).
@@ -43,7 +51,11 @@ describe('SWE-bench rows in ProRL shape: repository from repos_dir / images_dir 
   let srv: RolloutServer;
 
   async function post(body: unknown): Promise<{ status: number; body: any }> {
-    const res = await fetch(`${srv.url}/process`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
+    const res = await fetch(`${srv.url}/process`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify(body),
+    });
     return { status: res.status, body: await res.json() };
   }
   /** A Hugging Face SWE-bench row as Gym forwards it (its keys, strings where SWE-bench has strings). */
@@ -83,7 +95,14 @@ describe('SWE-bench rows in ProRL shape: repository from repos_dir / images_dir 
     fs.writeFileSync(path.join(images, 'sweb.eval.x86_64.acme_s_absent-1.sif'), 'not really a SIF');
     execFileSync('chmod', ['-R', 'a+rX', tmp]);
 
-    sim = await startSim({ seed: 1 }, { policies: [scriptPolicy({ fix: [LOOK, edit('return a + b'), call('finish', {})], wrong: [edit('return abs(a - b)'), call('finish', {})] })] });
+    sim = await startSim(
+      { seed: 1 },
+      {
+        policies: [
+          scriptPolicy({ fix: [LOOK, edit('return a + b'), call('finish', {})], wrong: [edit('return abs(a - b)'), call('finish', {})] }),
+        ],
+      },
+    );
     srv = await startRolloutServer({
       port: 0,
       log_level: 'silent',
@@ -92,7 +111,11 @@ describe('SWE-bench rows in ProRL shape: repository from repos_dir / images_dir 
       // is SWE-bench's `pytest -rA`), so the fixture's tests are unittest ones and this key is used.
       handlers: { swe: { repos_dir: repos, images_dir: images, test_command: 'python3 -m unittest' } },
     });
-    const add = await fetch(`${srv.url}/add_llm_server`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ address: sim.url, api: 'vllm' }) });
+    const add = await fetch(`${srv.url}/add_llm_server`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ address: sim.url, api: 'vllm' }),
+    });
     expect(add.status).toBe(200);
   }, 60_000);
   afterAll(async () => {
@@ -105,7 +128,13 @@ describe('SWE-bench rows in ProRL shape: repository from repos_dir / images_dir 
   it('a fix from a bare mirror scores 1; the model sees only the base commit, never the mirror; git_patch applies to the upstream base commit', async () => {
     const r = await post(gym(row('acme/calc', 'acme__calc-1', 'fix')));
     expect(r.status, JSON.stringify(r.body)).toBe(200);
-    expect(r.body, r.body.error ?? '').toMatchObject({ critical_error: null, reward: 1, resolved: true, instance_id: 'acme__calc-1', data_source: 'swe' });
+    expect(r.body, r.body.error ?? '').toMatchObject({
+      critical_error: null,
+      reward: 1,
+      resolved: true,
+      instance_id: 'acme__calc-1',
+      data_source: 'swe',
+    });
     expect(r.body.details).toMatchObject({ applied: true, FAIL_TO_PASS: { [F2P]: 'PASSED' }, PASS_TO_PASS: { [P2P]: 'PASSED' } });
     expect(r.body.git_patch).toBe(up.goldPatch);
     // The first tool answer: one commit (the base, by its upstream id), HEAD there, no /raas-src, a clean tree.
@@ -141,7 +170,12 @@ describe('SWE-bench rows in ProRL shape: repository from repos_dir / images_dir 
     const results = await Promise.all(cases.map(([repo, id]) => post(gym(row(repo, id, 'fix')))));
     for (const [k, r] of results.entries()) {
       expect(r.status, JSON.stringify(r.body)).toBe(200);
-      expect(r.body, `${cases[k]![0]}: ${r.body.error}`).toMatchObject({ critical_error: null, reward: 1, resolved: true, git_patch: up.goldPatch });
+      expect(r.body, `${cases[k]![0]}: ${r.body.error}`).toMatchObject({
+        critical_error: null,
+        reward: 1,
+        resolved: true,
+        git_patch: up.goldPatch,
+      });
     }
   }, 150_000);
 
@@ -202,21 +236,35 @@ describe('data sources and instance shapes ProRL accepts', () => {
       expect(taskOf(ds), ds).toBe(handler);
     }
     // Case-sensitive as in ProRL; names nothing matches stay unknown (raas answers 400, ProRL 500).
-    for (const ds of ['Deepcoder', 'deepcode', 'swegym', 'toString', 'constructor', '__proto__']) expect(registry.resolve(ds), ds).toBeUndefined();
+    for (const ds of ['Deepcoder', 'deepcode', 'swegym', 'toString', 'constructor', '__proto__'])
+      expect(registry.resolve(ds), ds).toBeUndefined();
     expect(taskOf('constructor')).toBeUndefined();
   });
 
   it('admits codecontests / deepcoder* rows to the code handler and answers 400 unknown_data_source otherwise', async () => {
-    const code = { prompt: [{ role: 'user', content: 'Print 1.' }], reward_model: { ground_truth: JSON.stringify([{ input: '', output: '1\n' }]) } };
+    const code = {
+      prompt: [{ role: 'user', content: 'Print 1.' }],
+      reward_model: { ground_truth: JSON.stringify([{ input: '', output: '1\n' }]) },
+    };
     for (const ds of ['codecontests', 'deepcoder_lcb']) {
       const a = await admit({ instance: { data_source: ds, ...code }, sampling_params: {} }, registry);
       expect(a.handler.name, ds).toBe('code');
     }
-    await expect(admit({ instance: { data_source: 'nope', ...code }, sampling_params: {} }, registry)).rejects.toMatchObject({ code: 'unknown_data_source', status: 400 });
+    await expect(admit({ instance: { data_source: 'nope', ...code }, sampling_params: {} }, registry)).rejects.toMatchObject({
+      code: 'unknown_data_source',
+      status: 400,
+    });
   });
 
   it('validates a SWE-bench row: repo and base_commit name host paths, so only plain names pass', async () => {
-    const ok = await parseInstance<any>(sweHandler.instance, { repo: 'django/django', base_commit: 'a'.repeat(40), problem_statement: 'x', FAIL_TO_PASS: '["t"]', PASS_TO_PASS: '[]', version: 3.0 });
+    const ok = await parseInstance<any>(sweHandler.instance, {
+      repo: 'django/django',
+      base_commit: 'a'.repeat(40),
+      problem_statement: 'x',
+      FAIL_TO_PASS: '["t"]',
+      PASS_TO_PASS: '[]',
+      version: 3.0,
+    });
     expect(ok.FAIL_TO_PASS).toEqual(['t']);
     expect(ok.test_command).toBeUndefined();
     for (const [bad, field] of [
@@ -227,7 +275,10 @@ describe('data sources and instance shapes ProRL accepts', () => {
       [{ repo: 'a/b' }, 'base_commit'],
       [{}, 'files'],
     ] as const) {
-      await expect(parseInstance(sweHandler.instance, { problem_statement: 'x', FAIL_TO_PASS: ['t'], ...bad }), JSON.stringify(bad)).rejects.toThrow(new RegExp(`"${field}"`));
+      await expect(
+        parseInstance(sweHandler.instance, { problem_statement: 'x', FAIL_TO_PASS: ['t'], ...bad }),
+        JSON.stringify(bad),
+      ).rejects.toThrow(new RegExp(`"${field}"`));
     }
   });
 
@@ -241,17 +292,33 @@ describe('data sources and instance shapes ProRL accepts', () => {
     expect(specTestCommand('sphinx-doc/sphinx', 5.0)).toBe('tox --current-env -epy39 -v --');
     const swe = { problem_statement: 'x', FAIL_TO_PASS: ['t'], PASS_TO_PASS: [] } as any;
     expect(gradingPlan({ ...swe, repo: 'someone/else', base_commit: 'a'.repeat(40) }, {}).command).toBe('pytest -rA');
-    const django = gradingPlan({ ...swe, repo: 'django/django', base_commit: 'a'.repeat(40), FAIL_TO_PASS: ['test_foo (admin_views.tests.AdminTest)', 'test_bar (m.C.test_bar)', 'Docstring-only id'] }, {});
+    const django = gradingPlan(
+      {
+        ...swe,
+        repo: 'django/django',
+        base_commit: 'a'.repeat(40),
+        FAIL_TO_PASS: ['test_foo (admin_views.tests.AdminTest)', 'test_bar (m.C.test_bar)', 'Docstring-only id'],
+      },
+      {},
+    );
     expect(django.args).toEqual(['admin_views.tests.AdminTest.test_foo', 'm.C.test_bar', 'Docstring-only id']);
     expect(djangoTestLabel('test_x (a.b.C)\nLong description')).toBe('a.b.C.test_x');
-    expect(gradingPlan({ ...swe, repo: 'psf/requests', base_commit: 'a'.repeat(40) }, { test_command: 'python -m pytest' }).command).toBe('python -m pytest');
-    expect(gradingPlan({ ...swe, repo: 'psf/requests', base_commit: 'a'.repeat(40), test_command: 'tox' }, { test_command: 'python -m pytest' }).command).toBe('tox');
+    expect(gradingPlan({ ...swe, repo: 'psf/requests', base_commit: 'a'.repeat(40) }, { test_command: 'python -m pytest' }).command).toBe(
+      'python -m pytest',
+    );
+    expect(
+      gradingPlan({ ...swe, repo: 'psf/requests', base_commit: 'a'.repeat(40), test_command: 'tox' }, { test_command: 'python -m pytest' })
+        .command,
+    ).toBe('tox');
     expect(gradingPlan({ ...swe, files: { 'a.py': '' } }, {}).command).toBe('python3 -m unittest -v');
   });
 
   it('names images as ProRL and SWE-bench do', () => {
     // ProRL: openhands/nvidia/swe_agent/utils.py@40c1d8a:76-102; SWE-bench: test_spec.py@726c546:107-110.
-    expect(sweImageNames('django__django-11099')).toEqual(['sweb.eval.x86_64.django_s_django-11099', 'sweb.eval.x86_64.django_1776_django-11099']);
+    expect(sweImageNames('django__django-11099')).toEqual([
+      'sweb.eval.x86_64.django_s_django-11099',
+      'sweb.eval.x86_64.django_1776_django-11099',
+    ]);
     expect(sweImageNames('Org__Repo-1')).toEqual(['sweb.eval.x86_64.org_s_repo-1', 'sweb.eval.x86_64.org_1776_repo-1']);
     for (const bad of ['../x', 'a/b', '', 7, undefined]) expect(sweImageNames(bad)).toEqual([]);
   });
@@ -276,7 +343,11 @@ describe('grading: what a patch adds beside a test module is not imported instea
     await rt?.dispose();
     if (tmp) fs.rmSync(tmp, { recursive: true, force: true });
   });
-  const files = { 'calc.py': 'def add(a, b):\n    return a - b\n', 'test_calc.py': 'import unittest\n\nfrom calc import add\n\n\nclass T(unittest.TestCase):\n    def test_add(self):\n        self.assertEqual(add(2, 3), 5)\n' };
+  const files = {
+    'calc.py': 'def add(a, b):\n    return a - b\n',
+    'test_calc.py':
+      'import unittest\n\nfrom calc import add\n\n\nclass T(unittest.TestCase):\n    def test_add(self):\n        self.assertEqual(add(2, 3), 5)\n',
+  };
   const fake = 'import unittest\n\n\nclass T(unittest.TestCase):\n    def test_add(self):\n        pass\n';
 
   /** The diff (binary) from `files` to `files` plus what `change` writes, made by git on the host. */
@@ -293,8 +364,30 @@ describe('grading: what a patch adds beside a test module is not imported instea
 
   it('plans to remove a package directory named like a test module and files beside it under its name', () => {
     const inst = { FAIL_TO_PASS: ['test_calc.T.test_add'], PASS_TO_PASS: ['pkg/test_p.py::test_b'] } as any;
-    const plan = resetPlan(inst, [], ['calc.py', 'test_calc.py', 'pkg/test_p.py'], ['calc.py', 'test_calc/__init__.py', 'test_calc.cpython-311-x86_64-linux-gnu.so', 'test_calc.py', 'pkg/test_p.abi3.so', 'test_calcx.so', 'other.so']);
-    expect(plan.remove).toEqual(['conftest.py', 'pkg/conftest.py', 'pkg/test_p', 'pkg/test_p.abi3.so', 'pkg/test_p.py', 'test_calc', 'test_calc.cpython-311-x86_64-linux-gnu.so', 'test_calc.py']);
+    const plan = resetPlan(
+      inst,
+      [],
+      ['calc.py', 'test_calc.py', 'pkg/test_p.py'],
+      [
+        'calc.py',
+        'test_calc/__init__.py',
+        'test_calc.cpython-311-x86_64-linux-gnu.so',
+        'test_calc.py',
+        'pkg/test_p.abi3.so',
+        'test_calcx.so',
+        'other.so',
+      ],
+    );
+    expect(plan.remove).toEqual([
+      'conftest.py',
+      'pkg/conftest.py',
+      'pkg/test_p',
+      'pkg/test_p.abi3.so',
+      'pkg/test_p.py',
+      'test_calc',
+      'test_calc.cpython-311-x86_64-linux-gnu.so',
+      'test_calc.py',
+    ]);
     expect(plan.restore).toEqual(['pkg/test_p.py', 'test_calc.py']);
   });
 
@@ -304,10 +397,17 @@ describe('grading: what a patch adds beside a test module is not imported instea
       fs.writeFileSync(path.join(tmp, 'fake.py'), fake);
       fs.mkdirSync(path.join(dir, '__pycache__'));
       const tag = execFileSync('/usr/bin/python3', ['-c', 'import sys; print(sys.implementation.cache_tag)'], { encoding: 'utf8' }).trim();
-      execFileSync('/usr/bin/python3', ['-c', `import py_compile; py_compile.compile(${JSON.stringify(path.join(tmp, 'fake.py'))}, cfile=${JSON.stringify(path.join(dir, '__pycache__', `test_calc.${tag}.pyc`))}, invalidation_mode=py_compile.PycInvalidationMode.UNCHECKED_HASH)`]);
+      execFileSync('/usr/bin/python3', [
+        '-c',
+        `import py_compile; py_compile.compile(${JSON.stringify(path.join(tmp, 'fake.py'))}, cfile=${JSON.stringify(path.join(dir, '__pycache__', `test_calc.${tag}.pyc`))}, invalidation_mode=py_compile.PycInvalidationMode.UNCHECKED_HASH)`,
+      ]);
     });
     expect(patch).toContain('__pycache__/test_calc.');
-    const inst = await parseInstance<any>(sweHandler.instance, { problem_statement: 'add is wrong', files, FAIL_TO_PASS: ['test_calc.T.test_add'] });
+    const inst = await parseInstance<any>(sweHandler.instance, {
+      problem_statement: 'add is wrong',
+      files,
+      FAIL_TO_PASS: ['test_calc.T.test_add'],
+    });
     const ctx = stageContext(inst, rt);
     try {
       const r = await evaluatePatch(ctx, patch, { testTimeoutS: 60 });
@@ -335,7 +435,12 @@ describe('the unisolated process runtime reads the sources in place', () => {
     const up = makeUpstream(path.join(tmp, 'upstream'));
     fs.mkdirSync(path.join(tmp, 'repos'));
     sh(tmp, '-C', path.join(tmp, 'upstream'), 'bundle', 'create', '-q', path.join(tmp, 'repos', 'acme__calc.bundle'), '--all');
-    const inst = await parseInstance<any>(sweHandler.instance, { repo: 'acme/calc', base_commit: up.base.slice(0, 12), problem_statement: 'x', FAIL_TO_PASS: '["t"]' });
+    const inst = await parseInstance<any>(sweHandler.instance, {
+      repo: 'acme/calc',
+      base_commit: up.base.slice(0, 12),
+      problem_statement: 'x',
+      FAIL_TO_PASS: '["t"]',
+    });
     const ctx = stageContext(inst, rt, { repos_dir: path.join(tmp, 'repos') });
     try {
       const init = await sweHandler.init(ctx);

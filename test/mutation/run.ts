@@ -36,7 +36,14 @@ interface Report {
 /** Counts one file of a Stryker JSON report (mutation-testing-report-schema). */
 function count(mutants: Array<{ status: string }>): Counts {
   const n = (s: string) => mutants.filter((m) => m.status === s).length;
-  return { killed: n('Killed'), timeout: n('Timeout'), survived: n('Survived'), no_coverage: n('NoCoverage'), errors: n('CompileError') + n('RuntimeError'), ignored: n('Ignored') };
+  return {
+    killed: n('Killed'),
+    timeout: n('Timeout'),
+    survived: n('Survived'),
+    no_coverage: n('NoCoverage'),
+    errors: n('CompileError') + n('RuntimeError'),
+    ignored: n('Ignored'),
+  };
 }
 
 const commit = spawnSync('git', ['rev-parse', 'HEAD'], { cwd: ROOT, encoding: 'utf8' }).stdout.trim();
@@ -51,17 +58,19 @@ for (const t of run) {
   const key = `${t}${baseline ? '-baseline' : ''}${only ? `-${only.join('-')}` : ''}`;
   process.stdout.write(`\n== mutation testing: ${t}${baseline ? ' (tests from before mutation testing)' : ''}: ${files.join(', ')}\n`);
   const t0 = Date.now();
-  const r = collect ? { status: 0, signal: null } : spawnSync(path.join(ROOT, 'node_modules/.bin/stryker'), ['run', 'stryker.config.mjs'], {
-    cwd: ROOT,
-    stdio: 'inherit',
-    env: {
-      ...process.env,
-      RAAS_MUTATION_TARGET: t,
-      RAAS_MUTATION_OUT: `reports/mutation/${key}`,
-      ...(only ? { RAAS_MUTATION_FILES: files.join(',') } : {}),
-      ...(baseline ? { RAAS_MUTATION_BASELINE: '1' } : {}),
-    },
-  });
+  const r = collect
+    ? { status: 0, signal: null }
+    : spawnSync(path.join(ROOT, 'node_modules/.bin/stryker'), ['run', 'stryker.config.mjs'], {
+        cwd: ROOT,
+        stdio: 'inherit',
+        env: {
+          ...process.env,
+          RAAS_MUTATION_TARGET: t,
+          RAAS_MUTATION_OUT: `reports/mutation/${key}`,
+          ...(only ? { RAAS_MUTATION_FILES: files.join(',') } : {}),
+          ...(baseline ? { RAAS_MUTATION_BASELINE: '1' } : {}),
+        },
+      });
   const seconds = (Date.now() - t0) / 1000;
   const file = path.join(ROOT, `reports/mutation/${key}/mutation.json`);
   if (r.status !== 0 || !fs.existsSync(file)) {

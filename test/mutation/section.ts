@@ -76,17 +76,21 @@ const pct = (x: number) => `${x.toFixed(1)}%`;
 export function renderSection(summary: Summary = readSummary()): string {
   const lines = [START, '## Mutation testing', ''];
   lines.push(
-    'Stryker (`@stryker-mutator/core` 9.6 with its vitest runner) changes the code below one small edit at a time (a mutant: a flipped comparison, a removed call, an emptied string) and runs the fast unit tests of `test/mutation/targets.json` against each; a mutant no test notices is a behaviour no test states. `npm run test:mutation` runs every target, `npm run test:mutation -- core llm` some, `npm run test:mutation -- llm --files pool,session` some files of one. One target at a time, 2 workers, per-test coverage, incremental (a rerun only tests mutants of changed code or tests); not part of `npm test`. HTML reports and Stryker\'s incremental files: `reports/mutation/<target>[-<files>]/` (not committed; this page and `test/mutation/summary.json` are). On this shared 2-core machine a run tests about 10 mutants a minute.',
+    "Stryker (`@stryker-mutator/core` 9.6 with its vitest runner) changes the code below one small edit at a time (a mutant: a flipped comparison, a removed call, an emptied string) and runs the fast unit tests of `test/mutation/targets.json` against each; a mutant no test notices is a behaviour no test states. `npm run test:mutation` runs every target, `npm run test:mutation -- core llm` some, `npm run test:mutation -- llm --files pool,session` some files of one. One target at a time, 2 workers, per-test coverage, incremental (a rerun only tests mutants of changed code or tests); not part of `npm test`. HTML reports and Stryker's incremental files: `reports/mutation/<target>[-<files>]/` (not committed; this page and `test/mutation/summary.json` are). On this shared 2-core machine a run tests about 10 mutants a minute.",
     '',
-    'Score = (killed + timed out) / (killed + timed out + survived + not covered). Left out: mutants that do not compile, and mutants reached only outside any test (module load, `beforeAll`, timers firing between tests; Stryker\'s `ignoreStatic`), which would each need a fresh test process and every test of the target. Target: at least 80% on each.',
+    "Score = (killed + timed out) / (killed + timed out + survived + not covered). Left out: mutants that do not compile, and mutants reached only outside any test (module load, `beforeAll`, timers firing between tests; Stryker's `ignoreStatic`), which would each need a fresh test process and every test of the target. Target: at least 80% on each.",
     '',
   );
   const targets = readTargets();
   const names = [...new Set([...Object.keys(targets), ...Object.keys(summary)])];
-  lines.push('The tests run against each target\'s mutants:', '');
-  for (const n of Object.keys(targets)) lines.push(`- ${n} (${targets[n].mutate.map((m) => `\`${m}\``).join(', ')}): ${targets[n].tests.map((t) => `\`${t}\``).join(', ')}`);
+  lines.push("The tests run against each target's mutants:", '');
+  for (const n of Object.keys(targets))
+    lines.push(`- ${n} (${targets[n].mutate.map((m) => `\`${m}\``).join(', ')}): ${targets[n].tests.map((t) => `\`${t}\``).join(', ')}`);
   lines.push('');
-  lines.push('| target | mutants | killed | timed out | survived | not covered | ignored (static) | score | tests from before |', '|---|---|---|---|---|---|---|---|---|');
+  lines.push(
+    '| target | mutants | killed | timed out | survived | not covered | ignored (static) | score | tests from before |',
+    '|---|---|---|---|---|---|---|---|---|',
+  );
   for (const n of names) {
     const s = summary[n] ?? { files: {} };
     const t = total(Object.values(s.files));
@@ -95,9 +99,17 @@ export function renderSection(summary: Summary = readSummary()): string {
       lines.push(`| ${n} | | | | | | | not run yet | ${s.baseline_note ?? 'not measured'} |`);
       continue;
     }
-    lines.push(`| ${n} | ${t.mutants} | ${t.killed} | ${t.timeout} | ${t.survived} | ${t.no_coverage} | ${t.ignored} | **${pct(t.score)}**${missing ? ` (${missing} file${missing > 1 ? 's' : ''} not run yet)` : ''} | ${s.baseline_note ?? (s.baseline === undefined ? 'not measured' : pct(s.baseline))} |`);
+    lines.push(
+      `| ${n} | ${t.mutants} | ${t.killed} | ${t.timeout} | ${t.survived} | ${t.no_coverage} | ${t.ignored} | **${pct(t.score)}**${missing ? ` (${missing} file${missing > 1 ? 's' : ''} not run yet)` : ''} | ${s.baseline_note ?? (s.baseline === undefined ? 'not measured' : pct(s.baseline))} |`,
+    );
   }
-  lines.push('', 'Per file (last run of each):', '', '| file | mutants | survived | not covered | score | measured |', '|---|---|---|---|---|---|');
+  lines.push(
+    '',
+    'Per file (last run of each):',
+    '',
+    '| file | mutants | survived | not covered | score | measured |',
+    '|---|---|---|---|---|---|',
+  );
   for (const n of names) {
     const s = summary[n] ?? { files: {} };
     const all = new Set([...Object.keys(s.files), ...(targets[n] ? targetFiles(targets[n].mutate) : [])]);
@@ -108,7 +120,9 @@ export function renderSection(summary: Summary = readSummary()): string {
         continue;
       }
       const t = total([c]);
-      lines.push(`| \`${f}\` | ${t.mutants} | ${c.survived} | ${c.no_coverage} | ${pct(t.score)} | ${c.at.slice(0, 16).replace('T', ' ')} UTC, ${c.commit.slice(0, 7)} |`);
+      lines.push(
+        `| \`${f}\` | ${t.mutants} | ${c.survived} | ${c.no_coverage} | ${pct(t.score)} | ${c.at.slice(0, 16).replace('T', ' ')} UTC, ${c.commit.slice(0, 7)} |`,
+      );
     }
   }
   lines.push('', END);

@@ -54,7 +54,9 @@ describe('placement and weight updates with a dead rollout server', () => {
     expect(report.skipped[0].error).toMatch(/ECONNREFUSED/);
     expect(await backendsOf(live.url)).toEqual([`${llm.url}@3`]);
 
-    await expect(applyPlacement(plan, { clients: fast, weight_version: '4' })).rejects.toThrow(new RegExp(`placement not fully applied: ${deadUrl}`));
+    await expect(applyPlacement(plan, { clients: fast, weight_version: '4' })).rejects.toThrow(
+      new RegExp(`placement not fully applied: ${deadUrl}`),
+    );
   });
 
   it('registerBackends: plans over the servers that answer /health only, and fails only when none answers', async () => {
@@ -64,7 +66,10 @@ describe('placement and weight updates with a dead rollout server', () => {
     const simB = await sim(hosts[1]);
     const clients = [a, b].map((s) => new RolloutClient({ url: s.url }));
     cleanups.push(async () => clients.forEach((c) => c.close()));
-    const backends = [{ address: simA.url, api: 'vllm' as const }, { address: simB.url, api: 'vllm' as const }];
+    const backends = [
+      { address: simA.url, api: 'vllm' as const },
+      { address: simB.url, api: 'vllm' as const },
+    ];
 
     const first = await registerBackends(clients, backends, '1');
     expect(first?.skipped).toEqual([]);
@@ -76,7 +81,13 @@ describe('placement and weight updates with a dead rollout server', () => {
     expect(second?.skipped.map((s) => s.rollout_server)).toEqual([b.url]);
     // B's backend still answers, so it moves to the live server (round-robin phase) rather than idle.
     expect(second?.plan.assignments.map((x) => [x.rollout_server, x.llm_servers.map((l) => [l.address, l.phase])])).toEqual([
-      [a.url, [[simA.url, 1], [simB.url, 2]]],
+      [
+        a.url,
+        [
+          [simA.url, 1],
+          [simB.url, 2],
+        ],
+      ],
     ]);
     expect(await backendsOf(a.url)).toEqual([`${simA.url}@2`, `${simB.url}@2`].sort());
 
@@ -90,9 +101,18 @@ describe('placement and weight updates with a dead rollout server', () => {
     const simA = await sim(hosts[0]);
     const simB = await sim(hosts[1]);
     const c = new Coordinator({
-      name: 'dead-srv', seed: 4, servers: [{ url: a.url }, { url: b.url }],
-      backends: [{ address: simA.url, api: 'vllm' }, { address: simB.url, api: 'vllm' }],
-      dataset: { path: chatDataset(80) }, n: 4, batch_size: 2, steps: 4, health_interval_ms: 200,
+      name: 'dead-srv',
+      seed: 4,
+      servers: [{ url: a.url }, { url: b.url }],
+      backends: [
+        { address: simA.url, api: 'vllm' },
+        { address: simB.url, api: 'vllm' },
+      ],
+      dataset: { path: chatDataset(80) },
+      n: 4,
+      batch_size: 2,
+      steps: 4,
+      health_interval_ms: 200,
     });
     cleanups.push(() => c.close());
 
@@ -116,7 +136,11 @@ describe('placement and weight updates with a dead rollout server', () => {
     expect(await backendsOf(a.url)).toEqual([`${simA.url}@2`]);
     const b2 = await c.nextBatch({ timeout_s: 30 });
 
-    expect([b0, b1, b2].map((x) => [x.step, x.groups.length])).toEqual([[0, 2], [1, 2], [2, 2]]);
+    expect([b0, b1, b2].map((x) => [x.step, x.groups.length])).toEqual([
+      [0, 2],
+      [1, 2],
+      [2, 2],
+    ]);
     await c.close();
   });
 });

@@ -40,9 +40,16 @@ describe('placement on loopback nodes with real rollout servers and simulated ba
   it('sends each backend to the rollout server of its node, the rest round-robin, and applies it', async () => {
     // Reverse the LLM order so that a plan ignoring nodes would come out different.
     const llm = [sims[2], sims[1], sims[0]].map((s) => ({ address: s.url }));
-    const { plan, applied } = await place(servers.map((s) => ({ url: s.url })), llm, { weight_version: '7' });
+    const { plan, applied } = await place(
+      servers.map((s) => ({ url: s.url })),
+      llm,
+      { weight_version: '7' },
+    );
     expect(plan.assignments.map((a) => a.llm_servers.map((l) => [l.address, l.phase]))).toEqual([
-      [[sims[0].url, 1], [sims[2].url, 2]], // both servers hold one after phase 1: the tie goes to the first
+      [
+        [sims[0].url, 1],
+        [sims[2].url, 2],
+      ], // both servers hold one after phase 1: the tie goes to the first
       [[sims[1].url, 1]],
     ]);
     expect(applied.servers.map((s) => s.backends.length)).toEqual([2, 1]);
@@ -62,11 +69,17 @@ describe('placement on loopback nodes with real rollout servers and simulated ba
   });
 
   it('re-applying replaces the previous assignment; sync mode never leaves a server empty', async () => {
-    const plan = await planPlacement(servers.map((s) => ({ url: s.url })), [{ address: sims[1].url }]);
+    const plan = await planPlacement(
+      servers.map((s) => ({ url: s.url })),
+      [{ address: sims[1].url }],
+    );
     await applyPlacement(plan, { weight_version: '8' }); // replace: clear then add
     expect(await backendsOf(servers[0].url)).toEqual([`${sims[1].url}@8`]); // phase 3: shared
     expect(await backendsOf(servers[1].url)).toEqual([`${sims[1].url}@8`]);
-    const back = await planPlacement(servers.map((s) => ({ url: s.url })), sims.slice(0, 2).map((s) => ({ address: s.url })));
+    const back = await planPlacement(
+      servers.map((s) => ({ url: s.url })),
+      sims.slice(0, 2).map((s) => ({ address: s.url })),
+    );
     await applyPlacement(back, { weight_version: '9', mode: 'sync' });
     expect(await backendsOf(servers[0].url)).toEqual([`${sims[0].url}@9`]);
     expect(await backendsOf(servers[1].url)).toEqual([`${sims[1].url}@9`]);
@@ -105,7 +118,10 @@ describe('placement on loopback nodes with real rollout servers and simulated ba
   it('a broken config file fails with the key named', async () => {
     const cfg = path.join(dir, 'bad.yaml');
     await writeFile(cfg, 'rollout_servers: []\nllm_servers: [x]\n');
-    await expect(loadPlaceConfig(cfg)).rejects.toMatchObject({ code: 'config_invalid', message: expect.stringMatching(/bad\.yaml: `rollout_servers`/) });
+    await expect(loadPlaceConfig(cfg)).rejects.toMatchObject({
+      code: 'config_invalid',
+      message: expect.stringMatching(/bad\.yaml: `rollout_servers`/),
+    });
     await expect(loadPlaceConfig(path.join(dir, 'missing.yaml'))).rejects.toThrow(/cannot read it/);
   });
 });

@@ -1,12 +1,21 @@
 import { describe, expect, it } from 'vitest';
-import { formatPlan, loadPlaceConfig, parsePlaceConfig, planPlacement, type Lookup, type PlacementPlan } from '../../src/placement/index.js';
+import {
+  formatPlan,
+  loadPlaceConfig,
+  parsePlaceConfig,
+  planPlacement,
+  type Lookup,
+  type PlacementPlan,
+} from '../../src/placement/index.js';
 
 /** A resolver over a fixed table (a real implementation of the Lookup seam, like /etc/hosts). */
-const table = (t: Record<string, string[]>): Lookup => async (host) => {
-  const ips = t[host];
-  if (!ips) throw Object.assign(new Error(`getaddrinfo ENOTFOUND ${host}`), { code: 'ENOTFOUND' });
-  return ips;
-};
+const table =
+  (t: Record<string, string[]>): Lookup =>
+  async (host) => {
+    const ips = t[host];
+    if (!ips) throw Object.assign(new Error(`getaddrinfo ENOTFOUND ${host}`), { code: 'ENOTFOUND' });
+    return ips;
+  };
 const summary = (plan: PlacementPlan): Record<string, string[]> =>
   Object.fromEntries(plan.assignments.map((a) => [a.rollout_server, a.llm_servers.map((l) => `${l.address}#${l.phase}`)]));
 
@@ -16,7 +25,9 @@ describe('planPlacement', () => {
     const plan = await planPlacement(
       [{ url: 'http://node-a:8006' }, { url: 'http://10.0.0.1:8007' }, { url: 'http://node-b:8006' }],
       [
-        { address: 'http://gpu-a:9000/v1' }, { address: 'http://gpu-a:9001/v1' }, { address: 'gpu-a:9002', api: 'sglang' },
+        { address: 'http://gpu-a:9000/v1' },
+        { address: 'http://gpu-a:9001/v1' },
+        { address: 'gpu-a:9002', api: 'sglang' },
         { address: 'http://gpu-b:9000/v1' },
       ],
       { lookup },
@@ -69,12 +80,17 @@ describe('planPlacement', () => {
       [{ address: 'http://localhost:9000/v1' }],
     );
     // localhost is 127.0.0.1 (and ::1): the node of the second server; the first only shares it (phase 3).
-    expect(summary(plan)).toEqual({ 'http://127.0.0.2:8006': ['http://localhost:9000/v1#3'], 'http://127.0.0.1:8006': ['http://localhost:9000/v1#1'] });
+    expect(summary(plan)).toEqual({
+      'http://127.0.0.2:8006': ['http://localhost:9000/v1#3'],
+      'http://127.0.0.1:8006': ['http://localhost:9000/v1#1'],
+    });
     expect(plan.assignments[1].llm_servers[0].ips).toContain('127.0.0.1');
   });
 
   it('rejects duplicates and bad addresses, naming the key', async () => {
-    await expect(planPlacement([{ url: 'http://a:1' }, { url: 'http://a:1/' }], [])).rejects.toThrow(/rollout_servers\[1\]\.url: http:\/\/a:1 is listed twice/);
+    await expect(planPlacement([{ url: 'http://a:1' }, { url: 'http://a:1/' }], [])).rejects.toThrow(
+      /rollout_servers\[1\]\.url: http:\/\/a:1 is listed twice/,
+    );
     await expect(planPlacement([{ url: 'http://a:1' }], [{ address: 'http://[oops' }])).rejects.toThrow(/llm_servers\[0\]\.address/);
     await expect(planPlacement([], [])).rejects.toThrow(/rollout_servers/);
   });
@@ -87,10 +103,15 @@ describe('place config', () => {
       rollout_servers: ['http://a:8006', { url: 'http://b:8006', token: 'own-12345678' }],
       llm_servers: ['http://a:9000/v1', { address: 'b:30000', api: 'sglang' }],
     });
-    expect(cfg.rollout_servers).toEqual([{ url: 'http://a:8006', token: 'tok-12345678' }, { url: 'http://b:8006', token: 'own-12345678' }]);
+    expect(cfg.rollout_servers).toEqual([
+      { url: 'http://a:8006', token: 'tok-12345678' },
+      { url: 'http://b:8006', token: 'own-12345678' },
+    ]);
     expect(cfg.llm_servers[1]).toEqual({ address: 'b:30000', api: 'sglang' });
     expect(cfg.mode).toBe('replace');
-    expect(() => parsePlaceConfig({ rollout_servers: ['http://a:1'], llm_servers: [{ address: 'x', api: 'tgi' }] }, 'p.yaml')).toThrow(/p\.yaml: `llm_servers\[0\]/);
+    expect(() => parsePlaceConfig({ rollout_servers: ['http://a:1'], llm_servers: [{ address: 'x', api: 'tgi' }] }, 'p.yaml')).toThrow(
+      /p\.yaml: `llm_servers\[0\]/,
+    );
     expect(() => parsePlaceConfig({ rollout_servers: [], llm_servers: ['x'] })).toThrow(/rollout_servers/);
   });
 

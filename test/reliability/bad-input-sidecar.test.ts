@@ -20,8 +20,15 @@ describe('bad input to the sidecar', () => {
   const dir = tempDir('sidecar');
   fs.writeFileSync(path.join(dir, 'chat.jsonl'), '{"data_source": "chat", "instance_id": "c0"}\n');
   // The coordinator would talk to this server; bad input must never get that far.
-  fs.writeFileSync(path.join(dir, 'train.yaml'), 'name: rel-sidecar\nservers:\n  - url: http://127.0.0.1:9\ndataset:\n  path: chat.jsonl\nn: 2\nbatch_size: 1\n');
-  const child = spawn(process.execPath, [CLI, 'sidecar', '--config', path.join(dir, 'train.yaml'), '--log-level', 'warn', '--progress-interval-s', '0'], { stdio: ['pipe', 'pipe', 'pipe'] });
+  fs.writeFileSync(
+    path.join(dir, 'train.yaml'),
+    'name: rel-sidecar\nservers:\n  - url: http://127.0.0.1:9\ndataset:\n  path: chat.jsonl\nn: 2\nbatch_size: 1\n',
+  );
+  const child = spawn(
+    process.execPath,
+    [CLI, 'sidecar', '--config', path.join(dir, 'train.yaml'), '--log-level', 'warn', '--progress-interval-s', '0'],
+    { stdio: ['pipe', 'pipe', 'pipe'] },
+  );
   let stderr = '';
   child.stderr.on('data', (c: Buffer) => (stderr += c.toString()));
   const answers: any[] = [];
@@ -56,7 +63,14 @@ describe('bad input to the sidecar', () => {
   afterAll(async () => {
     if (child.exitCode === null) child.kill('SIGKILL');
     fs.rmSync(dir, { recursive: true, force: true });
-    for (const [kind, t] of [...tried].sort()) observe({ section: 'bad_input', name: kind, observed: `${t.n} lines → ${[...t.codes].sort().join(', ')}`, figures: { inputs: t.n }, test: t.test });
+    for (const [kind, t] of [...tried].sort())
+      observe({
+        section: 'bad_input',
+        name: kind,
+        observed: `${t.n} lines → ${[...t.codes].sort().join(', ')}`,
+        figures: { inputs: t.n },
+        test: t.test,
+      });
   });
 
   it('every bad line gets one error answer with a registered code, and the sidecar keeps serving', async () => {

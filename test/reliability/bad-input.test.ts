@@ -11,7 +11,16 @@ import { ERROR_CODES } from '../../src/protocol/errors.js';
 import { AddLlmServerRequest, RemoveLlmServerRequest } from '../../src/protocol/llm.js';
 import { CancelRequest } from '../../src/protocol/process.js';
 import type { RolloutServer } from '../../src/server/index.js';
-import { badAddBodies, badCancelBodies, badJobPaths, badProcessBodies, badRemoveBodies, deepNesting, invalidFor, type Bad } from './fuzz/arbitraries.js';
+import {
+  badAddBodies,
+  badCancelBodies,
+  badJobPaths,
+  badProcessBodies,
+  badRemoveBodies,
+  deepNesting,
+  invalidFor,
+  type Bad,
+} from './fuzz/arbitraries.js';
 import { currentTest, observe } from './helpers/observe.js';
 import { withCommand } from '../helpers/procs.js';
 import { inProcessServer, internals, postJson, rawRequest, request, sandboxRoot, type Answer } from './helpers/servers.js';
@@ -34,7 +43,16 @@ function expectApiError(a: Answer, where: string): void {
 
 /** The same checks as expectApiError, as a boolean (for the report's per-class verdict). */
 function conforms(a: Answer): boolean {
-  return a.status >= 400 && a.status < 500 && /application\/json/.test(a.headers.get('content-type') ?? '') && typeof a.body?.error?.code === 'string' && Object.keys(ERROR_CODES).includes(a.body.error.code) && typeof a.body.error.message === 'string' && a.body.error.message.length > 0 && a.body.detail === a.body.error.message;
+  return (
+    a.status >= 400 &&
+    a.status < 500 &&
+    /application\/json/.test(a.headers.get('content-type') ?? '') &&
+    typeof a.body?.error?.code === 'string' &&
+    Object.keys(ERROR_CODES).includes(a.body.error.code) &&
+    typeof a.body.error.message === 'string' &&
+    a.body.error.message.length > 0 &&
+    a.body.detail === a.body.error.message
+  );
 }
 
 describe('bad input over every route', () => {
@@ -51,13 +69,23 @@ describe('bad input over every route', () => {
   };
 
   beforeAll(async () => {
-    server = await inProcessServer({ sandbox: { runtime: 'bwrap', root }, llm: { backends: [{ address: NO_LLM }] }, body_limit_bytes: 8 * 1024 * 1024 });
+    server = await inProcessServer({
+      sandbox: { runtime: 'bwrap', root },
+      llm: { backends: [{ address: NO_LLM }] },
+      body_limit_bytes: 8 * 1024 * 1024,
+    });
   });
   afterAll(async () => {
     await server?.close();
     fs.rmSync(root, { recursive: true, force: true });
     for (const [kind, t] of [...tried].sort()) {
-      observe({ section: 'bad_input', name: kind, observed: `${t.n} inputs → ${[...t.answers].sort().join(', ')}${t.bad ? ` (${t.bad} not in the documented error shape)` : ''}`, figures: { inputs: t.n, nonconforming: t.bad }, test: t.test });
+      observe({
+        section: 'bad_input',
+        name: kind,
+        observed: `${t.n} inputs → ${[...t.answers].sort().join(', ')}${t.bad ? ` (${t.bad} not in the documented error shape)` : ''}`,
+        figures: { inputs: t.n, nonconforming: t.bad },
+        test: t.test,
+      });
     }
   });
 
@@ -95,17 +123,49 @@ describe('bad input over every route', () => {
   }, 60_000);
 
   const rawCases: Array<{ kind: string; routes: string[]; body: () => Buffer | string; type?: string; expect?: number }> = [
-    { kind: 'raw: not JSON', routes: ['/process', '/cancel', '/add_llm_server', '/remove_llm_server', '/clear_llm_server', '/start', '/stop'], body: () => '{"instance": {"data_source": "chat",' },
-    { kind: 'raw: NaN / Infinity literals', routes: ['/process', '/cancel', '/stop'], body: () => '{"instance": {"data_source": "chat", "turns": NaN}, "timeout_s": Infinity}' },
-    { kind: 'raw: wrong media type (text/plain, form)', routes: ['/process', '/cancel', '/add_llm_server', '/stop', '/start', '/clear_llm_server'], body: () => 'instance=chat', type: 'application/x-www-form-urlencoded', expect: 415 },
-    { kind: 'raw: invalid UTF-8 inside a JSON string', routes: ['/process', '/cancel', '/add_llm_server'], body: () => Buffer.concat([Buffer.from('{"instance": {"data_source": "'), Buffer.from([0xff, 0xfe, 0xc3, 0x28, 0xa0]), Buffer.from('"}}')]) },
-    { kind: 'raw: huge string field (2 MB data_source, 3 MB job_id)', routes: ['/process'], body: () => JSON.stringify({ instance: { data_source: 'x'.repeat(2_000_000) }, job_id: 'j'.repeat(3_000_000) }) },
-    { kind: 'raw: body over body_limit_bytes (9 MB)', routes: ['/process', '/cancel', '/stop'], body: () => JSON.stringify({ instance: { data_source: 'chat', pad: 'p'.repeat(9 * 1024 * 1024) } }), expect: 413 },
+    {
+      kind: 'raw: not JSON',
+      routes: ['/process', '/cancel', '/add_llm_server', '/remove_llm_server', '/clear_llm_server', '/start', '/stop'],
+      body: () => '{"instance": {"data_source": "chat",',
+    },
+    {
+      kind: 'raw: NaN / Infinity literals',
+      routes: ['/process', '/cancel', '/stop'],
+      body: () => '{"instance": {"data_source": "chat", "turns": NaN}, "timeout_s": Infinity}',
+    },
+    {
+      kind: 'raw: wrong media type (text/plain, form)',
+      routes: ['/process', '/cancel', '/add_llm_server', '/stop', '/start', '/clear_llm_server'],
+      body: () => 'instance=chat',
+      type: 'application/x-www-form-urlencoded',
+      expect: 415,
+    },
+    {
+      kind: 'raw: invalid UTF-8 inside a JSON string',
+      routes: ['/process', '/cancel', '/add_llm_server'],
+      body: () =>
+        Buffer.concat([Buffer.from('{"instance": {"data_source": "'), Buffer.from([0xff, 0xfe, 0xc3, 0x28, 0xa0]), Buffer.from('"}}')]),
+    },
+    {
+      kind: 'raw: huge string field (2 MB data_source, 3 MB job_id)',
+      routes: ['/process'],
+      body: () => JSON.stringify({ instance: { data_source: 'x'.repeat(2_000_000) }, job_id: 'j'.repeat(3_000_000) }),
+    },
+    {
+      kind: 'raw: body over body_limit_bytes (9 MB)',
+      routes: ['/process', '/cancel', '/stop'],
+      body: () => JSON.stringify({ instance: { data_source: 'chat', pad: 'p'.repeat(9 * 1024 * 1024) } }),
+      expect: 413,
+    },
   ];
   for (const c of rawCases) {
     it(c.kind, async () => {
       for (const route of c.routes) {
-        const a = await request(`${server.url}${route}`, { method: 'POST', body: c.body(), headers: { 'content-type': c.type ?? 'application/json' } });
+        const a = await request(`${server.url}${route}`, {
+          method: 'POST',
+          body: c.body(),
+          headers: { 'content-type': c.type ?? 'application/json' },
+        });
         count(c.kind, a);
         expectApiError(a, `${route} ${c.kind}`);
         if (c.expect) expect(a.status).toBe(c.expect);
@@ -140,15 +200,30 @@ describe('bad input over every route', () => {
     const u = new URL(server.url);
     const t0 = performance.now();
     const a = await new Promise<Answer>((resolve, reject) => {
-      const req = http.request({ host: u.hostname, port: u.port, method: 'POST', path: '/process', agent: false, headers: { 'content-type': 'application/json', 'content-length': String(100 * 1024 * 1024) } }, (res) => {
-        const chunks: Buffer[] = [];
-        res.on('data', (c: Buffer) => chunks.push(c));
-        res.on('end', () => {
-          const text = Buffer.concat(chunks).toString('utf8');
-          resolve({ status: res.statusCode ?? 0, headers: new Headers(res.headers as Record<string, string>), text, body: JSON.parse(text) });
-          req.destroy();
-        });
-      });
+      const req = http.request(
+        {
+          host: u.hostname,
+          port: u.port,
+          method: 'POST',
+          path: '/process',
+          agent: false,
+          headers: { 'content-type': 'application/json', 'content-length': String(100 * 1024 * 1024) },
+        },
+        (res) => {
+          const chunks: Buffer[] = [];
+          res.on('data', (c: Buffer) => chunks.push(c));
+          res.on('end', () => {
+            const text = Buffer.concat(chunks).toString('utf8');
+            resolve({
+              status: res.statusCode ?? 0,
+              headers: new Headers(res.headers as Record<string, string>),
+              text,
+              body: JSON.parse(text),
+            });
+            req.destroy();
+          });
+        },
+      );
       req.on('error', (e) => reject(e));
       const timer = setTimeout(() => reject(new Error('no answer within 20 s: the server waits for the whole 100 MB body')), 20_000);
       req.on('close', () => clearTimeout(timer));
@@ -164,12 +239,23 @@ describe('bad input over every route', () => {
 
   it('unknown routes and wrong methods get 404 / 405 in the same shape', async () => {
     const cases: Array<[string, string, number]> = [
-      ['GET', '/process', 405], ['PUT', '/cancel', 405], ['DELETE', '/status', 405], ['POST', '/health', 405], ['POST', '/jobs/x', 405],
-      ['GET', '/admin', 404], ['GET', '/../../etc/passwd', 404], ['GET', '/%2e%2e/%2e%2e/etc/shadow', 404], ['POST', '/process/../stop', 404], ['GET', '/.env', 404],
+      ['GET', '/process', 405],
+      ['PUT', '/cancel', 405],
+      ['DELETE', '/status', 405],
+      ['POST', '/health', 405],
+      ['POST', '/jobs/x', 405],
+      ['GET', '/admin', 404],
+      ['GET', '/../../etc/passwd', 404],
+      ['GET', '/%2e%2e/%2e%2e/etc/shadow', 404],
+      ['POST', '/process/../stop', 404],
+      ['GET', '/.env', 404],
       // An encoded "../../etc/passwd" is one path segment: a job id like any other (never a path), unknown here.
-      ['GET', '/jobs/../status', 404], ['GET', '/jobs/%2e%2e%2f%2e%2e%2fetc%2fpasswd', 404],
+      ['GET', '/jobs/../status', 404],
+      ['GET', '/jobs/%2e%2e%2f%2e%2e%2fetc%2fpasswd', 404],
       // Malformed percent-encoding: the router rejects these before any handler runs.
-      ['GET', '/jobs/%zz', 400], ['GET', '/%E0%A4%A', 400], ['POST', '/cancel%', 400],
+      ['GET', '/jobs/%zz', 400],
+      ['GET', '/%E0%A4%A', 400],
+      ['POST', '/cancel%', 400],
     ];
     for (const [method, path, status] of cases) {
       // Sent raw: the server, not the client's URL parser, must deal with the dot segments.
@@ -189,7 +275,10 @@ describe('bad input over every route', () => {
     // Any string is a job id, as in ProRL: the id is data, refused here only for its unknown data_source.
     const b = await postJson(`${server.url}/process`, { job_id: `x;touch${marker}`, instance: { data_source: `$(touch ${marker})` } });
     expectApiError(b, 'metachar job_id');
-    expect((await postJson(`${server.url}/cancel`, { job_id: `$(touch ${marker})` })).body).toMatchObject({ cancelled: false, state: 'unknown' });
+    expect((await postJson(`${server.url}/cancel`, { job_id: `$(touch ${marker})` })).body).toMatchObject({
+      cancelled: false,
+      state: 'unknown',
+    });
     expect(fs.existsSync(marker)).toBe(false);
   });
 

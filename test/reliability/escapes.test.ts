@@ -33,8 +33,16 @@ describe('sandbox escape attempts (real bwrap)', () => {
     host = http.createServer((_q, r) => r.end('host-ok'));
     await new Promise<void>((r) => host.listen(0, '127.0.0.1', r));
     hostPort = (host.address() as AddressInfo).port;
-    rt = createSandboxRuntime({ runtime: 'bwrap', root, close_grace_ms: 200, limits: { processes: 48, memory_mb: 512, cpu_s: 4, tmp_size_mb: 16 } });
-    [a, b] = (await Promise.all([rt.open({ files: { 'mine.txt': 'A' } }), rt.open({ files: { 'secret-b.txt': 'B-SECRET' } })])) as ManagedSandbox[];
+    rt = createSandboxRuntime({
+      runtime: 'bwrap',
+      root,
+      close_grace_ms: 200,
+      limits: { processes: 48, memory_mb: 512, cpu_s: 4, tmp_size_mb: 16 },
+    });
+    [a, b] = (await Promise.all([
+      rt.open({ files: { 'mine.txt': 'A' } }),
+      rt.open({ files: { 'secret-b.txt': 'B-SECRET' } }),
+    ])) as ManagedSandbox[];
   }, 60_000);
   afterAll(async () => {
     delete process.env.RAAS_TOKEN;
@@ -53,12 +61,18 @@ describe('sandbox escape attempts (real bwrap)', () => {
   it('network egress to the host loopback: TCP', async () => {
     // Markers computed at run time, so an echoed command line can never look like a success.
     const tcp = await sh(`timeout 3 bash -c 'exec 3<>/dev/tcp/127.0.0.1/${hostPort} && echo TCP-$((40+2))' 2>&1; echo rc=$?`);
-    const pyTcp = await py(`import socket\ns=socket.socket(); s.settimeout(2)\ntry:\n    s.connect(("127.0.0.1", ${hostPort})); print("TCP-" + str(40+2))\nexcept OSError as e:\n    print("refused:", e)`);
+    const pyTcp = await py(
+      `import socket\ns=socket.socket(); s.settimeout(2)\ntry:\n    s.connect(("127.0.0.1", ${hostPort})); print("TCP-" + str(40+2))\nexcept OSError as e:\n    print("refused:", e)`,
+    );
     expect(tcp).not.toContain('TCP-42');
     expect(tcp).toMatch(/Connection refused/);
     expect(pyTcp).not.toContain('TCP-42');
     expect((await request(`http://127.0.0.1:${hostPort}/`)).text).toBe('host-ok'); // the target is up
-    observe({ section: 'escapes', name: 'TCP to a server on the host 127.0.0.1', observed: `bash /dev/tcp: "${first(tcp)}"; python connect: "${first(pyTcp)}"` });
+    observe({
+      section: 'escapes',
+      name: 'TCP to a server on the host 127.0.0.1',
+      observed: `bash /dev/tcp: "${first(tcp)}"; python connect: "${first(pyTcp)}"`,
+    });
   });
 
   it('network egress to the host loopback: UDP', async () => {
@@ -67,23 +81,39 @@ describe('sandbox escape attempts (real bwrap)', () => {
     sock.on('message', () => got++);
     await new Promise<void>((r) => sock.bind(0, '127.0.0.1', () => r()));
     const port = (sock.address() as AddressInfo).port;
-    const out = await py(`import socket\ns=socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\ntry:\n    n=s.sendto(b"escape", ("127.0.0.1", ${port})); print("sent", n, "bytes to the sandbox's own loopback")\nexcept OSError as e:\n    print("send failed:", e)`);
+    const out = await py(
+      `import socket\ns=socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\ntry:\n    n=s.sendto(b"escape", ("127.0.0.1", ${port})); print("sent", n, "bytes to the sandbox's own loopback")\nexcept OSError as e:\n    print("send failed:", e)`,
+    );
     await new Promise((r) => setTimeout(r, 700));
     sock.close();
     expect(got).toBe(0);
-    observe({ section: 'escapes', name: 'UDP to a socket on the host 127.0.0.1', observed: `inside: "${first(out)}"; datagrams received by the host socket: ${got}` });
+    observe({
+      section: 'escapes',
+      name: 'UDP to a socket on the host 127.0.0.1',
+      observed: `inside: "${first(out)}"; datagrams received by the host socket: ${got}`,
+    });
   });
 
   it('network egress: DNS', async () => {
-    const out = await sh('getent hosts example.com; echo rc=$?; timeout 3 bash -c "exec 3<>/dev/udp/8.8.8.8/53 && echo UDP53-OPEN" 2>&1; ip -o link 2>/dev/null | cut -d: -f2 | tr "\\n" " " || ls /sys/class/net');
-    const pyDns = await py('import socket\ntry:\n    print(socket.getaddrinfo("example.com", 80)[0][4])\nexcept OSError as e:\n    print("resolution failed:", e)');
+    const out = await sh(
+      'getent hosts example.com; echo rc=$?; timeout 3 bash -c "exec 3<>/dev/udp/8.8.8.8/53 && echo UDP53-OPEN" 2>&1; ip -o link 2>/dev/null | cut -d: -f2 | tr "\\n" " " || ls /sys/class/net',
+    );
+    const pyDns = await py(
+      'import socket\ntry:\n    print(socket.getaddrinfo("example.com", 80)[0][4])\nexcept OSError as e:\n    print("resolution failed:", e)',
+    );
     expect(out).toContain('rc=2');
     expect(pyDns).toContain('resolution failed');
-    observe({ section: 'escapes', name: 'DNS resolution (getent, getaddrinfo)', observed: `getent: "${first(out)}"; python: "${first(pyDns)}"` });
+    observe({
+      section: 'escapes',
+      name: 'DNS resolution (getent, getaddrinfo)',
+      observed: `getent: "${first(out)}"; python: "${first(pyDns)}"`,
+    });
   });
 
   it('reading /root, /home and /etc/shadow', async () => {
-    const out = await sh('for p in /root /home /etc/shadow /etc/gshadow; do echo "== $p"; ls -la $p 2>&1 | head -3; cat $p 2>&1 | head -2; done');
+    const out = await sh(
+      'for p in /root /home /etc/shadow /etc/gshadow; do echo "== $p"; ls -la $p 2>&1 | head -3; cat $p 2>&1 | head -2; done',
+    );
     expect(out).not.toMatch(/root:[^:]*:\d+:/); // no shadow line
     expect(out).toMatch(/\/etc\/shadow: Permission denied/);
     expect(out).toMatch(/\/root.*No such file or directory/);
@@ -94,7 +124,9 @@ describe('sandbox escape attempts (real bwrap)', () => {
 
   it("reading the server's config and token (file and environment)", async () => {
     const cfg = path.join(cfgDir, 'server.yaml');
-    const out = await sh(`cat ${cfg} 2>&1; ls ${cfgDir} 2>&1; env | grep -c ${SECRET_TOKEN}; cat /proc/1/environ /proc/self/environ 2>/dev/null | tr '\\0' '\\n' | grep -c ${SECRET_TOKEN}; grep -rl ${SECRET_TOKEN} /workspace /tmp /run /opt /etc /var 2>/dev/null | head -3; echo end`);
+    const out = await sh(
+      `cat ${cfg} 2>&1; ls ${cfgDir} 2>&1; env | grep -c ${SECRET_TOKEN}; cat /proc/1/environ /proc/self/environ 2>/dev/null | tr '\\0' '\\n' | grep -c ${SECRET_TOKEN}; grep -rl ${SECRET_TOKEN} /workspace /tmp /run /opt /etc /var 2>/dev/null | head -3; echo end`,
+    );
     expect(out).not.toContain(`token: ${SECRET_TOKEN}`);
     expect(out).toMatch(/No such file or directory/);
     expect(out).toMatch(/^0\n0\n/m);
@@ -103,7 +135,9 @@ describe('sandbox escape attempts (real bwrap)', () => {
   }, 60_000);
 
   it("reading another sandbox's workspace", async () => {
-    const out = await sh(`cat ${b.workspace}/secret-b.txt 2>&1; ls ${path.dirname(b.workspace)} 2>&1; ls /workspace/.. 2>&1 | tr '\\n' ' '; find / -name 'secret-b.txt' -not -path '/proc/*' 2>/dev/null | head; echo end`);
+    const out = await sh(
+      `cat ${b.workspace}/secret-b.txt 2>&1; ls ${path.dirname(b.workspace)} 2>&1; ls /workspace/.. 2>&1 | tr '\\n' ' '; find / -name 'secret-b.txt' -not -path '/proc/*' 2>/dev/null | head; echo end`,
+    );
     expect(out).not.toContain('B-SECRET');
     expect(out).not.toMatch(/secret-b\.txt\n/);
     observe({ section: 'escapes', name: "read another sandbox's workspace", observed: first(out, 300) });
@@ -111,12 +145,18 @@ describe('sandbox escape attempts (real bwrap)', () => {
 
   it("other processes' /proc entries (host and other sandboxes)", async () => {
     const bPid = b.pid!;
-    const out = await sh(`ls /proc | grep -E '^[0-9]+$' | tr '\\n' ' '; echo; cat /proc/${process.pid}/environ 2>&1 | head -c 100; echo; cat /proc/${bPid}/cmdline 2>&1 | head -c 100; echo; ls /proc/${process.pid}/root/ 2>&1 | head -2`);
+    const out = await sh(
+      `ls /proc | grep -E '^[0-9]+$' | tr '\\n' ' '; echo; cat /proc/${process.pid}/environ 2>&1 | head -c 100; echo; cat /proc/${bPid}/cmdline 2>&1 | head -c 100; echo; ls /proc/${process.pid}/root/ 2>&1 | head -2`,
+    );
     expect(out).not.toContain('RAAS_TOKEN');
     expect(out).toMatch(new RegExp(`/proc/${process.pid}/environ: No such file or directory`));
     const pids = out.split('\n')[0].trim().split(/\s+/).map(Number);
     expect(pids.length).toBeLessThan(15);
-    observe({ section: 'escapes', name: "read other processes' /proc entries", observed: `visible pids: ${pids.join(' ')}; host server pid ${process.pid} and sandbox B's pid ${bPid}: "${first(out.split('\n').slice(1).join(' '), 250)}"` });
+    observe({
+      section: 'escapes',
+      name: "read other processes' /proc entries",
+      observed: `visible pids: ${pids.join(' ')}; host server pid ${process.pid} and sandbox B's pid ${bPid}: "${first(out.split('\n').slice(1).join(' '), 250)}"`,
+    });
   });
 
   it('symlink and path escapes through the editor', async () => {
@@ -151,12 +191,20 @@ describe('sandbox escape attempts (real bwrap)', () => {
     expect(lines.find((l) => l.startsWith(String(b.pid)))).toMatch(/failed/);
     // Pid 1 is the sandbox's own init, same uid, same namespaces: attaching to it is allowed and
     // reaches nothing outside (recorded, not asserted). Host and other-sandbox pids must be unreachable.
-    observe({ section: 'escapes', name: 'ptrace (host server, another sandbox, the sandbox init)', observed: `${lines.join('; ')} (pid 1 is the sandbox's own init); strace: "${first(strace, 160)}"` });
+    observe({
+      section: 'escapes',
+      name: 'ptrace (host server, another sandbox, the sandbox init)',
+      observed: `${lines.join('; ')} (pid 1 is the sandbox's own init); strace: "${first(strace, 160)}"`,
+    });
   });
 
   it('setuid attempts', async () => {
-    const out = await py('import os\nfor f, a in ((os.setuid, 0), (os.setgid, 0), (os.seteuid, 0)):\n    try:\n        f(a); print(f.__name__, "SUCCEEDED")\n    except OSError as e:\n        print(f.__name__, "failed:", e)');
-    const shOut = await sh('id -u; grep CapEff /proc/self/status; su -c id root </dev/null 2>&1 | head -1; cp /usr/bin/id ./myid && chmod u+s ./myid 2>&1; ./myid -u; mount -t tmpfs none /mnt 2>&1 | head -1');
+    const out = await py(
+      'import os\nfor f, a in ((os.setuid, 0), (os.setgid, 0), (os.seteuid, 0)):\n    try:\n        f(a); print(f.__name__, "SUCCEEDED")\n    except OSError as e:\n        print(f.__name__, "failed:", e)',
+    );
+    const shOut = await sh(
+      'id -u; grep CapEff /proc/self/status; su -c id root </dev/null 2>&1 | head -1; cp /usr/bin/id ./myid && chmod u+s ./myid 2>&1; ./myid -u; mount -t tmpfs none /mnt 2>&1 | head -1',
+    );
     expect(out).not.toContain('SUCCEEDED');
     expect(shOut).toMatch(/CapEff:\s+0000000000000000/);
     expect(shOut.split('\n')[0]).not.toBe('0');
@@ -176,21 +224,33 @@ describe('sandbox escape attempts (real bwrap)', () => {
     const x = await spin.bash("bash -c 'while :; do :; done'; echo rc=$?", { timeout_s: 90 });
     await spin.close();
     expect(x.output).toMatch(/rc=(152|137)|CPU time limit/);
-    observe({ section: 'escapes', name: 'CPU spin (timeout_s 1; cpu_s 1)', observed: `spin interrupted after ${s.toFixed(1)} s (timed_out ${r.timed_out}), shell alive; spinner in a subshell with cpu_s 1: "${first(x.output, 120)}"` });
+    observe({
+      section: 'escapes',
+      name: 'CPU spin (timeout_s 1; cpu_s 1)',
+      observed: `spin interrupted after ${s.toFixed(1)} s (timed_out ${r.timed_out}), shell alive; spinner in a subshell with cpu_s 1: "${first(x.output, 120)}"`,
+    });
   }, 120_000);
 
   it('memory bomb stays inside memory_mb; the host keeps answering', async () => {
-    const out = await py('try:\n    x = bytearray(8 * 1024 ** 3)\n    print("ALLOCATED")\nexcept MemoryError as e:\n    print("MemoryError", e)');
+    const out = await py(
+      'try:\n    x = bytearray(8 * 1024 ** 3)\n    print("ALLOCATED")\nexcept MemoryError as e:\n    print("MemoryError", e)',
+    );
     const shOut = await sh("python3 -c 'b = [bytearray(64 << 20) for _ in range(64)]' 2>&1 | tail -1; echo rc=$?");
     expect(out).not.toContain('ALLOCATED');
     expect((await request(`http://127.0.0.1:${hostPort}/`, { timeoutMs: 5000 })).text).toBe('host-ok');
-    observe({ section: 'escapes', name: 'memory bomb (memory_mb 512)', observed: `python tool: "${first(out)}"; python3 child: "${first(shOut)}"; host answered` });
+    observe({
+      section: 'escapes',
+      name: 'memory bomb (memory_mb 512)',
+      observed: `python tool: "${first(out)}"; python3 child: "${first(shOut)}"; host answered`,
+    });
   }, 40_000);
 
   it('fork bomb stays inside the process limit; the host keeps answering; teardown leaves nothing', async () => {
     const bomb = (await rt.open({ limits: { processes: 32 } })) as ManagedSandbox;
     const ns = bomb.pidNamespace!;
-    const running = bomb.bash('bomb() { bomb | bomb & }; bomb; sleep 3; echo survived', { timeout_s: 8 }).catch((e: Error) => ({ output: e.message }));
+    const running = bomb
+      .bash('bomb() { bomb | bomb & }; bomb; sleep 3; echo survived', { timeout_s: 8 })
+      .catch((e: Error) => ({ output: e.message }));
     await new Promise((r) => setTimeout(r, 1000));
     const t0 = performance.now();
     const health = await request(`http://127.0.0.1:${hostPort}/`, { timeoutMs: 5000 });
@@ -201,23 +261,44 @@ describe('sandbox escape attempts (real bwrap)', () => {
     await running;
     const left = await waitGone(() => inNamespaces([ns]));
     expect(left).toEqual([]);
-    observe({ section: 'escapes', name: 'fork bomb (processes 32)', observed: `${inside} processes in the sandbox at peak (limit 32); host answered in ${ms.toFixed(0)} ms; after close: ${left.length} processes left`, figures: { orphans: left.length } });
+    observe({
+      section: 'escapes',
+      name: 'fork bomb (processes 32)',
+      observed: `${inside} processes in the sandbox at peak (limit 32); host answered in ${ms.toFixed(0)} ms; after close: ${left.length} processes left`,
+      figures: { orphans: left.length },
+    });
   }, 40_000);
 
   it('escaping close by double fork and setsid', async () => {
     const sb = (await rt.open({})) as ManagedSandbox;
     const ns = sb.pidNamespace!;
-    await sb.bash("setsid bash -c '(sleep 611 &) &' ; nohup sleep 612 >/dev/null 2>&1 & disown; python3 -c 'import os\nif os.fork() == 0:\n    os.setsid()\n    if os.fork() == 0:\n        os.execvp(\"sleep\", [\"sleep\", \"613\"])' ; sleep 0.5; echo forked");
+    await sb.bash(
+      'setsid bash -c \'(sleep 611 &) &\' ; nohup sleep 612 >/dev/null 2>&1 & disown; python3 -c \'import os\nif os.fork() == 0:\n    os.setsid()\n    if os.fork() == 0:\n        os.execvp("sleep", ["sleep", "613"])\' ; sleep 0.5; echo forked',
+    );
     const before = inNamespaces([ns]).filter((p) => /sleep 61[123]/.test(p.cmd)).length;
     expect(before).toBe(3);
     await sb.close();
     const left = await waitGone(() => [...inNamespaces([ns]), ...withCommand('sleep 61').filter((p) => /^sleep 61[123]$/.test(p.cmd))]);
     expect(left).toEqual([]);
-    observe({ section: 'escapes', name: 'escape close() by double fork + setsid + nohup', observed: `${before} detached sleepers running before close(); after close(): ${left.length} processes of the sandbox left`, figures: { orphans: left.length } });
+    observe({
+      section: 'escapes',
+      name: 'escape close() by double fork + setsid + nohup',
+      observed: `${before} detached sleepers running before close(); after close(): ${left.length} processes of the sandbox left`,
+      figures: { orphans: left.length },
+    });
   }, 30_000);
 
   it('escaping die-with-parent: the owning process SIGKILLed with double-forked, setsid children inside', async () => {
-    const child = spawn(process.execPath, [path.join(ROOT, 'test/reliability/fixtures/hold-sandbox.mjs'), path.join(ROOT, 'dist/src/server/sandbox/index.js'), `${root}-owner`, "setsid bash -c '(sleep 621 &) &'; nohup sleep 622 >/dev/null 2>&1 & sleep 600"], { stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn(
+      process.execPath,
+      [
+        path.join(ROOT, 'test/reliability/fixtures/hold-sandbox.mjs'),
+        path.join(ROOT, 'dist/src/server/sandbox/index.js'),
+        `${root}-owner`,
+        "setsid bash -c '(sleep 621 &) &'; nohup sleep 622 >/dev/null 2>&1 & sleep 600",
+      ],
+      { stdio: ['ignore', 'pipe', 'pipe'] },
+    );
     const info = await new Promise<{ pid: number; ns: string }>((resolve, reject) => {
       createInterface({ input: child.stdout }).once('line', (l) => resolve(JSON.parse(l)));
       child.once('exit', (c) => reject(new Error(`hold-sandbox exited ${c}`)));
@@ -229,9 +310,17 @@ describe('sandbox escape attempts (real bwrap)', () => {
     const before = inNamespaces([info.ns]).length;
     expect(before).toBeGreaterThanOrEqual(4);
     child.kill('SIGKILL');
-    const left = await waitGone(() => [...inNamespaces([info.ns]), ...withCommand('sleep 62').filter((p) => /^sleep 62[12]$/.test(p.cmd))], 5000);
+    const left = await waitGone(
+      () => [...inNamespaces([info.ns]), ...withCommand('sleep 62').filter((p) => /^sleep 62[12]$/.test(p.cmd))],
+      5000,
+    );
     expect(left).toEqual([]);
     fs.rmSync(`${root}-owner`, { recursive: true, force: true });
-    observe({ section: 'escapes', name: 'escape --die-with-parent (owner SIGKILLed; double fork, setsid, nohup inside)', observed: `${before} processes in the sandbox before the owner died; ${left.length} left after`, figures: { orphans: left.length } });
+    observe({
+      section: 'escapes',
+      name: 'escape --die-with-parent (owner SIGKILLed; double fork, setsid, nohup inside)',
+      observed: `${before} processes in the sandbox before the owner died; ${left.length} left after`,
+      figures: { orphans: left.length },
+    });
   }, 90_000);
 });

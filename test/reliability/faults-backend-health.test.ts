@@ -10,21 +10,34 @@ import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import { observe } from './helpers/observe.js';
 import { cliProcess, postJson, request, serveProcess, tempDir, until, type ServeProcess } from './helpers/servers.js';
 
-const chat = (id: string, turns: number) => ({ job_id: id, instance: { data_source: 'chat', turns }, sampling_params: { seed: 1, max_tokens_per_turn: 16 } });
+const chat = (id: string, turns: number) => ({
+  job_id: id,
+  instance: { data_source: 'chat', turns },
+  sampling_params: { seed: 1, max_tokens_per_turn: 16 },
+});
 const moves = async (url: string) => Number(/raas_backend_moves_total (\d+)/.exec((await request(`${url}/metrics`)).text)?.[1] ?? 0);
-const backendsOf = async (url: string): Promise<Array<{ address: string; healthy: boolean; active: number; assigned: number; weight_version: string }>> => (await request(`${url}/status`)).body.backends;
+const backendsOf = async (
+  url: string,
+): Promise<Array<{ address: string; healthy: boolean; active: number; assigned: number; weight_version: string }>> =>
+  (await request(`${url}/status`)).body.backends;
 const backendOf = async (url: string, address: string) => (await backendsOf(url)).find((b) => b.address === address);
 
 describe('faults: LLM backend health with real processes', () => {
   const dir = tempDir('health');
   // 16 tokens at 40 ms each: a turn lasts about 0.65 s, long enough to hit a backend inside one.
   const simCfg = path.join(dir, 'sim.yaml');
-  fs.writeFileSync(simCfg, 'seed: 5\nlatency:\n  decode_ms_per_token: 40\nfiller:\n  median_tokens: 16\n  sigma: 0\n  min_tokens: 16\n  max_tokens: 16\n');
+  fs.writeFileSync(
+    simCfg,
+    'seed: 5\nlatency:\n  decode_ms_per_token: 40\nfiller:\n  median_tokens: 16\n  sigma: 0\n  min_tokens: 16\n  max_tokens: 16\n',
+  );
   // Probes every 0.25 s with a 2 s timeout (a loaded 2-core machine can delay a live sim's answer);
   // two consecutive failures open a breaker. Deadlines stay at their defaults (60 s + 100 ms per
   // token): a hung backend is left through its breaker only.
   const serverCfg = path.join(dir, 'server.yaml');
-  fs.writeFileSync(serverCfg, 'llm:\n  retries: 3\n  backoff_base_ms: 50\n  backoff_max_ms: 200\n  unhealthy_after: 2\n  probe_interval_s: 0.25\n  probe_timeout_s: 2\n  max_moves: 3\nlog_level: warn\n');
+  fs.writeFileSync(
+    serverCfg,
+    'llm:\n  retries: 3\n  backoff_base_ms: 50\n  backoff_max_ms: 200\n  unhealthy_after: 2\n  probe_interval_s: 0.25\n  probe_timeout_s: 2\n  max_moves: 3\nlog_level: warn\n',
+  );
   const sims: ServeProcess[] = [];
   let server: ServeProcess | undefined;
 
@@ -65,7 +78,9 @@ describe('faults: LLM backend health with real processes', () => {
 
     // While it is down, no new job is bound to it.
     const assignedWhileDown = (await backendOf(url, a.url))!.assigned;
-    const wave2 = await Promise.all(Array.from({ length: 8 }, (_, i) => postJson(`${url}/process`, chat(`down-${i}`, 1), { timeoutMs: 60_000 })));
+    const wave2 = await Promise.all(
+      Array.from({ length: 8 }, (_, i) => postJson(`${url}/process`, chat(`down-${i}`, 1), { timeoutMs: 60_000 })),
+    );
     expect(wave2.map((r) => r.body.critical_error)).toEqual(Array(8).fill(null));
     expect((await backendOf(url, a.url))!.assigned).toBe(assignedWhileDown);
 
@@ -76,7 +91,9 @@ describe('faults: LLM backend health with real processes', () => {
     expect(a2.url).toBe(a.url);
     await until(async () => (await backendOf(url, a.url))?.healthy === true, 'restarted backend healthy', 10_000);
     const backS = (performance.now() - restartedAt) / 1000;
-    const wave3 = await Promise.all(Array.from({ length: 8 }, (_, i) => postJson(`${url}/process`, chat(`back-${i}`, 1), { timeoutMs: 60_000 })));
+    const wave3 = await Promise.all(
+      Array.from({ length: 8 }, (_, i) => postJson(`${url}/process`, chat(`back-${i}`, 1), { timeoutMs: 60_000 })),
+    );
     expect(wave3.map((r) => r.body.critical_error)).toEqual(Array(8).fill(null));
     const onRestarted = wave3.filter((r) => r.body.backend === a.url).length;
     expect(onRestarted).toBeGreaterThan(0);
@@ -112,7 +129,9 @@ describe('faults: LLM backend health with real processes', () => {
 
     a.child.kill('SIGCONT');
     await until(async () => (await backendOf(url, a.url))?.healthy === true, 'continued backend healthy', 10_000);
-    const after = await Promise.all(Array.from({ length: 8 }, (_, i) => postJson(`${url}/process`, chat(`cont-${i}`, 1), { timeoutMs: 60_000 })));
+    const after = await Promise.all(
+      Array.from({ length: 8 }, (_, i) => postJson(`${url}/process`, chat(`cont-${i}`, 1), { timeoutMs: 60_000 })),
+    );
     expect(after.map((r) => r.body.critical_error)).toEqual(Array(8).fill(null));
     expect(after.some((r) => r.body.backend === a.url)).toBe(true);
     observe({
@@ -131,7 +150,9 @@ describe('faults: LLM backend health with real processes', () => {
     await dead.kill('SIGKILL');
     const url = await serve([deadUrl, live.url]);
     const m0 = await moves(url);
-    const wave1 = await Promise.all(Array.from({ length: 22 }, (_, i) => postJson(`${url}/process`, chat(`dead-${i}`, 1), { timeoutMs: 60_000 })));
+    const wave1 = await Promise.all(
+      Array.from({ length: 22 }, (_, i) => postJson(`${url}/process`, chat(`dead-${i}`, 1), { timeoutMs: 60_000 })),
+    );
     const m1 = await moves(url);
     // Before the breaker, 8 of 22 jobs went to the dead address, each paying 1-1.4 s of retries, and 2 failed (issue 13).
     expect(wave1.map((r) => r.body.critical_error)).toEqual(Array(22).fill(null));
@@ -139,7 +160,9 @@ describe('faults: LLM backend health with real processes', () => {
     const d = (await backendOf(url, deadUrl))!;
     expect(d).toMatchObject({ healthy: false, active: 0 });
     // Idle, the dead one would be the least loaded: still no job goes there.
-    const wave2 = await Promise.all(Array.from({ length: 22 }, (_, i) => postJson(`${url}/process`, chat(`dead2-${i}`, 1), { timeoutMs: 60_000 })));
+    const wave2 = await Promise.all(
+      Array.from({ length: 22 }, (_, i) => postJson(`${url}/process`, chat(`dead2-${i}`, 1), { timeoutMs: 60_000 })),
+    );
     expect(wave2.map((r) => r.body.critical_error)).toEqual(Array(22).fill(null));
     expect((await backendOf(url, deadUrl))!.assigned).toBe(d.assigned);
     expect(await moves(url)).toBe(m1);

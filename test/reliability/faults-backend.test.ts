@@ -12,7 +12,11 @@ import { badBackend, type BadMode } from './helpers/bad-backend.js';
 import { observe } from './helpers/observe.js';
 import { inProcessServer, internals, postJson, request, simProcess, until, type ServeProcess } from './helpers/servers.js';
 
-const chat = (id: string, turns = 1) => ({ job_id: id, instance: { data_source: 'chat', turns }, sampling_params: { seed: 1, max_tokens_per_turn: 40 } });
+const chat = (id: string, turns = 1) => ({
+  job_id: id,
+  instance: { data_source: 'chat', turns },
+  sampling_params: { seed: 1, max_tokens_per_turn: 40 },
+});
 const moves = async (url: string) => Number(/raas_backend_moves_total (\d+)/.exec((await request(`${url}/metrics`)).text)?.[1] ?? 0);
 
 describe('faults: misbehaving LLM backends', () => {
@@ -37,10 +41,18 @@ describe('faults: misbehaving LLM backends', () => {
         await postJson(`${server.url}/clear_llm_server`, {});
         await postJson(`${server.url}/add_llm_server`, { address: bad.url });
         const t0 = performance.now();
-        const alone = await Promise.all([0, 1, 2].map((i) => postJson(`${server.url}/process`, chat(`${mode}-alone-${i}`), { timeoutMs: 30_000 })));
+        const alone = await Promise.all(
+          [0, 1, 2].map((i) => postJson(`${server.url}/process`, chat(`${mode}-alone-${i}`), { timeoutMs: 30_000 })),
+        );
         const aloneS = (performance.now() - t0) / 1000;
         // The error names what the backend did, so an operator can tell a crash from a slow backend (D4).
-        const cause: Record<BadMode, RegExp> = { http_500: /500/, garbage: /non-JSON/, wrong_shape: /without choices/, reset: /reset|socket|closed|fetch failed|ECONN/i, slow: /no answer within/ };
+        const cause: Record<BadMode, RegExp> = {
+          http_500: /500/,
+          garbage: /non-JSON/,
+          wrong_shape: /without choices/,
+          reset: /reset|socket|closed|fetch failed|ECONN/i,
+          slow: /no answer within/,
+        };
         for (const a of alone) {
           expect(a.status).toBe(200);
           expect(a.body).toMatchObject({ critical_error: 'run', finish_reason: 'error', success: false });
@@ -50,7 +62,9 @@ describe('faults: misbehaving LLM backends', () => {
         const movesBefore = await moves(server.url);
         await postJson(`${server.url}/add_llm_server`, { address: good.url });
         const t1 = performance.now();
-        const mixed = await Promise.all(Array.from({ length: 8 }, (_, i) => postJson(`${server.url}/process`, chat(`${mode}-mixed-${i}`), { timeoutMs: 30_000 })));
+        const mixed = await Promise.all(
+          Array.from({ length: 8 }, (_, i) => postJson(`${server.url}/process`, chat(`${mode}-mixed-${i}`), { timeoutMs: 30_000 })),
+        );
         const mixedS = (performance.now() - t1) / 1000;
         const movedBy = (await moves(server.url)) - movesBefore;
         expect(mixed.map((m) => m.body.critical_error)).toEqual(Array(8).fill(null));
@@ -77,7 +91,10 @@ describe('faults: an LLM backend process SIGKILLed mid-RUN', () => {
   const cfgDir = fs.mkdtempSync(path.join(os.tmpdir(), 'raas-rel-sim-'));
   // ~40 tokens at 50 ms each: every turn lasts about 2 s, long enough to kill the backend inside it.
   const simCfg = path.join(cfgDir, 'sim.yaml');
-  fs.writeFileSync(simCfg, 'seed: 5\nlatency:\n  decode_ms_per_token: 50\nfiller:\n  median_tokens: 40\n  sigma: 0\n  min_tokens: 40\n  max_tokens: 40\n');
+  fs.writeFileSync(
+    simCfg,
+    'seed: 5\nlatency:\n  decode_ms_per_token: 50\nfiller:\n  median_tokens: 40\n  sigma: 0\n  min_tokens: 40\n  max_tokens: 40\n',
+  );
 
   beforeAll(async () => {
     server = await inProcessServer({ llm: { retries: 1, backoff_base_ms: 20, backoff_max_ms: 50, request_timeout_s: 10, max_moves: 3 } });
@@ -119,8 +136,13 @@ describe('faults: an LLM backend process SIGKILLed mid-RUN', () => {
     await postJson(`${server.url}/add_llm_server`, { address: a.url });
     await postJson(`${server.url}/add_llm_server`, { address: b.url });
     const movesBefore = await moves(server.url);
-    const pending = Array.from({ length: 6 }, (_, i) => postJson(`${server.url}/process`, chat(`kill-move-${i}`, 2), { timeoutMs: 60_000 }));
-    await until(async () => (await request(`${server.url}/status`)).body.backends.every((x: { active: number }) => x.active > 0), 'both backends busy');
+    const pending = Array.from({ length: 6 }, (_, i) =>
+      postJson(`${server.url}/process`, chat(`kill-move-${i}`, 2), { timeoutMs: 60_000 }),
+    );
+    await until(
+      async () => (await request(`${server.url}/status`)).body.backends.every((x: { active: number }) => x.active > 0),
+      'both backends busy',
+    );
     await new Promise((r) => setTimeout(r, 300));
     await a.kill('SIGKILL');
     const answers = await Promise.all(pending);

@@ -17,7 +17,8 @@ import { alive, descendantsOf, processTable, waitGone } from '../helpers/procs.j
 import { CLI, cliProcess, request, serveProcess, tempDir, until, type ServeProcess } from './helpers/servers.js';
 
 type BackendRow = { address: string; healthy: boolean; active: number; assigned: number; weight_version: string };
-const statusOf = async (url: string) => (await request(`${url}/status`, { timeoutMs: 5000 })).body as { run: number; pending_jobs: number; backends: BackendRow[] };
+const statusOf = async (url: string) =>
+  (await request(`${url}/status`, { timeoutMs: 5000 })).body as { run: number; pending_jobs: number; backends: BackendRow[] };
 const backendOn = async (server: string, address: string) => (await statusOf(server)).backends.find((b) => b.address === address);
 const moves = async (url: string) => Number(/raas_backend_moves_total (\d+)/.exec((await request(`${url}/metrics`)).text)?.[1] ?? 0);
 
@@ -53,13 +54,24 @@ describe('faults: a training run over a live fleet (fault matrix, real processes
   const dir = tempDir('matrix');
   const dataset = path.join(dir, 'chat.jsonl');
   const rates = [0.5, 0.3, 0.7, 0.5, 0.6];
-  fs.writeFileSync(dataset, Array.from({ length: 300 }, (_, i) => JSON.stringify({ data_source: 'chat', instance_id: `c${i}`, turns: 1 + (i % 2), pass_rate: rates[i % rates.length] })).join('\n') + '\n');
+  fs.writeFileSync(
+    dataset,
+    Array.from({ length: 300 }, (_, i) =>
+      JSON.stringify({ data_source: 'chat', instance_id: `c${i}`, turns: 1 + (i % 2), pass_rate: rates[i % rates.length] }),
+    ).join('\n') + '\n',
+  );
   // 12 tokens at 25 ms: a turn lasts about 0.3 s, so faults land while calls are in flight.
   const simCfg = path.join(dir, 'sim.yaml');
-  fs.writeFileSync(simCfg, `latency:\n  decode_ms_per_token: 25\nfiller:\n  median_tokens: 12\n  sigma: 0\n  min_tokens: 12\n  max_tokens: 12\ndatasets: ["${dataset}"]\n`);
+  fs.writeFileSync(
+    simCfg,
+    `latency:\n  decode_ms_per_token: 25\nfiller:\n  median_tokens: 12\n  sigma: 0\n  min_tokens: 12\n  max_tokens: 12\ndatasets: ["${dataset}"]\n`,
+  );
   // Breakers open after 2 failures; probes every 0.25 s (2 s timeout, for a loaded 2-core machine).
   const serverCfg = path.join(dir, 'server.yaml');
-  fs.writeFileSync(serverCfg, 'llm:\n  retries: 3\n  backoff_base_ms: 50\n  backoff_max_ms: 200\n  unhealthy_after: 2\n  probe_interval_s: 0.25\n  probe_timeout_s: 2\n  max_moves: 3\nlog_level: warn\n');
+  fs.writeFileSync(
+    serverCfg,
+    'llm:\n  retries: 3\n  backoff_base_ms: 50\n  backoff_max_ms: 200\n  unhealthy_after: 2\n  probe_interval_s: 0.25\n  probe_timeout_s: 2\n  max_moves: 3\nlog_level: warn\n',
+  );
   const children: ServeProcess[] = [];
 
   const sim = async (port = 0): Promise<ServeProcess> => {
@@ -78,8 +90,16 @@ describe('faults: a training run over a live fleet (fault matrix, real processes
     return { servers: all.slice(0, servers), sims: all.slice(servers) };
   };
   const coordinatorConfig = (name: string, servers: ServeProcess[], sims: ServeProcess[], steps: number) => ({
-    name, seed: 7, servers: servers.map((s) => ({ url: s.url })), backends: sims.map((s) => s.url), dataset: { path: dataset },
-    n: 4, batch_size: 3, max_staleness: 1, steps, health_interval_ms: 200,
+    name,
+    seed: 7,
+    servers: servers.map((s) => ({ url: s.url })),
+    backends: sims.map((s) => s.url),
+    dataset: { path: dataset },
+    n: 4,
+    batch_size: 3,
+    max_staleness: 1,
+    steps,
+    health_interval_ms: 200,
   });
 
   afterEach(async () => {
@@ -93,7 +113,10 @@ describe('faults: a training run over a live fleet (fault matrix, real processes
   });
 
   it('a rollout server SIGKILLed mid-run with backends configured: weight updates go on over the survivor and training finishes', async () => {
-    const { servers: [s1, s2], sims } = await fleet(2, 2);
+    const {
+      servers: [s1, s2],
+      sims,
+    } = await fleet(2, 2);
     const c = new Coordinator(coordinatorConfig('m-srv', [s1, s2], sims, 4));
     const batches: Batch[] = [];
     try {
@@ -113,7 +136,9 @@ describe('faults: a training run over a live fleet (fault matrix, real processes
       expect(st.max_inflight_jobs).toBe(8); // the survivor's workers only
       expect(st.totals.dropped_error).toBe(0);
       // Both backends were placed onto the survivor at the last update's version.
-      expect((await statusOf(s1.url)).backends.map((b) => `${b.address}@${b.weight_version}`).sort()).toEqual(sims.map((s) => `${s.url}@3`).sort());
+      expect((await statusOf(s1.url)).backends.map((b) => `${b.address}@${b.weight_version}`).sort()).toEqual(
+        sims.map((s) => `${s.url}@3`).sort(),
+      );
       observe({
         section: 'faults',
         name: 'rollout server SIGKILLed mid-run, two backends configured, weight updates continuing (coordinator over two raas serve processes)',
@@ -126,7 +151,10 @@ describe('faults: a training run over a live fleet (fault matrix, real processes
   }, 90_000);
 
   it('a backend SIGKILLed, restarted on its port, SIGSTOPped (hung) and continued during training: jobs move off, none is lost, its breaker closes again each time', async () => {
-    const { servers: [s], sims: [a, b] } = await fleet(1, 2);
+    const {
+      servers: [s],
+      sims: [a, b],
+    } = await fleet(1, 2);
     const c = new Coordinator(coordinatorConfig('m-llm', [s], [a, b], 6));
     const batches: Batch[] = [];
     const m0 = await moves(s.url);
@@ -138,11 +166,18 @@ describe('faults: a training run over a live fleet (fault matrix, real processes
     };
     let last = '';
     // Jobs bound to A right now (a handover has just admitted groups, so some are in flight).
-    const busy = () => until(async () => {
-      const st = await statusOf(s.url);
-      last = JSON.stringify(st.backends);
-      return (st.backends.find((x) => x.address === a.url)?.active ?? 0) > 0;
-    }, 'jobs on backend A', 20_000).catch((e: Error) => { throw new Error(`${e.message}: ${last}; coordinator ${JSON.stringify(c.status())}`); });
+    const busy = () =>
+      until(
+        async () => {
+          const st = await statusOf(s.url);
+          last = JSON.stringify(st.backends);
+          return (st.backends.find((x) => x.address === a.url)?.active ?? 0) > 0;
+        },
+        'jobs on backend A',
+        20_000,
+      ).catch((e: Error) => {
+        throw new Error(`${e.message}: ${last}; coordinator ${JSON.stringify(c.status())}`);
+      });
     const health = (want: boolean, what: string) => until(async () => (await backendOn(s.url, a.url))?.healthy === want, what, 20_000);
     try {
       await batch();
@@ -186,7 +221,10 @@ describe('faults: a training run over a live fleet (fault matrix, real processes
   }, 90_000);
 
   it('clear + add at every weight update (placement_mode: replace) with jobs in RUN: load and weight_version stay right for them', async () => {
-    const { servers: [s], sims } = await fleet(1, 2);
+    const {
+      servers: [s],
+      sims,
+    } = await fleet(1, 2);
     const c = new Coordinator({ ...coordinatorConfig('m-clr', [s], sims, 4), placement_mode: 'replace' });
     const batches: Batch[] = [];
     const seen: string[] = [];
@@ -218,22 +256,38 @@ describe('faults: a training run over a live fleet (fault matrix, real processes
   }, 90_000);
 
   it('raas train (3 steps, two raas serve, two raas sim-llm): one server SIGKILLed after the first step, one backend SIGKILLed and restarted; every step finishes and nothing is left running', async () => {
-    const { servers: [s1, s2], sims: [a, b] } = await fleet(2, 2);
+    const {
+      servers: [s1, s2],
+      sims: [a, b],
+    } = await fleet(2, 2);
     // The trainer command marks that a step's batch is out and waits for the test's go: faults land while jobs run.
     const gate = path.join(dir, 'gate');
     fs.mkdirSync(gate, { recursive: true });
     const cfg = path.join(dir, 'e2e.yaml');
-    fs.writeFileSync(cfg, [
-      'name: m-e2e', 'seed: 7', `servers: [{url: "${s1.url}"}, {url: "${s2.url}"}]`, `backends: ["${a.url}", "${b.url}"]`,
-      `dataset: {path: "${dataset}"}`, 'n: 4', 'batch_size: 3', 'steps: 3', `output_dir: ${path.join(dir, 'runs')}`, 'health_interval_ms: 200',
-      `trainer: {command: 'touch ${gate}/at-{step}; while [ ! -e ${gate}/go-{step} ]; do sleep 0.05; done'}`, '',
-    ].join('\n'));
+    fs.writeFileSync(
+      cfg,
+      [
+        'name: m-e2e',
+        'seed: 7',
+        `servers: [{url: "${s1.url}"}, {url: "${s2.url}"}]`,
+        `backends: ["${a.url}", "${b.url}"]`,
+        `dataset: {path: "${dataset}"}`,
+        'n: 4',
+        'batch_size: 3',
+        'steps: 3',
+        `output_dir: ${path.join(dir, 'runs')}`,
+        'health_interval_ms: 200',
+        `trainer: {command: 'touch ${gate}/at-{step}; while [ ! -e ${gate}/go-{step} ]; do sleep 0.05; done'}`,
+        '',
+      ].join('\n'),
+    );
     const child = spawn(process.execPath, [CLI, 'train', cfg], { cwd: dir, stdio: ['ignore', 'pipe', 'pipe'] });
     let out = '';
     child.stdout.on('data', (d: Buffer) => (out += d));
     child.stderr.on('data', (d: Buffer) => (out += d));
     const exited = new Promise<number | null>((r) => child.once('exit', (code) => r(code)));
-    const at = (k: number) => until(() => fs.existsSync(path.join(gate, `at-${k}`)) || child.exitCode !== null, `step ${k}'s batch`, 60_000);
+    const at = (k: number) =>
+      until(() => fs.existsSync(path.join(gate, `at-${k}`)) || child.exitCode !== null, `step ${k}'s batch`, 60_000);
     const go = (k: number) => fs.writeFileSync(path.join(gate, `go-${k}`), '');
     try {
       await at(0);
@@ -251,7 +305,11 @@ describe('faults: a training run over a live fleet (fault matrix, real processes
       const code = await exited;
       expect(code, out.slice(-3000)).toBe(0);
       const runDir = path.join(dir, 'runs', 'm-e2e');
-      const batches = fs.readFileSync(path.join(runDir, 'batches.jsonl'), 'utf8').trim().split('\n').map((l) => JSON.parse(l) as Batch);
+      const batches = fs
+        .readFileSync(path.join(runDir, 'batches.jsonl'), 'utf8')
+        .trim()
+        .split('\n')
+        .map((l) => JSON.parse(l) as Batch);
       const { rollouts } = checkBatches(batches, 3, 3, 4);
       const summary = JSON.parse(fs.readFileSync(path.join(runDir, 'summary.json'), 'utf8'));
       expect(summary.totals.dropped_error).toBe(0);

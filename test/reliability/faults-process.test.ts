@@ -10,15 +10,32 @@ import { Coordinator } from '../../src/dapo/index.js';
 import { startSim, type SimHandle } from '../../src/sim/index.js';
 import { observe } from './helpers/observe.js';
 import { descendantsOf, inNamespaces, isToolServer, pidNs, processTable, waitGone, withCommand, workspaceCount } from '../helpers/procs.js';
-import { HANDLERS, inProcessServer, postJson, request, sandboxRoot, serveProcess, tempDir, until, type ServeProcess } from './helpers/servers.js';
+import {
+  HANDLERS,
+  inProcessServer,
+  postJson,
+  request,
+  sandboxRoot,
+  serveProcess,
+  tempDir,
+  until,
+  type ServeProcess,
+} from './helpers/servers.js';
 
-const chat = (id: string, turns = 3) => ({ job_id: id, instance: { data_source: 'chat', turns }, sampling_params: { seed: 1, max_tokens_per_turn: 40 } });
+const chat = (id: string, turns = 3) => ({
+  job_id: id,
+  instance: { data_source: 'chat', turns },
+  sampling_params: { seed: 1, max_tokens_per_turn: 40 },
+});
 const sbx = (id: string, commands: string[]) => ({ job_id: id, instance: { data_source: 'rel-sandbox', commands } });
 
 /** A YAML server config with a sandbox root and a journal directory. */
 function serverConfig(dir: string, root: string, journal?: string): string {
   const file = path.join(dir, `server-${path.basename(root)}.yaml`);
-  fs.writeFileSync(file, `sandbox:\n  runtime: bwrap\n  root: ${root}\n  close_grace_ms: 200\nshutdown_grace_s: 15\n${journal ? `journal:\n  dir: ${journal}\n` : ''}`);
+  fs.writeFileSync(
+    file,
+    `sandbox:\n  runtime: bwrap\n  root: ${root}\n  close_grace_ms: 200\nshutdown_grace_s: 15\n${journal ? `journal:\n  dir: ${journal}\n` : ''}`,
+  );
   return file;
 }
 
@@ -33,7 +50,11 @@ describe('faults: rollout server processes terminated and killed', () => {
 
   beforeAll(async () => {
     // ~40 tokens at 25 ms: each chat turn lasts about a second, so SIGTERM lands mid-RUN.
-    sim = await startSim({ seed: 8, latency: { decode_ms_per_token: 25 }, filler: { median_tokens: 40, sigma: 0, min_tokens: 40, max_tokens: 40 } });
+    sim = await startSim({
+      seed: 8,
+      latency: { decode_ms_per_token: 25 },
+      filler: { median_tokens: 40, sigma: 0, min_tokens: 40, max_tokens: 40 },
+    });
   });
   afterAll(async () => {
     await sim?.close();
@@ -45,11 +66,19 @@ describe('faults: rollout server processes terminated and killed', () => {
     const srv = await serveProcess(['--config', serverConfig(dir, root), '--llm', sim.url, '--handler', HANDLERS, '--log-level', 'warn']);
     started.push(srv);
     const pending = [
-      ...Array.from({ length: 40 }, (_, i) => postJson(`${srv.url}/process`, chat(`term-chat-${i}`), { timeoutMs: 60_000 }).catch((e: Error) => e)),
-      ...Array.from({ length: 3 }, (_, i) => postJson(`${srv.url}/process`, sbx(`term-sbx-${i}`, ['sleep 30', 'echo SANDBOX-OK']), { timeoutMs: 60_000 }).catch((e: Error) => e)),
+      ...Array.from({ length: 40 }, (_, i) =>
+        postJson(`${srv.url}/process`, chat(`term-chat-${i}`), { timeoutMs: 60_000 }).catch((e: Error) => e),
+      ),
+      ...Array.from({ length: 3 }, (_, i) =>
+        postJson(`${srv.url}/process`, sbx(`term-sbx-${i}`, ['sleep 30', 'echo SANDBOX-OK']), { timeoutMs: 60_000 }).catch((e: Error) => e),
+      ),
     ];
     await until(() => descendantsOf(srv.pid).filter(isToolServer).length === 3, 'three sandboxes running', 60_000);
-    await until(async () => (await Promise.all([0, 1, 2].map((i) => request(`${srv.url}/jobs/term-sbx-${i}`)))).every((j) => j.body?.state === 'run'), 'sandboxed jobs in RUN', 60_000);
+    await until(
+      async () => (await Promise.all([0, 1, 2].map((i) => request(`${srv.url}/jobs/term-sbx-${i}`)))).every((j) => j.body?.state === 'run'),
+      'sandboxed jobs in RUN',
+      60_000,
+    );
     const tree = descendantsOf(srv.pid);
     const namespaces = tree.map((p) => pidNs(p.pid)).filter((n): n is string => !!n && n !== pidNs(srv.pid));
     const t0 = performance.now();
@@ -59,8 +88,12 @@ describe('faults: rollout server processes terminated and killed', () => {
     const seconds = (performance.now() - t0) / 1000;
     const errors = answers.filter((a) => a instanceof Error) as Error[];
     const byCritical = new Map<string, number>();
-    for (const a of answers) if (!(a instanceof Error)) byCritical.set(String(a.body?.critical_error), (byCritical.get(String(a.body?.critical_error)) ?? 0) + 1);
-    const left = await waitGone(() => [...inNamespaces(namespaces), ...tree.filter((p) => processTable().some((q) => q.pid === p.pid && q.cmd === p.cmd))]);
+    for (const a of answers)
+      if (!(a instanceof Error)) byCritical.set(String(a.body?.critical_error), (byCritical.get(String(a.body?.critical_error)) ?? 0) + 1);
+    const left = await waitGone(() => [
+      ...inNamespaces(namespaces),
+      ...tree.filter((p) => processTable().some((q) => q.pid === p.pid && q.cmd === p.cmd)),
+    ]);
     observe({
       section: 'faults',
       name: 'rollout server SIGTERMed under load (40 chat + 3 sandboxed jobs in flight)',
@@ -83,14 +116,26 @@ describe('faults: rollout server processes terminated and killed', () => {
     // Each child is registered for cleanup the moment it exists, so a failed start of the next one leaks nothing.
     const a = await serveProcess(['--config', cfgA, '--llm', sim.url, '--handler', HANDLERS]);
     started.push(a);
-    const b = await serveProcess(['--config', serverConfig(dir, rootB, path.join(dir, 'journal-b')), '--llm', sim.url, '--handler', HANDLERS]);
+    const b = await serveProcess([
+      '--config',
+      serverConfig(dir, rootB, path.join(dir, 'journal-b')),
+      '--llm',
+      sim.url,
+      '--handler',
+      HANDLERS,
+    ]);
     started.push(b);
     // Finished on A before the crash: these must survive in A's journal.
     const early = await Promise.all([0, 1, 2].map((i) => postJson(`${a.url}/process`, chat(`early-${i}`, 1), { timeoutMs: 30_000 })));
     expect(early.map((e) => e.body.critical_error)).toEqual([null, null, null]);
     await new Promise((r) => setTimeout(r, 300)); // the journal append is buffered: give it its write
 
-    const fleet = new RolloutFleet({ servers: [{ url: a.url }, { url: b.url }], health_interval_ms: 500, unhealthy_after: 2, client: { retries: 0 } });
+    const fleet = new RolloutFleet({
+      servers: [{ url: a.url }, { url: b.url }],
+      health_interval_ms: 500,
+      unhealthy_after: 2,
+      client: { retries: 0 },
+    });
     try {
       const groups = [0, 1, 2, 3].map((g) => fleet.submitGroup([0, 1].map((k) => sbx(`kill-g${g}-r${k}`, ['sleep 3', 'echo SANDBOX-OK']))));
       await until(() => descendantsOf(a.pid).filter(isToolServer).length >= 2, 'sandboxes running on A', 60_000);
@@ -99,7 +144,10 @@ describe('faults: rollout server processes terminated and killed', () => {
       const onA = tree.filter(isToolServer).length;
       await a.kill('SIGKILL');
       // Its sandboxes die with it (--die-with-parent): nothing of A's tree stays.
-      const left = await waitGone(() => [...inNamespaces(namespaces), ...tree.filter((p) => processTable().some((q) => q.pid === p.pid && q.cmd === p.cmd))], 5000);
+      const left = await waitGone(
+        () => [...inNamespaces(namespaces), ...tree.filter((p) => processTable().some((q) => q.pid === p.pid && q.cmd === p.cmd))],
+        5000,
+      );
       expect(left).toEqual([]);
       const results = await Promise.all(groups.flat());
       expect(results.map((r) => r.critical_error)).toEqual(Array(8).fill(null));
@@ -143,7 +191,12 @@ describe('faults: coordinator restart with resume', () => {
     const journal = tempDir('coord-journal');
     const server = await inProcessServer({ llm: { backends: [{ address: sim.url }] }, journal: { dir: journal }, workers: { run: 16 } });
     const data = path.join(journal, 'chat.jsonl');
-    fs.writeFileSync(data, Array.from({ length: 40 }, (_, i) => JSON.stringify({ data_source: 'chat', instance_id: `c${i}`, turns: 1 + (i % 2), pass_rate: [0.5, 0.3, 0.7][i % 3] })).join('\n') + '\n');
+    fs.writeFileSync(
+      data,
+      Array.from({ length: 40 }, (_, i) =>
+        JSON.stringify({ data_source: 'chat', instance_id: `c${i}`, turns: 1 + (i % 2), pass_rate: [0.5, 0.3, 0.7][i % 3] }),
+      ).join('\n') + '\n',
+    );
     const cfg = { name: 'rel-resume', seed: 9, servers: [{ url: server.url }], dataset: { path: data }, n: 4, batch_size: 2, steps: 3 };
     try {
       const first = new Coordinator(cfg);
@@ -160,7 +213,11 @@ describe('faults: coordinator restart with resume', () => {
       expect([b0.step, b1.step, b2.step]).toEqual([0, 1, 2]);
       // Every job ran once: the journal holds exactly one line per job id.
       await server.close();
-      const ids = fs.readFileSync(path.join(journal, 'results.jsonl'), 'utf8').split('\n').filter(Boolean).map((l) => JSON.parse(l).job_id as string);
+      const ids = fs
+        .readFileSync(path.join(journal, 'results.jsonl'), 'utf8')
+        .split('\n')
+        .filter(Boolean)
+        .map((l) => JSON.parse(l).job_id as string);
       const twice = ids.filter((id, i) => ids.indexOf(id) !== i);
       expect(twice).toEqual([]);
       // Every rollout in flight at the checkpoint reached a terminal result on the server.

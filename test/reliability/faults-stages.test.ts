@@ -13,9 +13,17 @@ describe('faults: handler failures, hangs and client disconnects', () => {
   let sim: SimHandle;
 
   beforeAll(async () => {
-    sim = await startSim({ seed: 2, latency: { decode_ms_per_token: 25 }, filler: { median_tokens: 40, sigma: 0, min_tokens: 40, max_tokens: 40 } });
+    sim = await startSim({
+      seed: 2,
+      latency: { decode_ms_per_token: 25 },
+      filler: { median_tokens: 40, sigma: 0, min_tokens: 40, max_tokens: 40 },
+    });
     // One worker per stage: a stage that took its worker down would block every later job.
-    server = await inProcessServer({ workers: { init: 1, run: 1, eval: 1 }, cancel_grace_ms: 100, llm: { backends: [{ address: sim.url }] } });
+    server = await inProcessServer({
+      workers: { init: 1, run: 1, eval: 1 },
+      cancel_grace_ms: 100,
+      llm: { backends: [{ address: sim.url }] },
+    });
   });
   afterAll(async () => {
     await server?.close();
@@ -76,18 +84,31 @@ describe('faults: handler failures, hangs and client disconnects', () => {
 
   it('a client disconnecting mid-/process: the job continues and its result is at GET /jobs/:id', async () => {
     const ac = new AbortController();
-    const held = postJson(`${server.url}/process`, { job_id: 'disconnect-1', instance: { data_source: 'chat', turns: 2 }, sampling_params: { seed: 4 } }, { signal: ac.signal }).catch((e: Error) => e);
+    const held = postJson(
+      `${server.url}/process`,
+      { job_id: 'disconnect-1', instance: { data_source: 'chat', turns: 2 }, sampling_params: { seed: 4 } },
+      { signal: ac.signal },
+    ).catch((e: Error) => e);
     await until(async () => (await request(`${server.url}/jobs/disconnect-1`)).body?.state === 'run', 'job in RUN');
     ac.abort();
     const err = await held;
     expect(err).toBeInstanceOf(Error);
     const mid = (await request(`${server.url}/jobs/disconnect-1`)).body.state;
     expect(['run', 'queued_eval', 'eval', 'done']).toContain(mid);
-    await until(async () => (await request(`${server.url}/jobs/disconnect-1`)).body?.state === 'done', 'job done after the disconnect', 20_000);
+    await until(
+      async () => (await request(`${server.url}/jobs/disconnect-1`)).body?.state === 'done',
+      'job done after the disconnect',
+      20_000,
+    );
     const j = (await request(`${server.url}/jobs/disconnect-1`)).body;
     expect(j.result).toMatchObject({ job_id: 'disconnect-1', critical_error: null, num_turns: 2 });
     // A resubmission with the same id and attach: true answers from the finished job instead of running it again.
-    const again = await postJson(`${server.url}/process`, { job_id: 'disconnect-1', attach: true, instance: { data_source: 'chat', turns: 2 }, sampling_params: { seed: 4 } });
+    const again = await postJson(`${server.url}/process`, {
+      job_id: 'disconnect-1',
+      attach: true,
+      instance: { data_source: 'chat', turns: 2 },
+      sampling_params: { seed: 4 },
+    });
     expect(again.body.tokens).toEqual(j.result.tokens);
     observe({
       section: 'faults',
@@ -100,6 +121,14 @@ describe('faults: handler failures, hangs and client disconnects', () => {
   it('afterwards nothing is held: no live job, queue, busy worker or backend binding', async () => {
     await until(() => internals(server).liveJobs === 0, 'drained');
     const i = internals(server);
-    expect({ ...i, finishedKept: 0 }).toEqual({ liveJobs: 0, pendingCloses: 0, queued: 0, busyWorkers: 0, groupBindings: 0, activeOnBackends: 0, finishedKept: 0 });
+    expect({ ...i, finishedKept: 0 }).toEqual({
+      liveJobs: 0,
+      pendingCloses: 0,
+      queued: 0,
+      busyWorkers: 0,
+      groupBindings: 0,
+      activeOnBackends: 0,
+      finishedKept: 0,
+    });
   });
 });

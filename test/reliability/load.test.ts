@@ -34,7 +34,11 @@ describe('load: 1,000 concurrent /process on one server', () => {
 
   beforeAll(async () => {
     sim = await startSim({ seed: 11, filler: { median_tokens: 24, max_tokens: 96 } });
-    server = await inProcessServer({ llm: { backends: [{ address: sim.url }] }, journal: { dir: journal }, workers: { init: 16, run: 64, eval: 16 } });
+    server = await inProcessServer({
+      llm: { backends: [{ address: sim.url }] },
+      journal: { dir: journal },
+      workers: { init: 16, run: 64, eval: 16 },
+    });
   });
   afterAll(async () => {
     agent.destroy();
@@ -48,12 +52,16 @@ describe('load: 1,000 concurrent /process on one server', () => {
     const t0 = performance.now();
     const answers = await Promise.all(
       Array.from({ length: n }, (_, i) =>
-        httpPost(`${server.url}/process`, {
-          job_id: `${prefix}-${i}`,
-          group_id: `${prefix}-g${Math.floor(i / 8)}`,
-          instance: { data_source: 'chat', instance_id: `c${i % 50}`, turns: 1 + (i % 2), pass_rate: 0.5 },
-          sampling_params: { seed: i, max_tokens_per_turn: 48 },
-        }, agent),
+        httpPost(
+          `${server.url}/process`,
+          {
+            job_id: `${prefix}-${i}`,
+            group_id: `${prefix}-g${Math.floor(i / 8)}`,
+            instance: { data_source: 'chat', instance_id: `c${i % 50}`, turns: 1 + (i % 2), pass_rate: 0.5 },
+            sampling_params: { seed: i, max_tokens_per_turn: 48 },
+          },
+          agent,
+        ),
       ),
     );
     return { answers, seconds: (performance.now() - t0) / 1000 };
@@ -93,8 +101,16 @@ describe('load: 1,000 concurrent /process on one server', () => {
     const metrics = (await httpGet(`${server.url}/metrics`, agent)).text;
     const done = Number(/raas_jobs_total\{state="done"\} (\d+)/.exec(metrics)?.[1]);
     expect(done).toBe(JOBS + WARMUP);
-    await until(() => fs.readFileSync(path.join(journal, 'results.jsonl'), 'utf8').split('\n').filter(Boolean).length >= JOBS + WARMUP, 'journal flushed', 10_000);
-    const lines = fs.readFileSync(path.join(journal, 'results.jsonl'), 'utf8').split('\n').filter(Boolean).map((l) => JSON.parse(l).job_id as string);
+    await until(
+      () => fs.readFileSync(path.join(journal, 'results.jsonl'), 'utf8').split('\n').filter(Boolean).length >= JOBS + WARMUP,
+      'journal flushed',
+      10_000,
+    );
+    const lines = fs
+      .readFileSync(path.join(journal, 'results.jsonl'), 'utf8')
+      .split('\n')
+      .filter(Boolean)
+      .map((l) => JSON.parse(l).job_id as string);
     const perId = new Map<string, number>();
     for (const id of lines) perId.set(id, (perId.get(id) ?? 0) + 1);
     expect([...perId.values()].every((n) => n === 1)).toBe(true);
@@ -102,7 +118,15 @@ describe('load: 1,000 concurrent /process on one server', () => {
 
     // The maps are empty: no live job, no queued job, no busy worker, no group binding, no backend load.
     const inside = internals(server);
-    expect({ ...inside, finishedKept: 0 }).toEqual({ liveJobs: 0, pendingCloses: 0, queued: 0, busyWorkers: 0, groupBindings: 0, activeOnBackends: 0, finishedKept: 0 });
+    expect({ ...inside, finishedKept: 0 }).toEqual({
+      liveJobs: 0,
+      pendingCloses: 0,
+      queued: 0,
+      busyWorkers: 0,
+      groupBindings: 0,
+      activeOnBackends: 0,
+      finishedKept: 0,
+    });
     // Finished results stay answerable for result_ttl_s (by design), nothing else does.
     expect(inside.finishedKept).toBe(JOBS + WARMUP);
     agent.destroy();
@@ -120,7 +144,13 @@ describe('load: 1,000 concurrent /process on one server', () => {
       section: 'load',
       name: `${JOBS} concurrent /process (chat, simulated vLLM backend)`,
       observed: `${JOBS}/${JOBS} answered 200 with their own job_id in ${seconds.toFixed(1)} s (${(JOBS / seconds).toFixed(0)} jobs/s); GET /jobs/:id: ${JSON.stringify(Object.fromEntries(states))}; raas_jobs_total{done} ${done}; journal lines per id: 1; live/queued/busy/group/backend-active maps: ${JSON.stringify({ ...inside, finishedKept: undefined })}; timers ${timersBefore}→${timers()}; RSS after GC ${(rssBefore / 2 ** 20).toFixed(0)}→${(rssAfter / 2 ** 20).toFixed(0)} MiB (${(growth * 100).toFixed(1)}%), heap ${(heapBefore / 2 ** 20).toFixed(0)}→${(heapAfter / 2 ** 20).toFixed(0)} MiB`,
-      figures: { jobs: JOBS, lost_jobs: JOBS - (states.get('done') ?? 0), duplicate_results: lines.length - perId.size, rss_growth_pct: Math.round(growth * 1000) / 10, jobs_per_s: Math.round(JOBS / seconds) },
+      figures: {
+        jobs: JOBS,
+        lost_jobs: JOBS - (states.get('done') ?? 0),
+        duplicate_results: lines.length - perId.size,
+        rss_growth_pct: Math.round(growth * 1000) / 10,
+        jobs_per_s: Math.round(JOBS / seconds),
+      },
     });
     expect(growth).toBeLessThan(0.2);
   }, 300_000);

@@ -23,7 +23,11 @@ const post = async (route: string, body: unknown = {}): Promise<{ status: number
 
 describe('stop, swap the backend, start, process', () => {
   it('ten replays: every first job after /start is graded, /status counts nothing left', async () => {
-    const solve = h.script('restart-solve', [create('/workspace/solution.py', 'a, b = map(int, input().split())\nprint(a + b)\n'), bash('python3 solution.py <<< "2 3"'), finish()]);
+    const solve = h.script('restart-solve', [
+      create('/workspace/solution.py', 'a, b = map(int, input().split())\nprint(a + b)\n'),
+      bash('python3 solution.py <<< "2 3"'),
+      finish(),
+    ]);
     const slow = h.script('restart-slow', [bash('sleep 30', 40), finish()]);
     const failures: string[] = [];
     for (let i = 0; i < 10; i++) {

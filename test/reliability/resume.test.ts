@@ -25,9 +25,17 @@ describe('resume: the coordinator killed and resumed, no rollout run twice', () 
   beforeAll(async () => {
     // 16 tokens at 25 ms: a turn lasts about 0.4 s, so a step takes a few seconds and a kill lands mid-step.
     const simCfg = path.join(dir, 'sim.yaml');
-    fs.writeFileSync(simCfg, 'latency:\n  decode_ms_per_token: 25\nfiller:\n  median_tokens: 16\n  sigma: 0\n  min_tokens: 16\n  max_tokens: 16\n');
+    fs.writeFileSync(
+      simCfg,
+      'latency:\n  decode_ms_per_token: 25\nfiller:\n  median_tokens: 16\n  sigma: 0\n  min_tokens: 16\n  max_tokens: 16\n',
+    );
     const rates = [0.5, 0.3, 0.7, 0.5, 0.6];
-    fs.writeFileSync(dataset, Array.from({ length: 200 }, (_, i) => JSON.stringify({ data_source: 'chat', instance_id: `c${i}`, turns: 1 + (i % 2), pass_rate: rates[i % rates.length] })).join('\n') + '\n');
+    fs.writeFileSync(
+      dataset,
+      Array.from({ length: 200 }, (_, i) =>
+        JSON.stringify({ data_source: 'chat', instance_id: `c${i}`, turns: 1 + (i % 2), pass_rate: rates[i % rates.length] }),
+      ).join('\n') + '\n',
+    );
     for (const seed of [1, 2]) children.push(await cliProcess(['sim-llm', '--port', '0', '--seed', String(seed), '--config', simCfg]));
     sims = children.map((c) => c.url);
     for (const f of runsFiles) {
@@ -46,23 +54,35 @@ describe('resume: the coordinator killed and resumed, no rollout run twice', () 
 
   const config = (name: string, steps: number): string => {
     const f = path.join(dir, `${name}.yaml`);
-    fs.writeFileSync(f, [
-      `name: ${name}`, 'seed: 7', `servers: [${servers.map((u) => `{url: "${u}"}`).join(', ')}]`, `backends: [${sims.map((u) => `"${u}"`).join(', ')}]`,
-      `dataset: {path: "${dataset}"}`, 'n: 4', 'batch_size: 3', `steps: ${steps}`, `output_dir: ${path.join(dir, 'runs')}`,
-      // The fleet's health checks (2 s timeout, twice) move a server's groups elsewhere, which re-runs
-      // them by design; on a loaded 2-core machine a live server can miss them, so they are rare here.
-      'health_interval_ms: 600000', '',
-    ].join('\n'));
+    fs.writeFileSync(
+      f,
+      [
+        `name: ${name}`,
+        'seed: 7',
+        `servers: [${servers.map((u) => `{url: "${u}"}`).join(', ')}]`,
+        `backends: [${sims.map((u) => `"${u}"`).join(', ')}]`,
+        `dataset: {path: "${dataset}"}`,
+        'n: 4',
+        'batch_size: 3',
+        `steps: ${steps}`,
+        `output_dir: ${path.join(dir, 'runs')}`,
+        // The fleet's health checks (2 s timeout, twice) move a server's groups elsewhere, which re-runs
+        // them by design; on a loaded 2-core machine a live server can miss them, so they are rare here.
+        'health_interval_ms: 600000',
+        '',
+      ].join('\n'),
+    );
     return f;
   };
 
   /** Executions per job id of a run, over both servers. */
   const executions = (name: string): Map<string, number> => {
     const runs = new Map<string, number>();
-    for (const f of runsFiles) for (const line of fs.readFileSync(f, 'utf8').split('\n')) {
-      const id = line.split('\t')[0]!;
-      if (id.startsWith(`${name}-g`)) runs.set(id, (runs.get(id) ?? 0) + 1);
-    }
+    for (const f of runsFiles)
+      for (const line of fs.readFileSync(f, 'utf8').split('\n')) {
+        const id = line.split('\t')[0]!;
+        if (id.startsWith(`${name}-g`)) runs.set(id, (runs.get(id) ?? 0) + 1);
+      }
     return runs;
   };
   const twice = (name: string): string[] => [...executions(name)].filter(([, n]) => n > 1).map(([id, n]) => `${id} x${n}`);
@@ -71,10 +91,17 @@ describe('resume: the coordinator killed and resumed, no rollout run twice', () 
   const mark = (what: string): void => void events.push(`${what}@${Date.now()}`);
   const trace = (name: string): string => {
     const dup = new Set(twice(name).map((t) => t.split(' ')[0]));
-    const lines = runsFiles.flatMap((f, i) => fs.readFileSync(f, 'utf8').split('\n').filter((l) => dup.has(l.split('\t')[0]!)).map((l) => `server${i}:${l.replace('\t', '@')}`));
+    const lines = runsFiles.flatMap((f, i) =>
+      fs
+        .readFileSync(f, 'utf8')
+        .split('\n')
+        .filter((l) => dup.has(l.split('\t')[0]!))
+        .map((l) => `server${i}:${l.replace('\t', '@')}`),
+    );
     return `${lines.join(', ')}; events ${events.join(', ')}`;
   };
-  const inFlightOnServers = async (): Promise<number> => (await Promise.all(servers.map(async (u) => (await request(`${u}/status`)).body.pending_jobs as number))).reduce((a, b) => a + b, 0);
+  const inFlightOnServers = async (): Promise<number> =>
+    (await Promise.all(servers.map(async (u) => (await request(`${u}/status`)).body.pending_jobs as number))).reduce((a, b) => a + b, 0);
 
   /** Runs `raas train <args>` as a child process; `onCheckpoint` sees each new checkpoint.json. */
   const train = (args: string[], runDir: string, onCheckpoint?: (ck: { steps_done: number }, child: ChildProcess) => void) => {
@@ -83,21 +110,25 @@ describe('resume: the coordinator killed and resumed, no rollout run twice', () 
     child.stdout!.on('data', (c: Buffer) => (out += c));
     child.stderr!.on('data', (c: Buffer) => (out += c));
     let last = '';
-    const poll = onCheckpoint && setInterval(() => {
-      try {
-        const text = fs.readFileSync(path.join(runDir, 'checkpoint.json'), 'utf8');
-        if (text !== last) {
-          last = text;
-          onCheckpoint(JSON.parse(text), child);
+    const poll =
+      onCheckpoint &&
+      setInterval(() => {
+        try {
+          const text = fs.readFileSync(path.join(runDir, 'checkpoint.json'), 'utf8');
+          if (text !== last) {
+            last = text;
+            onCheckpoint(JSON.parse(text), child);
+          }
+        } catch {
+          /* not written yet */
         }
-      } catch {
-        /* not written yet */
-      }
-    }, 20);
-    const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null; out: string }>((resolve) => child.once('exit', (code, signal) => {
-      if (poll) clearInterval(poll);
-      resolve({ code, signal, out });
-    }));
+      }, 20);
+    const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null; out: string }>((resolve) =>
+      child.once('exit', (code, signal) => {
+        if (poll) clearInterval(poll);
+        resolve({ code, signal, out });
+      }),
+    );
     const t = setTimeout(() => child.kill('SIGKILL'), 150_000);
     void exited.then(() => clearTimeout(t));
     return { child, exited };
@@ -105,11 +136,16 @@ describe('resume: the coordinator killed and resumed, no rollout run twice', () 
 
   /** The run's batches: contiguous steps 0..steps-1, no group in two batches. */
   const checkBatches = (runDir: string, steps: number): void => {
-    const batches = fs.readFileSync(path.join(runDir, 'batches.jsonl'), 'utf8').trim().split('\n').map((l) => JSON.parse(l) as { step: number; groups: Array<{ group_id: string }> });
+    const batches = fs
+      .readFileSync(path.join(runDir, 'batches.jsonl'), 'utf8')
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l) as { step: number; groups: Array<{ group_id: string }> });
     expect(batches.map((b) => b.step)).toEqual(Array.from({ length: steps }, (_, i) => i));
     const groups = batches.flatMap((b) => b.groups.map((g) => g.group_id));
     expect(new Set(groups).size).toBe(groups.length);
-    for (let k = 0; k < steps; k++) expect(JSON.parse(fs.readFileSync(path.join(runDir, 'batches', `step-${k}.json`), 'utf8')).step).toBe(k);
+    for (let k = 0; k < steps; k++)
+      expect(JSON.parse(fs.readFileSync(path.join(runDir, 'batches', `step-${k}.json`), 'utf8')).step).toBe(k);
   };
 
   it('raas train SIGKILLed mid-step after the checkpoint of step 1: --resume re-attaches, finishes every step, 0 rollouts run twice', async () => {
@@ -129,7 +165,11 @@ describe('resume: the coordinator killed and resumed, no rollout run twice', () 
         return;
       }
       if (ck.steps_done < 2 || ck.steps_done > 5) return;
-      afterCk = [...new Set([...executions(name).keys()].map((id) => Number(/-g(\d+)-r/.exec(id)![1])).filter((g) => g >= ck.coordinator.next_group_index))];
+      afterCk = [
+        ...new Set(
+          [...executions(name).keys()].map((id) => Number(/-g(\d+)-r/.exec(id)![1])).filter((g) => g >= ck.coordinator.next_group_index),
+        ),
+      ];
       if (afterCk.length >= 2) {
         clearInterval(watch);
         killedAt = ck.steps_done;
@@ -162,7 +202,12 @@ describe('resume: the coordinator killed and resumed, no rollout run twice', () 
       section: 'faults',
       name: 'raas train SIGKILLed mid-step, then raas train --resume (two CLI servers, two sim backends)',
       observed: `killed mid-step ${killedAt} with ${afterCk.length} groups admitted after the checkpoint running and ${inFlight} jobs in flight on the servers and ${before} rollouts executed; the resume finished steps ${killedAt}-7; ${executions(name).size} job ids executed, none twice`,
-      figures: { in_flight_at_kill: inFlight, groups_after_checkpoint: afterCk.length, rollouts: executions(name).size, rerun_rollouts: twice(name).length },
+      figures: {
+        in_flight_at_kill: inFlight,
+        groups_after_checkpoint: afterCk.length,
+        rollouts: executions(name).size,
+        rerun_rollouts: twice(name).length,
+      },
     });
   }, 240_000);
 
@@ -189,7 +234,12 @@ describe('resume: the coordinator killed and resumed, no rollout run twice', () 
     const r2 = await train(['--resume', runDir], runDir).exited;
     expect(r2.code, r2.out).toBe(0);
     checkBatches(runDir, 5);
-    expect(JSON.parse(fs.readFileSync(path.join(runDir, 'summary.json'), 'utf8'))).toMatchObject({ status: 'finished', steps_asked: 5, steps_done: 5, resumes: 1 });
+    expect(JSON.parse(fs.readFileSync(path.join(runDir, 'summary.json'), 'utf8'))).toMatchObject({
+      status: 'finished',
+      steps_asked: 5,
+      steps_done: 5,
+      resumes: 1,
+    });
     expect(twice(name), trace(name)).toEqual([]);
     observe({
       section: 'faults',
@@ -201,7 +251,10 @@ describe('resume: the coordinator killed and resumed, no rollout run twice', () 
 
   /** `raas sidecar` as a child process with a line client. */
   const sidecar = (cfg: string) => {
-    const child = spawn(process.execPath, [CLI, 'sidecar', '--config', cfg, '--progress-interval-s', '0', '--log-level', 'warn'], { stdio: ['pipe', 'pipe', 'pipe'], env: { ...process.env, RAAS_DEBUG: 'dapo' } });
+    const child = spawn(process.execPath, [CLI, 'sidecar', '--config', cfg, '--progress-interval-s', '0', '--log-level', 'warn'], {
+      stdio: ['pipe', 'pipe', 'pipe'],
+      env: { ...process.env, RAAS_DEBUG: 'dapo' },
+    });
     const answers = new Map<number, (a: any) => void>();
     let buf = '';
     let err = '';
@@ -218,7 +271,9 @@ describe('resume: the coordinator killed and resumed, no rollout run twice', () 
         if ('ok' in line) answers.get(line.id)?.(line);
       }
     });
-    const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((r) => child.once('exit', (code, signal) => r({ code, signal })));
+    const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((r) =>
+      child.once('exit', (code, signal) => r({ code, signal })),
+    );
     let id = 0;
     const call = async (op: string, params: Record<string, unknown> = {}): Promise<any> => {
       const n = ++id;

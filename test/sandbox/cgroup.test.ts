@@ -36,10 +36,33 @@ function bwrapArgs(inner: string, tmpMb = 64): string[] {
     }
   }
   return [
-    '--unshare-user', '--unshare-pid', '--unshare-net', '--unshare-ipc', '--unshare-uts', '--unshare-cgroup-try',
-    '--die-with-parent', '--new-session', '--clearenv', '--ro-bind', '/usr', '/usr', ...links,
-    '--proc', '/proc', '--dev', '/dev', '--size', String(tmpMb << 20), '--tmpfs', '/tmp',
-    '--setenv', 'PATH', '/usr/bin:/bin', '/bin/sh', '-c', inner,
+    '--unshare-user',
+    '--unshare-pid',
+    '--unshare-net',
+    '--unshare-ipc',
+    '--unshare-uts',
+    '--unshare-cgroup-try',
+    '--die-with-parent',
+    '--new-session',
+    '--clearenv',
+    '--ro-bind',
+    '/usr',
+    '/usr',
+    ...links,
+    '--proc',
+    '/proc',
+    '--dev',
+    '/dev',
+    '--size',
+    String(tmpMb << 20),
+    '--tmpfs',
+    '/tmp',
+    '--setenv',
+    'PATH',
+    '/usr/bin:/bin',
+    '/bin/sh',
+    '-c',
+    inner,
   ];
 }
 
@@ -55,7 +78,9 @@ function runIn(group: SandboxCgroup, inner: string, tmpMb?: number): Run {
   let out = '';
   child.stdout!.on('data', (d) => (out += d));
   child.stderr!.on('data', (d) => (out += d));
-  const done = new Promise<{ code: number | null; signal: string | null; out: string }>((r) => child.on('close', (code, signal) => r({ code, signal, out })));
+  const done = new Promise<{ code: number | null; signal: string | null; out: string }>((r) =>
+    child.on('close', (code, signal) => r({ code, signal, out })),
+  );
   return { child, done };
 }
 
@@ -144,7 +169,12 @@ describe.skipIf(!live)(`cgroup limits on this machine (${live?.describe().mode ?
     }
     const host = spawnSync('/bin/true');
     const r = g.report();
-    observed('fork bomb', { max_tasks_sampled: sampled, peak: r.pids!.peak, refused_forks: r.pids!.refused_forks, host_fork_status: host.status });
+    observed('fork bomb', {
+      max_tasks_sampled: sampled,
+      peak: r.pids!.peak,
+      refused_forks: r.pids!.refused_forks,
+      host_fork_status: host.status,
+    });
     expect(host.status).toBe(0);
     expect(sampled).toBeLessThanOrEqual(48);
     expect(r.pids!.peak ?? sampled).toBe(48);
@@ -229,7 +259,8 @@ describe.skipIf(!live)(`cgroup limits on this machine (${live?.describe().mode ?
       const inNs = processesInNamespace(sb.pidNamespace!);
       expect(inNs.length).toBeGreaterThanOrEqual(6);
       const name = path.basename(g.dirs[0].dir);
-      for (const pid of inNs) for (const c of mgr.describe().controllers) expect(cgroupsOf(pid).get(c), `pid ${pid} ${c}`).toBe(`/${parent}/${name}`);
+      for (const pid of inNs)
+        for (const c of mgr.describe().controllers) expect(cgroupsOf(pid).get(c), `pid ${pid} ${c}`).toBe(`/${parent}/${name}`);
       expect(new Set(g.pids())).toEqual(new Set([sb.pid!, ...descendants(sb.pid!)]));
     });
 
@@ -247,7 +278,10 @@ describe.skipIf(!live)(`cgroup limits on this machine (${live?.describe().mode ?
     });
 
     it('a tmpfs fill within the memory budget stops at the tmpfs cap (ENOSPC), no OOM kill', async () => {
-      const r = await sb.exec(['/bin/sh', '-c', 'dd if=/dev/zero of=/tmp/fill bs=1M count=200 2>&1; echo rc=$?; du -m /tmp/fill; rm /tmp/fill'], { timeout_s: 60 });
+      const r = await sb.exec(
+        ['/bin/sh', '-c', 'dd if=/dev/zero of=/tmp/fill bs=1M count=200 2>&1; echo rc=$?; du -m /tmp/fill; rm /tmp/fill'],
+        { timeout_s: 60 },
+      );
       observed('fill of /tmp (64 MiB tmpfs) in a 256 MiB group', r.stdout);
       expect(r.stdout).toMatch(/No space left on device/);
       expect(r.stdout).toMatch(/^6[45]\t\/tmp\/fill$/m);
@@ -257,16 +291,27 @@ describe.skipIf(!live)(`cgroup limits on this machine (${live?.describe().mode ?
 
     it('a tmpfs fill past the memory limit is bounded by the group: tmpfs pages are charged to it', async () => {
       // /workspace is a 2048 MiB tmpfs (sandbox.disk_mb) here, far above the 256 MiB group.
-      const shmem = (): number => Number(/^shmem (\d+)$/m.exec(fs.readFileSync(path.join(g.dirs.find((d) => d.controllers.includes('memory'))!.dir, 'memory.stat'), 'utf8'))?.[1] ?? 0);
+      const shmem = (): number =>
+        Number(
+          /^shmem (\d+)$/m.exec(
+            fs.readFileSync(path.join(g.dirs.find((d) => d.controllers.includes('memory'))!.dir, 'memory.stat'), 'utf8'),
+          )?.[1] ?? 0,
+        );
       let peakShmem = 0;
       const poll = setInterval(() => (peakShmem = Math.max(peakShmem, shmem())), 20);
-      const r = await sb.exec(['/bin/sh', '-c', 'dd if=/dev/zero of=/workspace/fill bs=1M count=700 2>&1; echo rc=$?'], { timeout_s: 60 }).then(
-        (x) => x.stdout,
-        (e: Error) => e.message,
-      );
+      const r = await sb
+        .exec(['/bin/sh', '-c', 'dd if=/dev/zero of=/workspace/fill bs=1M count=700 2>&1; echo rc=$?'], { timeout_s: 60 })
+        .then(
+          (x) => x.stdout,
+          (e: Error) => e.message,
+        );
       clearInterval(poll);
       const note = g.limitNote();
-      observed('fill of /workspace (2048 MiB tmpfs) in a 256 MiB group', { answer: r, peak_shmem_mib: Math.round(peakShmem / 1048576), note });
+      observed('fill of /workspace (2048 MiB tmpfs) in a 256 MiB group', {
+        answer: r,
+        peak_shmem_mib: Math.round(peakShmem / 1048576),
+        note,
+      });
       // The kernel picks the process with the largest resident set: tmpfs pages belong to no process,
       // so the tool server (node), not dd, is the usual victim and the sandbox ends.
       expect(peakShmem).toBeGreaterThan(100 << 20);
@@ -332,7 +377,8 @@ describe('cgroup detection and layout (fake trees)', () => {
     fs.writeFileSync(path.join(root, 'cgroup.subtree_control'), '');
     return root;
   };
-  const v2Line = (mount: string): string => `41 31 0:38 / ${mount} rw,nosuid,nodev,noexec,relatime shared:9 - cgroup2 cgroup2 rw,nsdelegate\n`;
+  const v2Line = (mount: string): string =>
+    `41 31 0:38 / ${mount} rw,nosuid,nodev,noexec,relatime shared:9 - cgroup2 cgroup2 rw,nsdelegate\n`;
 
   it('parses this kind of machine: v1 controllers per hierarchy, a cgroup2 mount with hugetlb only', () => {
     const text = [
@@ -357,7 +403,8 @@ describe('cgroup detection and layout (fake trees)', () => {
     const root = fakeV2('v2', 'cpuset cpu io memory hugetlb pids rdma misc');
     const m = CgroupManager.detect({ mountinfo: v2Line(root), parent: 'ci/raas', probe: false });
     expect(m.describe()).toEqual({ mode: 'cgroup-v2', controllers: ['memory', 'pids', 'cpu'], parents: [path.join(root, 'ci/raas')] });
-    for (const d of ['', 'ci', 'ci/raas']) expect(fs.readFileSync(path.join(root, d, 'cgroup.subtree_control'), 'utf8')).toBe('+memory +pids +cpu');
+    for (const d of ['', 'ci', 'ci/raas'])
+      expect(fs.readFileSync(path.join(root, d, 'cgroup.subtree_control'), 'utf8')).toBe('+memory +pids +cpu');
     const g = m.create('sb1', { memory_mb: 512, processes: 64, cpus: 1.5 }, 4242)!;
     const dir = path.join(root, 'ci/raas/4242-sb1');
     expect(g.dirs).toEqual([{ dir, controllers: ['memory', 'pids', 'cpu'] }]);
@@ -366,12 +413,28 @@ describe('cgroup detection and layout (fake trees)', () => {
     // The kernel creates memory.swap.max when swap accounting exists: then swap is set to nothing.
     fs.writeFileSync(path.join(dir, 'memory.swap.max'), 'max');
     g.setLimits({ memory_mb: 256, processes: 32, cpus: 0 });
-    expect([read('memory.max'), read('memory.swap.max'), read('pids.max'), read('cpu.max')]).toEqual(['268435456', '0', '32', 'max 100000']);
+    expect([read('memory.max'), read('memory.swap.max'), read('pids.max'), read('cpu.max')]).toEqual([
+      '268435456',
+      '0',
+      '32',
+      'max 100000',
+    ]);
     // One cgroup.procs on v2; the wrapper writes the shell's own pid there before exec.
     const plan = g.wrapSpawn({ file: '/usr/bin/bwrap', args: ['--x'], uid: 999, gid: 995 });
     expect(plan.file).toBe('/bin/sh');
     expect(plan.uid).toBeUndefined();
-    expect(plan.args.slice(2)).toEqual(['raas-cgroup', '1', path.join(dir, 'cgroup.procs'), 'setpriv', '--reuid=999', '--regid=995', '--clear-groups', '--', '/usr/bin/bwrap', '--x']);
+    expect(plan.args.slice(2)).toEqual([
+      'raas-cgroup',
+      '1',
+      path.join(dir, 'cgroup.procs'),
+      'setpriv',
+      '--reuid=999',
+      '--regid=995',
+      '--clear-groups',
+      '--',
+      '/usr/bin/bwrap',
+      '--x',
+    ]);
     // The report reads memory.events, pids.events and cpu.stat; limitNote names what changed.
     fs.writeFileSync(path.join(dir, 'memory.events'), 'low 0\nhigh 0\nmax 12\noom 2\noom_kill 2\n');
     fs.writeFileSync(path.join(dir, 'pids.events'), 'max 5\n');
@@ -395,7 +458,12 @@ describe('cgroup detection and layout (fake trees)', () => {
     expect(m.describe().reason).toMatch(/no mounted cgroup hierarchy offers the memory and pids controllers/);
     expect(m.create('x', { memory_mb: 1, processes: 1, cpus: 1 })).toBeUndefined();
     expect(() => CgroupManager.detect({ mountinfo: v2Line(root), probe: false, setting: 'required' })).toThrow(RaasError);
-    expect(CgroupManager.detect({ setting: 'off' }).describe()).toEqual({ mode: 'rlimit', controllers: [], parents: [], reason: 'sandbox.cgroup is "off": only the in-sandbox ulimits apply' });
+    expect(CgroupManager.detect({ setting: 'off' }).describe()).toEqual({
+      mode: 'rlimit',
+      controllers: [],
+      parents: [],
+      reason: 'sandbox.cgroup is "off": only the in-sandbox ulimits apply',
+    });
   });
 
   it('v2 without the cpu controller: memory and pids only, and describe() names the missing limit', () => {
@@ -418,13 +486,20 @@ describe('cgroup detection and layout (fake trees)', () => {
     const g = m.create('s', { memory_mb: 100, processes: 20, cpus: 0.25 }, 7)!;
     expect(g.procsFiles).toEqual(['cpu,cpuacct', 'memory', 'pids'].map((n) => path.join(tmp, 'v1', n, 'raas', '7-s', 'cgroup.procs')));
     const at = (h: string, f: string): string => fs.readFileSync(path.join(tmp, 'v1', h, 'raas', '7-s', f), 'utf8');
-    expect([at('memory', 'memory.limit_in_bytes'), at('pids', 'pids.max'), at('cpu,cpuacct', 'cpu.cfs_period_us'), at('cpu,cpuacct', 'cpu.cfs_quota_us')]).toEqual([
-      '104857600', '20', '100000', '25000',
-    ]);
+    expect([
+      at('memory', 'memory.limit_in_bytes'),
+      at('pids', 'pids.max'),
+      at('cpu,cpuacct', 'cpu.cfs_period_us'),
+      at('cpu,cpuacct', 'cpu.cfs_quota_us'),
+    ]).toEqual(['104857600', '20', '100000', '25000']);
     // With swap accounting (memory.memsw.*), memory + swap is capped at the memory limit.
     fs.writeFileSync(path.join(tmp, 'v1', 'memory', 'raas', '7-s', 'memory.memsw.limit_in_bytes'), '9223372036854771712');
     g.setLimits({ memory_mb: 200, processes: 20, cpus: 0 });
-    expect([at('memory', 'memory.limit_in_bytes'), at('memory', 'memory.memsw.limit_in_bytes'), at('cpu,cpuacct', 'cpu.cfs_quota_us')]).toEqual(['209715200', '209715200', '-1']);
+    expect([
+      at('memory', 'memory.limit_in_bytes'),
+      at('memory', 'memory.memsw.limit_in_bytes'),
+      at('cpu,cpuacct', 'cpu.cfs_quota_us'),
+    ]).toEqual(['209715200', '209715200', '-1']);
   });
 
   it('refuses a parent path that climbs out of the hierarchy', () => {

@@ -85,7 +85,16 @@ describe('ToolClient line bound (host side of the tool-server protocol)', () => 
   it('fails the connection on an 8 MiB line without a newline, holding no more than the cap', async () => {
     const fake = await fakeServer('flood');
     const client = await ToolClient.connect(fake.sock, undefined, { maxLineBytes: 4 << 20 });
-    const { value: err, maxMs, p99Ms } = await lagDuring(() => client.call('ping', {}).then(() => undefined, (e: unknown) => e));
+    const {
+      value: err,
+      maxMs,
+      p99Ms,
+    } = await lagDuring(() =>
+      client.call('ping', {}).then(
+        () => undefined,
+        (e: unknown) => e,
+      ),
+    );
     observed('8 MiB flood', { maxLagMs: maxMs.toFixed(1), p99LagMs: p99Ms.toFixed(1), peakBuffered: client.peakBufferedBytes });
     expect(err).toBeInstanceOf(RaasError);
     expect((err as RaasError).code).toBe('sandbox_error');

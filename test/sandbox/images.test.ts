@@ -8,7 +8,8 @@ import { testRoot } from './helpers.js';
 const root = testRoot('img');
 
 // A setup script that records a unique build stamp: a rebuild changes it, a cache hit does not.
-const setup = 'set -e; mkdir -p pkg; cp deps.lock pkg/; head -c 8 /dev/urandom | od -An -tx1 | tr -d " \\n" > pkg/stamp; git --version > pkg/git.txt 2>&1 || true';
+const setup =
+  'set -e; mkdir -p pkg; cp deps.lock pkg/; head -c 8 /dev/urandom | od -An -tx1 | tr -d " \\n" > pkg/stamp; git --version > pkg/git.txt 2>&1 || true';
 
 function runtime(images: SandboxConfigInput['images']): Runtime {
   return createSandboxRuntime({ runtime: 'bwrap', root, images });
@@ -65,7 +66,9 @@ describe('image cache with real bwrap builds', () => {
 
   it('lock: reused while the lockfile hash is unchanged, rebuilt when it changes', async () => {
     const a = await stampOf(rt, 'l');
-    const same = runtime({ l: { setup: setup + '; echo other-template', files: { 'deps.lock': 'a==1' }, mode: 'lock', lockfile: 'deps.lock' } });
+    const same = runtime({
+      l: { setup: setup + '; echo other-template', files: { 'deps.lock': 'a==1' }, mode: 'lock', lockfile: 'deps.lock' },
+    });
     expect(same.prepare() && same.images!.key('l')).toBe(rt.images!.key('l'));
     expect(await stampOf(same, 'l')).toBe(a);
     const bumped = runtime({ l: { setup, files: { 'deps.lock': 'a==2' }, mode: 'lock', lockfile: 'deps.lock' } });
@@ -82,7 +85,10 @@ describe('image cache with real bwrap builds', () => {
   });
 
   it('a failing setup script is an error carrying its output; nothing is cached', async () => {
-    await expect(rt.open({ image: 'broken' })).rejects.toMatchObject({ code: 'sandbox_error', message: expect.stringMatching(/exit 7[\s\S]*going/) });
+    await expect(rt.open({ image: 'broken' })).rejects.toMatchObject({
+      code: 'sandbox_error',
+      message: expect.stringMatching(/exit 7[\s\S]*going/),
+    });
     expect(fs.readdirSync(path.join(root, 'images')).filter((f) => f.startsWith('broken-') && !f.endsWith('.json'))).toEqual([]);
     await expect(rt.open({ image: 'undefined-image' })).rejects.toThrow(/not defined.*sandbox\.images/);
   });

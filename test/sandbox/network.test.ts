@@ -6,7 +6,14 @@ import path from 'node:path';
 import { createInterface } from 'node:readline';
 import type { Readable } from 'node:stream';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { checkUserNet, hostAddresses, networkBwrapArgs, startUserNet, type UserNet, type UserNetTool } from '../../src/server/sandbox/network.js';
+import {
+  checkUserNet,
+  hostAddresses,
+  networkBwrapArgs,
+  startUserNet,
+  type UserNet,
+  type UserNetTool,
+} from '../../src/server/sandbox/network.js';
 import { alive, descendants, processTable } from '../../src/server/sandbox/proc.js';
 import { observed, testRoot } from './helpers.js';
 
@@ -78,14 +85,28 @@ class TestSandbox {
   readonly exited: Promise<void>;
   net: UserNet | undefined;
 
-  private constructor(readonly child: ChildProcess, readonly inner: number, lines: AsyncIterator<string>) {
+  private constructor(
+    readonly child: ChildProcess,
+    readonly inner: number,
+    lines: AsyncIterator<string>,
+  ) {
     this.lines = lines;
     this.exited = child.exitCode !== null ? Promise.resolve() : new Promise((r) => child.once('exit', () => r()));
   }
 
   /** `beforeNet` runs inside the sandbox before its network helper starts. */
   static async start(tool?: UserNetTool, beforeNet?: (sb: TestSandbox) => Promise<unknown>): Promise<TestSandbox> {
-    const a = ['--unshare-user', '--disable-userns', '--unshare-pid', '--unshare-net', '--unshare-ipc', '--unshare-uts', '--die-with-parent', '--new-session', '--clearenv'];
+    const a = [
+      '--unshare-user',
+      '--disable-userns',
+      '--unshare-pid',
+      '--unshare-net',
+      '--unshare-ipc',
+      '--unshare-uts',
+      '--die-with-parent',
+      '--new-session',
+      '--clearenv',
+    ];
     a.push('--ro-bind', '/usr', '/usr');
     for (const p of SYSTEM_LINKS) {
       const st = fs.lstatSync(p, { throwIfNoEntry: false });
@@ -98,7 +119,11 @@ class TestSandbox {
     a.push('--setenv', 'PATH', '/usr/bin:/bin', '--setenv', 'HOME', '/tmp', '--json-status-fd', '3');
     if (tool) a.push('--sync-fd', '4');
     a.push('/usr/bin/python3', '-u', '-c', AGENT);
-    const child = spawn('bwrap', a, { ...ids, detached: true, stdio: ['pipe', 'pipe', 'inherit', 'pipe', ...(tool ? (['pipe'] as const) : [])] });
+    const child = spawn('bwrap', a, {
+      ...ids,
+      detached: true,
+      stdio: ['pipe', 'pipe', 'inherit', 'pipe', ...(tool ? (['pipe'] as const) : [])],
+    });
     const status = createInterface({ input: child.stdio[3] as Readable });
     const inner = await new Promise<number>((resolve, reject) => {
       status.on('line', (l) => {
@@ -232,7 +257,12 @@ describe('sandbox without network', () => {
     const r = await sb.sh('cat /proc/net/dev; cat /etc/resolv.conf');
     observed('interfaces without network', r.out);
     // /proc/net/dev: two header lines, then one "name: counters" line per interface.
-    expect(r.out.split('\n').filter((l) => /^\s*[\w.-]+:\s+\d/.test(l)).map((l) => l.split(':')[0].trim())).toEqual(['lo']);
+    expect(
+      r.out
+        .split('\n')
+        .filter((l) => /^\s*[\w.-]+:\s+\d/.test(l))
+        .map((l) => l.split(':')[0].trim()),
+    ).toEqual(['lo']);
     await sb.close();
   });
 });
@@ -275,7 +305,9 @@ for (const tool of ['slirp4netns', 'pasta'] as const) {
       const routes = (await a.sh('ip route show')).out;
       for (const addr of hostAddresses()) if (tool === 'slirp4netns') expect(routes).toContain(`unreachable ${addr}`);
       // The sandbox cannot change its routes or interface (no capabilities over its network namespace).
-      const tamper = await a.sh(`ip route flush table main 2>&1; ip link set ${tool === 'pasta' ? 'eth0' : 'tap0'} down 2>&1; ip route show`);
+      const tamper = await a.sh(
+        `ip route flush table main 2>&1; ip link set ${tool === 'pasta' ? 'eth0' : 'tap0'} down 2>&1; ip route show`,
+      );
       observed(`${tool} route tampering from inside`, tamper.out);
       expect(tamper.out.match(/Operation not permitted/g)?.length).toBe(2);
       expect(tamper.out).toContain('default via');
@@ -286,7 +318,9 @@ for (const tool of ['slirp4netns', 'pasta'] as const) {
       expect(await hostGet('127.0.0.1', lo1.port)).toBe('HOST-LO-1');
       expect(await hostGet('127.0.0.2', lo2.port)).toBe('HOST-LO-2');
       expect(await hostGet('127.0.0.1', any.port)).toBe('HOST-ANY');
-      await a.sh(`nohup /usr/bin/python3 -c "import http.server as h; h.HTTPServer(('127.0.0.1', ${lo1.port}), type('H', (h.BaseHTTPRequestHandler,), {'do_GET': lambda s: (s.send_response(200), s.end_headers(), s.wfile.write(b'OWN-LO'))})).serve_forever()" >/dev/null 2>&1 &`);
+      await a.sh(
+        `nohup /usr/bin/python3 -c "import http.server as h; h.HTTPServer(('127.0.0.1', ${lo1.port}), type('H', (h.BaseHTTPRequestHandler,), {'do_GET': lambda s: (s.send_response(200), s.end_headers(), s.wfile.write(b'OWN-LO'))})).serve_forever()" >/dev/null 2>&1 &`,
+      );
       await a.sh('sleep 0.3');
       // slirp4netns' 10.0.2.2 is the host alias it would map to the host's 127.0.0.1 (handled inside
       // slirp4netns, nothing leaves the machine). pasta's gateway is the real router with --no-map-gw,
@@ -313,8 +347,17 @@ for (const tool of ['slirp4netns', 'pasta'] as const) {
         for (const h of hostAddresses()) expect(got[`${h}:${any.port}`]).toMatch(/No route to host/);
       }
       // bash /dev/tcp and curl agree.
-      const tcp = [`127.0.0.2/${lo2.port}`, `127.0.0.1/${any.port}`, ...alias.map((h) => `${h}/${lo1.port}`), ...hostAddresses().map((h) => `${h}/${any.port}`)];
-      const urls = [`http://127.0.0.2:${lo2.port}/`, ...alias.map((h) => `http://${h}:${lo1.port}/`), ...hostAddresses().map((h) => `http://${h}:${any.port}/`)];
+      const tcp = [
+        `127.0.0.2/${lo2.port}`,
+        `127.0.0.1/${any.port}`,
+        ...alias.map((h) => `${h}/${lo1.port}`),
+        ...hostAddresses().map((h) => `${h}/${any.port}`),
+      ];
+      const urls = [
+        `http://127.0.0.2:${lo2.port}/`,
+        ...alias.map((h) => `http://${h}:${lo1.port}/`),
+        ...hostAddresses().map((h) => `http://${h}:${any.port}/`),
+      ];
       const sh = await a.sh(
         `for t in ${tcp.join(' ')}; do timeout 3 bash -c "echo > /dev/tcp/$t" 2>/dev/null && echo "$t CONNECTED" || echo "$t REFUSED"; done; ` +
           `for u in ${urls.join(' ')}; do echo "$u $(curl -s -m 3 $u || echo curl-failed-$?)"; done`,
@@ -345,7 +388,10 @@ for (const tool of ['slirp4netns', 'pasta'] as const) {
       // forward this one to the host.
       const c = await TestSandbox.start(tool, (sb) => listen(sb, 'SANDBOX-C'));
       const own = b.net!.describe();
-      const self = await b.probe([{ host: '127.0.0.1', port }, { host: own.address, port }]);
+      const self = await b.probe([
+        { host: '127.0.0.1', port },
+        { host: own.address, port },
+      ]);
       observed(`${tool} sandbox B reaches its own listener`, self);
       expect(Object.values(self)).toEqual(['reached:SANDBOX-B', 'reached:SANDBOX-B']);
       const fromA = await a.probe([
@@ -372,7 +418,11 @@ for (const tool of ['slirp4netns', 'pasta'] as const) {
     it.skipIf(tool !== 'slirp4netns')('(d) reaches the outside (one HTTPS HEAD to registry.npmjs.org)', async (ctx) => {
       if (registry) ctx.skip(`the host itself cannot reach https://registry.npmjs.org/ (${registry}); the outside check needs it`);
       const r = await a.run(
-        ['/usr/bin/python3', '-c', "import urllib.request as u; print(u.urlopen(u.Request('https://registry.npmjs.org/', method='HEAD'), timeout=10).status)"],
+        [
+          '/usr/bin/python3',
+          '-c',
+          "import urllib.request as u; print(u.urlopen(u.Request('https://registry.npmjs.org/', method='HEAD'), timeout=10).status)",
+        ],
         15,
       );
       observed(`${tool} HTTPS HEAD registry.npmjs.org from inside`, r);
@@ -384,7 +434,13 @@ for (const tool of ['slirp4netns', 'pasta'] as const) {
       const helper = sb.net!.describe().pid!;
       // pasta runs under the shim (its supervisor); slirp4netns is the shim's pid itself.
       const all = [helper, ...descendants(helper)];
-      const cmd = (p: number): string => { try { return `${p}:${fs.readFileSync(`/proc/${p}/cmdline`, 'utf8').replace(/\0/g, ' ').slice(0, 80)}`; } catch { return `${p}:gone`; } };
+      const cmd = (p: number): string => {
+        try {
+          return `${p}:${fs.readFileSync(`/proc/${p}/cmdline`, 'utf8').replace(/\0/g, ' ').slice(0, 80)}`;
+        } catch {
+          return `${p}:gone`;
+        }
+      };
       expect(all.length, all.map(cmd).join(' | ')).toBe(tool === 'pasta' ? 2 : 1);
       expect(all.every(alive)).toBe(true);
       process.kill(sb.inner, 'SIGKILL');
@@ -422,17 +478,21 @@ describe.skipIf(unavailable('slirp4netns') !== undefined)('helper start and fail
   });
 
   it('rejects a deny entry that is not an address, before starting anything', async () => {
-    await expect(startUserNet({ pid: process.pid, ...ids, deny: ['192.0.2.2\nroute flush'] })).rejects.toMatchObject({ code: 'config_invalid' });
+    await expect(startUserNet({ pid: process.pid, ...ids, deny: ['192.0.2.2\nroute flush'] })).rejects.toMatchObject({
+      code: 'config_invalid',
+    });
   });
 
-  it('rejects with the helper\'s stderr when the sandbox is already gone, and leaves no helper', async () => {
+  it("rejects with the helper's stderr when the sandbox is already gone, and leaves no helper", async () => {
     const gone = spawn('true');
     await new Promise((r) => gone.once('exit', r));
     const err = (await startUserNet({ pid: gone.pid!, ...ids }).catch((e: unknown) => e)) as Error & { code: string };
     observed('helper for a pid that is gone', err.message);
     expect(err.code).toBe('sandbox_error');
     expect(err.message).toMatch(/exited during start.*\/proc\/\d+\/(gid_map|ns\/net)/s);
-    expect(helpersOf(process.pid).map((p) => `${p}:${fs.readFileSync(`/proc/${p}/cmdline`, 'utf8').replace(/\0/g, ' ').slice(0, 80)}`)).toEqual([]);
+    expect(
+      helpersOf(process.pid).map((p) => `${p}:${fs.readFileSync(`/proc/${p}/cmdline`, 'utf8').replace(/\0/g, ' ').slice(0, 80)}`),
+    ).toEqual([]);
   });
 });
 

@@ -10,11 +10,15 @@ const HANDLERS = path.join(ROOT, 'src/server/handlers');
 const SANDBOX = path.join(ROOT, 'src/server/sandbox');
 
 function tsFiles(dir: string): string[] {
-  return fs.readdirSync(dir, { withFileTypes: true, recursive: true }).filter((e) => e.isFile() && e.name.endsWith('.ts')).map((e) => path.join(e.parentPath, e.name));
+  return fs
+    .readdirSync(dir, { withFileTypes: true, recursive: true })
+    .filter((e) => e.isFile() && e.name.endsWith('.ts'))
+    .map((e) => path.join(e.parentPath, e.name));
 }
 
 /** Calls of node:fs (sync, promise or callback) and other ways to open a path. */
-const FS_CALL = /\b(?:fs|fsp|promises)\.\w+\(|(?<![.\w])(?<!^\s*)(?:readFile|readFileSync|writeFile|writeFileSync|open|openSync|createReadStream|createWriteStream|stat|statSync|lstat|lstatSync|readdir|readdirSync|rm|rmSync|unlink|unlinkSync|chmod|chmodSync|chown|chownSync|cp|cpSync|copyFile|copyFileSync|realpath|realpathSync|readlink|readlinkSync|access|accessSync|existsSync)\(/;
+const FS_CALL =
+  /\b(?:fs|fsp|promises)\.\w+\(|(?<![.\w])(?<!^\s*)(?:readFile|readFileSync|writeFile|writeFileSync|open|openSync|createReadStream|createWriteStream|stat|statSync|lstat|lstatSync|readdir|readdirSync|rm|rmSync|unlink|unlinkSync|chmod|chmodSync|chown|chownSync|cp|cpSync|copyFile|copyFileSync|realpath|realpathSync|readlink|readlinkSync|access|accessSync|existsSync)\(/;
 /** What names a workspace on the host. */
 const WORKSPACE = /\bworkspace\b|\bsb\b|\bsandbox\b|\bruntime\b\.|ctx\.runtime/i;
 
@@ -24,12 +28,16 @@ const WORKSPACE = /\bworkspace\b|\bsb\b|\bsandbox\b|\bruntime\b\.|ctx\.runtime/i
  * links). Each entry says why.
  */
 const ALLOWED: Record<string, string> = {
-  'src/server/sandbox/workspace.ts': 'creates host workspaces before the sandbox starts; removes them after its processes are gone (no-follow)',
+  'src/server/sandbox/workspace.ts':
+    'creates host workspaces before the sandbox starts; removes them after its processes are gone (no-follow)',
 };
 
 /** Strips comments so documentation that mentions the workspace does not count. */
 function code(src: string): string[] {
-  return src.replace(/\/\*[\s\S]*?\*\//g, (m) => m.replace(/[^\n]/g, ' ')).split('\n').map((l) => l.replace(/\/\/.*$/, ''));
+  return src
+    .replace(/\/\*[\s\S]*?\*\//g, (m) => m.replace(/[^\n]/g, ' '))
+    .split('\n')
+    .map((l) => l.replace(/\/\/.*$/, ''));
 }
 
 describe('no host-side reads of sandbox workspaces', () => {

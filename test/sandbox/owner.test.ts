@@ -33,9 +33,13 @@ describe('sandbox owned by another process', () => {
   it('killing the owning process (SIGKILL) leaves no sandbox process in the process table', async () => {
     const root = testRoot('owner');
     roots.push(root);
-    const child = spawn(process.execPath, [fixture, dist, root, JSON.stringify({ bg: '(sleep 300 &); (setsid sleep 300 &); echo started' }), 'hold'], {
-      stdio: ['ignore', 'pipe', 'inherit'],
-    });
+    const child = spawn(
+      process.execPath,
+      [fixture, dist, root, JSON.stringify({ bg: '(sleep 300 &); (setsid sleep 300 &); echo started' }), 'hold'],
+      {
+        stdio: ['ignore', 'pipe', 'inherit'],
+      },
+    );
     const line = await new Promise<string>((resolve, reject) => {
       createInterface({ input: child.stdout! }).once('line', resolve);
       child.once('exit', (code) => reject(new Error(`the sandbox owner exited (code ${code}) before opening its sandbox`)));
@@ -86,7 +90,14 @@ describe('sandbox owned by another process', () => {
       const info = JSON.parse(r) as { uid: number; error?: unknown; probes: Record<string, string>; leftover: number[] };
       expect(info.error).toBeUndefined();
       expect(info.uid).toBe(65534);
-      expect(info.probes).toEqual({ id: '65534\n', shadow: 'DENIED\n', net: 'REFUSED\n', write: 'READONLY\n', secret: '0\n', procs: expect.stringMatching(/^\d\n$/) });
+      expect(info.probes).toEqual({
+        id: '65534\n',
+        shadow: 'DENIED\n',
+        net: 'REFUSED\n',
+        write: 'READONLY\n',
+        secret: '0\n',
+        procs: expect.stringMatching(/^\d\n$/),
+      });
       expect(info.leftover).toEqual([]);
     } finally {
       await host.close();
@@ -96,7 +107,10 @@ describe('sandbox owned by another process', () => {
   it.runIf(isRoot)('as root, a missing sandbox user is refused with the fix in the message', async () => {
     const { createSandboxRuntime } = await import('../../src/server/sandbox/index.js');
     const rt = createSandboxRuntime({ runtime: 'bwrap', user: 'no-such-raas-user', root: testRoot('nouser') });
-    await expect(rt.open({})).rejects.toMatchObject({ code: 'sandbox_unavailable', message: expect.stringMatching(/no-such-raas-user.*scripts\/setup\.sh/) });
+    await expect(rt.open({})).rejects.toMatchObject({
+      code: 'sandbox_unavailable',
+      message: expect.stringMatching(/no-such-raas-user.*scripts\/setup\.sh/),
+    });
     await rt.close();
   });
 
@@ -110,13 +124,19 @@ describe('sandbox owned by another process', () => {
     fs.chmodSync(path.join(hidden, 'bin/node'), 0o755);
     const rt = createSandboxRuntime({ runtime: 'bwrap', node: path.join(hidden, 'bin/node'), root: testRoot('hidden-root') });
     roots.push(testRoot('hidden-root'));
-    await expect(rt.open({})).rejects.toMatchObject({ code: 'sandbox_unavailable', message: expect.stringMatching(/not readable by the sandbox user.*sandbox\.node/) });
+    await expect(rt.open({})).rejects.toMatchObject({
+      code: 'sandbox_unavailable',
+      message: expect.stringMatching(/not readable by the sandbox user.*sandbox\.node/),
+    });
   });
 
   it('a missing bwrap is refused with the fix in the message', async () => {
     const { createSandboxRuntime } = await import('../../src/server/sandbox/index.js');
     const rt = createSandboxRuntime({ runtime: 'bwrap', bwrap: '/nonexistent/bwrap', root: testRoot('nobwrap') });
-    await expect(rt.open({})).rejects.toMatchObject({ code: 'sandbox_unavailable', message: expect.stringMatching(/apt-get install bubblewrap/) });
+    await expect(rt.open({})).rejects.toMatchObject({
+      code: 'sandbox_unavailable',
+      message: expect.stringMatching(/apt-get install bubblewrap/),
+    });
   });
 
   it('creating a runtime does nothing until the first open (lazy)', async () => {

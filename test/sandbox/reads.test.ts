@@ -36,7 +36,10 @@ describe('sandbox reads, exec and the workspace quota (real bwrap)', () => {
   });
 
   const refusal = async (p: Promise<unknown>): Promise<RaasError> => {
-    const e = await p.then(() => undefined, (x: unknown) => x);
+    const e = await p.then(
+      () => undefined,
+      (x: unknown) => x,
+    );
     expect(e).toBeInstanceOf(RaasError);
     return e as RaasError;
   };
@@ -86,7 +89,10 @@ describe('sandbox reads, exec and the workspace quota (real bwrap)', () => {
       expect(e.message).not.toContain(marker);
     }
     // What the sandbox itself can read is all a link can reach (its own pid 1's environment is bwrap's: empty).
-    const env = await sb.readFile('env1').then((b) => b.toString(), (e: Error) => e.message);
+    const env = await sb.readFile('env1').then(
+      (b) => b.toString(),
+      (e: Error) => e.message,
+    );
     expect(env).not.toContain(marker);
     expect(env).not.toMatch(/RAAS_TOKEN|npm_|VITEST/);
   });
@@ -138,5 +144,4 @@ describe('sandbox reads, exec and the workspace quota (real bwrap)', () => {
     // Every later call says the same until the job ends.
     expect((await refusal(sb.exec(['true']))).code).toBe('sandbox_limit');
   });
-
 });

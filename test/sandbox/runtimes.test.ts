@@ -26,15 +26,41 @@ describe('apptainer runtime (binary absent here: exact command line)', () => {
       command: ['node', '/opt/raas/tool-server/main.js', '{}'],
     });
     expect(argv).toEqual([
-      'exec', '--containall', '--writable-tmpfs', '--fakeroot', '--net', '--network', 'none',
-      '--bind', '/scratch/raas/ws/j1:/workspace',
-      '--bind', '/scratch/raas/run/j1:/run/raas',
-      '--bind', '/scratch/raas/tool-server/abc:/opt/raas/tool-server:ro',
-      '--pwd', '/workspace',
-      '--env', 'PATH=/usr/bin:/bin', '--env', 'HOME=/workspace',
-      '/images/swe.sif', 'node', '/opt/raas/tool-server/main.js', '{}',
+      'exec',
+      '--containall',
+      '--writable-tmpfs',
+      '--fakeroot',
+      '--net',
+      '--network',
+      'none',
+      '--bind',
+      '/scratch/raas/ws/j1:/workspace',
+      '--bind',
+      '/scratch/raas/run/j1:/run/raas',
+      '--bind',
+      '/scratch/raas/tool-server/abc:/opt/raas/tool-server:ro',
+      '--pwd',
+      '/workspace',
+      '--env',
+      'PATH=/usr/bin:/bin',
+      '--env',
+      'HOME=/workspace',
+      '/images/swe.sif',
+      'node',
+      '/opt/raas/tool-server/main.js',
+      '{}',
     ]);
-    const withNet = apptainerArgs({ binary: 'a', image: 'i.sif', workspace: 'w', run: 'r', toolServer: 't', network: true, fakeroot: false, env: {}, command: ['x'] });
+    const withNet = apptainerArgs({
+      binary: 'a',
+      image: 'i.sif',
+      workspace: 'w',
+      run: 'r',
+      toolServer: 't',
+      network: true,
+      fakeroot: false,
+      env: {},
+      command: ['x'],
+    });
     expect(withNet).not.toContain('--network');
     expect(withNet).not.toContain('--fakeroot');
   });
@@ -54,8 +80,15 @@ describe('apptainer runtime (binary absent here: exact command line)', () => {
   });
 
   it('without apptainer or singularity on PATH, open() names the fix', async () => {
-    const rt = createSandboxRuntime({ runtime: 'apptainer', root: testRoot('appt2'), apptainer: { binary: 'apptainer-not-installed', image: 'x.sif' } });
-    await expect(rt.open({})).rejects.toMatchObject({ code: 'sandbox_unavailable', message: expect.stringMatching(/apptainer nor singularity.*module load/) });
+    const rt = createSandboxRuntime({
+      runtime: 'apptainer',
+      root: testRoot('appt2'),
+      apptainer: { binary: 'apptainer-not-installed', image: 'x.sif' },
+    });
+    await expect(rt.open({})).rejects.toMatchObject({
+      code: 'sandbox_unavailable',
+      message: expect.stringMatching(/apptainer nor singularity.*module load/),
+    });
   });
 });
 
@@ -78,7 +111,12 @@ describe('bwrap open(): abort and bad specs', () => {
   it('close() while sandboxes are starting aborts them and resolves only once their workspaces are gone', async () => {
     const rt = createSandboxRuntime({ runtime: 'bwrap', root, close_grace_ms: 100 });
     rt.prepare();
-    const opens = [rt.open({}), rt.open({})].map((p) => p.then(() => 'opened', (e: Error) => e.message));
+    const opens = [rt.open({}), rt.open({})].map((p) =>
+      p.then(
+        () => 'opened',
+        (e: Error) => e.message,
+      ),
+    );
     await new Promise((r) => setTimeout(r, 20));
     await rt.close();
     expect(fs.readdirSync(path.join(root, 'ws'))).toEqual([]);
@@ -89,7 +127,10 @@ describe('bwrap open(): abort and bad specs', () => {
   it('SandboxSpec.files keys must stay inside the workspace', async () => {
     const rt = createSandboxRuntime({ runtime: 'bwrap', root });
     for (const key of ['../escape.txt', '/etc/x', 'a/../../b']) {
-      await expect(rt.open({ files: { [key]: 'x' } })).rejects.toMatchObject({ code: 'bad_request', message: expect.stringContaining('SandboxSpec.files') });
+      await expect(rt.open({ files: { [key]: 'x' } })).rejects.toMatchObject({
+        code: 'bad_request',
+        message: expect.stringContaining('SandboxSpec.files'),
+      });
     }
     expect(fs.existsSync(path.join(root, 'escape.txt'))).toBe(false);
     await rt.close();

@@ -34,7 +34,14 @@ const EAFNOSUPPORT = 97;
 const errnoRet = (e: number): number => (SECCOMP_RET.ERRNO | e) >>> 0;
 /** What landlock_create_ruleset(NULL, 0, VERSION) answers on this host without a filter: its ABI version ("ok"), or an errno (EOPNOTSUPP with the LSM off). */
 const LANDLOCK_VERDICT: number | 'ok' = (() => {
-  const r = spawnSync(PY, ['-c', 'import ctypes; l = ctypes.CDLL(None, use_errno=True); r = l.syscall(444, None, 0, 1); print("ok" if r >= 0 else ctypes.get_errno())'], { encoding: 'utf8' });
+  const r = spawnSync(
+    PY,
+    [
+      '-c',
+      'import ctypes; l = ctypes.CDLL(None, use_errno=True); r = l.syscall(444, None, 0, 1); print("ok" if r >= 0 else ctypes.get_errno())',
+    ],
+    { encoding: 'utf8' },
+  );
   const v = r.stdout.trim();
   return v === 'ok' ? 'ok' : Number(v);
 })();
@@ -44,13 +51,64 @@ const LANDLOCK_VERDICT: number | 'ok' = (() => {
  * derived from DENIED_SYSCALLS, so that dropping or weakening an entry there fails this test.
  */
 const EPERM_CALLS = [
-  'ptrace', 'process_vm_readv', 'process_vm_writev', 'pidfd_getfd', 'kcmp', 'process_madvise', 'move_pages', 'migrate_pages',
-  'mbind', 'get_mempolicy', 'set_mempolicy', 'set_mempolicy_home_node', 'mount', 'umount2', 'pivot_root', 'chroot', 'open_tree',
-  'move_mount', 'fsopen', 'fsconfig', 'fsmount', 'fspick', 'mount_setattr', 'setns', 'keyctl', 'add_key', 'request_key', 'bpf',
-  'perf_event_open', 'userfaultfd', 'kexec_load', 'kexec_file_load', 'init_module', 'finit_module', 'delete_module', 'reboot',
-  'swapon', 'swapoff', 'acct', 'quotactl', 'quotactl_fd', 'lookup_dcookie', 'syslog', 'uselib', 'vhangup', 'nfsservctl',
-  'sethostname', 'setdomainname', 'fanotify_init', 'open_by_handle_at', 'name_to_handle_at', 'iopl', 'ioperm', 'modify_ldt',
-  'clock_settime', 'settimeofday', 'adjtimex', 'clock_adjtime',
+  'ptrace',
+  'process_vm_readv',
+  'process_vm_writev',
+  'pidfd_getfd',
+  'kcmp',
+  'process_madvise',
+  'move_pages',
+  'migrate_pages',
+  'mbind',
+  'get_mempolicy',
+  'set_mempolicy',
+  'set_mempolicy_home_node',
+  'mount',
+  'umount2',
+  'pivot_root',
+  'chroot',
+  'open_tree',
+  'move_mount',
+  'fsopen',
+  'fsconfig',
+  'fsmount',
+  'fspick',
+  'mount_setattr',
+  'setns',
+  'keyctl',
+  'add_key',
+  'request_key',
+  'bpf',
+  'perf_event_open',
+  'userfaultfd',
+  'kexec_load',
+  'kexec_file_load',
+  'init_module',
+  'finit_module',
+  'delete_module',
+  'reboot',
+  'swapon',
+  'swapoff',
+  'acct',
+  'quotactl',
+  'quotactl_fd',
+  'lookup_dcookie',
+  'syslog',
+  'uselib',
+  'vhangup',
+  'nfsservctl',
+  'sethostname',
+  'setdomainname',
+  'fanotify_init',
+  'open_by_handle_at',
+  'name_to_handle_at',
+  'iopl',
+  'ioperm',
+  'modify_ldt',
+  'clock_settime',
+  'settimeofday',
+  'adjtimex',
+  'clock_adjtime',
 ];
 const EXPECTED: Record<string, { name: string; want: number | 'ok' }> = {
   ...Object.fromEntries(EPERM_CALLS.map((n) => [n, { name: n, want: EPERM }])),
@@ -109,13 +167,26 @@ function runFilter(prog: SockFilter[], d: SeccompData): number {
     if (!i) throw new Error(`fell off the program at ${pc}`);
     const jump = (cond: boolean): number => pc + 1 + (cond ? i.jt : i.jf);
     switch (i.code) {
-      case 0x20: a = word(i.k); pc++; break;
-      case 0x15: pc = jump(a === i.k); break;
-      case 0x35: pc = jump(a >= i.k); break;
-      case 0x45: pc = jump((a & i.k) !== 0); break;
-      case 0x05: pc = pc + 1 + i.k; break;
-      case 0x06: return i.k >>> 0;
-      default: throw new Error(`opcode ${i.code}`);
+      case 0x20:
+        a = word(i.k);
+        pc++;
+        break;
+      case 0x15:
+        pc = jump(a === i.k);
+        break;
+      case 0x35:
+        pc = jump(a >= i.k);
+        break;
+      case 0x45:
+        pc = jump((a & i.k) !== 0);
+        break;
+      case 0x05:
+        pc = pc + 1 + i.k;
+        break;
+      case 0x06:
+        return i.k >>> 0;
+      default:
+        throw new Error(`opcode ${i.code}`);
     }
   }
   throw new Error('no return');
@@ -194,9 +265,14 @@ describe.each<[SeccompArch]>([['x64'], ['arm64']])('seccomp program for %s (inte
 });
 
 describe('syscall numbers match libseccomp (scmp_sys_resolver, Debian package "seccomp")', () => {
-  it.each([['x86_64', 0], ['aarch64', 1]] as const)('%s', (arch, col) => {
+  it.each([
+    ['x86_64', 0],
+    ['aarch64', 1],
+  ] as const)('%s', (arch, col) => {
     const names = Object.keys(SYSCALL_NUMBERS);
-    const r = spawnSync('bash', ['-c', `for n in ${names.join(' ')}; do scmp_sys_resolver -a ${arch} $n || echo missing; done`], { encoding: 'utf8' });
+    const r = spawnSync('bash', ['-c', `for n in ${names.join(' ')}; do scmp_sys_resolver -a ${arch} $n || echo missing; done`], {
+      encoding: 'utf8',
+    });
     expect(r.stderr, 'install the "seccomp" package (scripts/setup.sh)').not.toMatch(/not found/);
     const got = r.stdout.trim().split('\n').map(Number);
     expect(got).toHaveLength(names.length);
@@ -219,9 +295,21 @@ interface Run {
 }
 
 /** Runs `cmd` in a minimal bwrap sandbox (as the sandbox user when root), optionally hardened. */
-function bwrap(cmd: string[], opts: { harden?: boolean; extra?: string[]; binds?: Array<[string, string]>; env?: Record<string, string> } = {}): Promise<Run> {
+function bwrap(
+  cmd: string[],
+  opts: { harden?: boolean; extra?: string[]; binds?: Array<[string, string]>; env?: Record<string, string> } = {},
+): Promise<Run> {
   const SECCOMP_FD = 5;
-  const a = ['--unshare-user', '--unshare-pid', '--unshare-ipc', '--unshare-uts', '--unshare-net', '--die-with-parent', '--new-session', '--clearenv'];
+  const a = [
+    '--unshare-user',
+    '--unshare-pid',
+    '--unshare-ipc',
+    '--unshare-uts',
+    '--unshare-net',
+    '--die-with-parent',
+    '--new-session',
+    '--clearenv',
+  ];
   a.push('--ro-bind', '/usr', '/usr');
   for (const p of ['/bin', '/sbin', '/lib', '/lib64']) {
     const st = fs.lstatSync(p, { throwIfNoEntry: false });
@@ -234,7 +322,11 @@ function bwrap(cmd: string[], opts: { harden?: boolean; extra?: string[]; binds?
   for (const [k, v] of Object.entries(opts.env ?? {})) a.push('--setenv', k, v);
   if (opts.harden) a.push(...bwrapHardeningArgs(SECCOMP_FD));
   a.push(...(opts.extra ?? []), ...cmd);
-  const child = spawn('bwrap', a, { ...ids, env: { PATH: '/usr/bin:/bin' }, stdio: ['ignore', 'pipe', 'pipe', 'ignore', 'ignore', 'pipe'] });
+  const child = spawn('bwrap', a, {
+    ...ids,
+    env: { PATH: '/usr/bin:/bin' },
+    stdio: ['ignore', 'pipe', 'pipe', 'ignore', 'ignore', 'pipe'],
+  });
   (child.stdio[SECCOMP_FD] as Writable).on('error', () => undefined).end(opts.harden ? seccompProgram() : Buffer.alloc(0));
   let stdout = '';
   let stderr = '';
@@ -256,13 +348,36 @@ beforeAll(() => {
 afterAll(() => fs.rmSync(dir, { recursive: true, force: true }));
 
 const probeArgs = (): string[] => {
-  const nrs = Object.fromEntries(Object.keys(SYSCALL_NUMBERS).flatMap((n) => (syscallNumber(n, 'x64') === undefined ? [] : [[n, syscallNumber(n, 'x64')]])));
+  const nrs = Object.fromEntries(
+    Object.keys(SYSCALL_NUMBERS).flatMap((n) => (syscallNumber(n, 'x64') === undefined ? [] : [[n, syscallNumber(n, 'x64')]])),
+  );
   // Allowed calls the probe tries too (x86_64 numbers, scmp_sys_resolver).
   return [PY, '/probe/seccomp-probe.py', JSON.stringify({ ...nrs, landlock_create_ruleset: 444 })];
 };
 
 /** Probes whose unfiltered result differs from the filtered one on any kernel (the control). */
-const CONTROL = ['io_setup', 'ptrace', 'process_vm_readv', 'pidfd_getfd', 'mount', 'chroot', 'unshare', 'clone_newuser', 'setns', 'clone3', 'keyctl', 'add_key', 'bpf', 'perf_event_open', 'userfaultfd', 'open_by_handle_at', 'clock_settime', 'personality_no_aslr', 'ioctl_tiocsti', 'ioctl_tiocsti_high_word'];
+const CONTROL = [
+  'io_setup',
+  'ptrace',
+  'process_vm_readv',
+  'pidfd_getfd',
+  'mount',
+  'chroot',
+  'unshare',
+  'clone_newuser',
+  'setns',
+  'clone3',
+  'keyctl',
+  'add_key',
+  'bpf',
+  'perf_event_open',
+  'userfaultfd',
+  'open_by_handle_at',
+  'clock_settime',
+  'personality_no_aslr',
+  'ioctl_tiocsti',
+  'ioctl_tiocsti_high_word',
+];
 
 describe.skipIf(!x64)('bwrap with the filter (real kernel, x86_64)', () => {
   let filtered: Record<string, number | string>;
@@ -277,7 +392,9 @@ describe.skipIf(!x64)('bwrap with the filter (real kernel, x86_64)', () => {
   });
 
   it('every denied syscall is refused from inside, with its errno', () => {
-    const wrong = Object.entries(EXPECTED).filter(([k, e]) => filtered[k] !== e.want).map(([k, e]) => `${k}: got ${filtered[k]}, want ${e.want}`);
+    const wrong = Object.entries(EXPECTED)
+      .filter(([k, e]) => filtered[k] !== e.want)
+      .map(([k, e]) => `${k}: got ${filtered[k]}, want ${e.want}`);
     observed('filtered probe', filtered);
     expect(wrong).toEqual([]);
   });
@@ -346,7 +463,11 @@ describe.skipIf(!x64)("Apptainer's profile, loaded with libseccomp as Apptainer 
   });
 
   it('names only the native architecture and argument checks libseccomp accepts', () => {
-    const p = apptainerSeccompProfile('x64') as { defaultAction: string; architectures: string[]; syscalls: Array<{ names: string[]; args?: unknown[] }> };
+    const p = apptainerSeccompProfile('x64') as {
+      defaultAction: string;
+      architectures: string[];
+      syscalls: Array<{ names: string[]; args?: unknown[] }>;
+    };
     expect(p.defaultAction).toBe('SCMP_ACT_ALLOW');
     expect(p.architectures).toEqual(['SCMP_ARCH_X86_64']);
     expect(p.syscalls.every((s) => (s.args?.length ?? 0) <= 1)).toBe(true);
@@ -356,12 +477,28 @@ describe.skipIf(!x64)("Apptainer's profile, loaded with libseccomp as Apptainer 
 });
 
 describe('apptainer command line with hardening', () => {
-  const base = { binary: 'apptainer', image: '/i.sif', workspace: '/w', run: '/r', toolServer: '/t', network: false, env: {}, command: ['node', 'main.js'] };
+  const base = {
+    binary: 'apptainer',
+    image: '/i.sif',
+    workspace: '/w',
+    run: '/r',
+    toolServer: '/t',
+    network: false,
+    env: {},
+    command: ['node', 'main.js'],
+  };
   it('adds --no-privs, --no-mount hostfs, --no-eval and the seccomp profile before the image', () => {
     const a = apptainerArgs({ ...base, fakeroot: false, hardening: { seccompProfile: '/var/tmp/raas/seccomp/apptainer-x.json' } });
     expect(a.slice(0, 7)).toEqual(['exec', '--containall', '--writable-tmpfs', '--net', '--network', 'none', '--bind']);
     const at = a.indexOf('--no-privs');
-    expect(a.slice(at, at + 6)).toEqual(['--no-privs', '--no-mount', 'hostfs', '--no-eval', '--security', 'seccomp:/var/tmp/raas/seccomp/apptainer-x.json']);
+    expect(a.slice(at, at + 6)).toEqual([
+      '--no-privs',
+      '--no-mount',
+      'hostfs',
+      '--no-eval',
+      '--security',
+      'seccomp:/var/tmp/raas/seccomp/apptainer-x.json',
+    ]);
     expect(a.slice(-3)).toEqual(['/i.sif', 'node', 'main.js']);
     expect(a).not.toContain('--userns');
   });
@@ -459,7 +596,10 @@ const fs = require('fs');
 console.log(process.execPath, fs.readlinkSync('/proc/self/exe'));
 const p = pty.spawn('/bin/bash', ['-c', 'echo pty-$((6*7))'], { cols: 80, rows: 24, cwd: '/tmp', env: { PATH: '/usr/bin:/bin' } });
 let out = ''; p.onData((d) => (out += d)); p.onExit(({ exitCode }) => { console.log(out.trim(), exitCode); });`;
-    const r = await bwrap([`/opt/raas/tool-server/${SANDBOX_NODE}`, '-e', js], { harden: true, binds: [[install, '/opt/raas/tool-server']] });
+    const r = await bwrap([`/opt/raas/tool-server/${SANDBOX_NODE}`, '-e', js], {
+      harden: true,
+      binds: [[install, '/opt/raas/tool-server']],
+    });
     expect(r.stderr).toBe('');
     expect(r.stdout).toBe(`/opt/raas/tool-server/${SANDBOX_NODE} /opt/raas/tool-server/${SANDBOX_NODE}\npty-42 0\n`);
   });

@@ -46,19 +46,27 @@ describe(`bwrap sandbox security (${root ? 'root → raas-sandbox' : 'unprivileg
     const r = await sb.bash(`timeout 3 bash -c 'echo > /dev/tcp/127.0.0.1/${host.port}' && echo CONNECTED || echo REFUSED`);
     observed('tcp to host 127.0.0.1 (bash)', r.output);
     expect(r.output).toContain('REFUSED');
-    const p = await sb.python(`import socket\ns = socket.socket()\ns.settimeout(2)\ntry:\n    s.connect(("127.0.0.1", ${host.port})); print("CONNECTED")\nexcept OSError as e:\n    print("REFUSED", e)`);
+    const p = await sb.python(
+      `import socket\ns = socket.socket()\ns.settimeout(2)\ntry:\n    s.connect(("127.0.0.1", ${host.port})); print("CONNECTED")\nexcept OSError as e:\n    print("REFUSED", e)`,
+    );
     observed('tcp to host 127.0.0.1 (python)', p.stdout);
     expect(p.stdout).toContain('REFUSED');
-    expect((await sb.bash('cat /sys/class/net/*/operstate 2>/dev/null; ls /sys/class/net 2>/dev/null || ip -o link 2>/dev/null')).output).not.toMatch(/eth|ens|enp|wlan|docker/);
+    expect(
+      (await sb.bash('cat /sys/class/net/*/operstate 2>/dev/null; ls /sys/class/net 2>/dev/null || ip -o link 2>/dev/null')).output,
+    ).not.toMatch(/eth|ens|enp|wlan|docker/);
   });
 
   it('the tool server cannot be attached to or read: seccomp on, non-dumpable, no host channel to steal', async () => {
     // The task's code runs as the same uid as the tool server: its /proc files, ptrace and
     // pidfd_getfd must all fail (execute-only node: non-dumpable; seccomp denies the calls).
-    const pid = (await sb.exec(['bash', '-c', "pgrep -x node | head -1"])).stdout.trim();
+    const pid = (await sb.exec(['bash', '-c', 'pgrep -x node | head -1'])).stdout.trim();
     expect(Number(pid)).toBeGreaterThan(1);
     expect((await sb.exec(['grep', 'Seccomp:', '/proc/self/status'])).stdout).toMatch(/Seccomp:\s+2/);
-    const r = await sb.exec(['bash', '-c', `ls /proc/${pid}/fd 2>&1 | head -3; cat /proc/${pid}/environ 2>&1 | head -c 200; echo; head -c 16 /proc/${pid}/mem 2>&1; echo`]);
+    const r = await sb.exec([
+      'bash',
+      '-c',
+      `ls /proc/${pid}/fd 2>&1 | head -3; cat /proc/${pid}/environ 2>&1 | head -c 200; echo; head -c 16 /proc/${pid}/mem 2>&1; echo`,
+    ]);
     observed('tool server /proc', r.stdout);
     expect(r.stdout).toMatch(/Permission denied/);
     expect(r.stdout).not.toMatch(/socket:|PATH=/);
@@ -81,7 +89,9 @@ describe(`bwrap sandbox security (${root ? 'root → raas-sandbox' : 'unprivileg
     const net = await rt.open({ network: true });
     try {
       expect(net.address).toBeUndefined();
-      const r = await net.bash(`timeout 3 bash -c 'echo > /dev/tcp/127.0.0.1/${host.port}' && echo CONNECTED || echo REFUSED; timeout 3 bash -c 'echo > /dev/tcp/10.0.2.2/${host.port}' && echo CONNECTED || echo REFUSED; ip -o -4 addr show | awk '{print $2, $4}'`);
+      const r = await net.bash(
+        `timeout 3 bash -c 'echo > /dev/tcp/127.0.0.1/${host.port}' && echo CONNECTED || echo REFUSED; timeout 3 bash -c 'echo > /dev/tcp/10.0.2.2/${host.port}' && echo CONNECTED || echo REFUSED; ip -o -4 addr show | awk '{print $2, $4}'`,
+      );
       observed('network sandbox to host loopback', r.output);
       expect(r.output).not.toContain('CONNECTED');
       expect(r.output).toMatch(/tap0 10\.0\.2\.100/);
@@ -92,7 +102,9 @@ describe(`bwrap sandbox security (${root ? 'root → raas-sandbox' : 'unprivileg
   });
 
   it('cannot write outside the workspace', async () => {
-    const r = await sb.bash('for p in /usr/x /etc/x /x /opt/raas/tool-server/x /run/x /home/x; do touch $p 2>/dev/null && echo "WROTE $p"; done; echo done');
+    const r = await sb.bash(
+      'for p in /usr/x /etc/x /x /opt/raas/tool-server/x /run/x /home/x; do touch $p 2>/dev/null && echo "WROTE $p"; done; echo done',
+    );
     observed('writes outside the workspace', r.output);
     expect(r.output).toBe('done\n');
     // /tmp is private and size-capped (16 MiB here).
@@ -120,7 +132,10 @@ describe(`bwrap sandbox security (${root ? 'root → raas-sandbox' : 'unprivileg
   it("the sandbox's first process (bwrap, pid 1) carries PATH alone: neither the server's working directory nor anything else of its environment", async () => {
     const r = await sb.bash('tr "\\0" "\\n" < /proc/1/environ');
     observed('/proc/1/environ', r.output);
-    const keys = r.output.split('\n').filter(Boolean).map((l) => l.slice(0, l.indexOf('=')));
+    const keys = r.output
+      .split('\n')
+      .filter(Boolean)
+      .map((l) => l.slice(0, l.indexOf('=')));
     expect(keys).toEqual(['PATH']);
     expect(r.output).not.toContain(process.cwd());
   });
@@ -133,7 +148,7 @@ describe(`bwrap sandbox security (${root ? 'root → raas-sandbox' : 'unprivileg
   });
 
   it('a fork bomb hits the process limit; the host keeps answering and teardown leaves nothing', async () => {
-    const bomb = await rt.open({ limits: { processes: 32 } }) as ManagedSandbox;
+    const bomb = (await rt.open({ limits: { processes: 32 } })) as ManagedSandbox;
     const ns = bomb.pidNamespace!;
     const r = bomb.bash('bomb() { bomb | bomb & }; bomb; sleep 2; echo survived', { timeout_s: 6 });
     await new Promise((res) => setTimeout(res, 500));
@@ -149,7 +164,7 @@ describe(`bwrap sandbox security (${root ? 'root → raas-sandbox' : 'unprivileg
   });
 
   it('a memory hog fails under the limit; the host keeps answering and teardown leaves nothing', async () => {
-    const hog = await rt.open({ limits: { memory_mb: 256 } }) as ManagedSandbox;
+    const hog = (await rt.open({ limits: { memory_mb: 256 } })) as ManagedSandbox;
     const ns = hog.pidNamespace!;
     const p = hog.python('x = bytearray(2 * 1024**3)');
     const health = await healthCheck(host.port);
@@ -165,7 +180,7 @@ describe(`bwrap sandbox security (${root ? 'root → raas-sandbox' : 'unprivileg
   });
 
   it('close ends every process of the sandbox, including detached, TERM-ignoring ones', async () => {
-    const s = await rt.open({}) as ManagedSandbox;
+    const s = (await rt.open({})) as ManagedSandbox;
     const ns = s.pidNamespace!;
     await s.bash("(trap '' TERM; setsid nohup sleep 300 >/dev/null 2>&1 &); (sleep 300 &) ; echo ok");
     expect((await waitNamespaceEmpty(ns, 0)).length).toBeGreaterThan(3);

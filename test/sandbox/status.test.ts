@@ -8,7 +8,11 @@ const isRoot = process.getuid?.() === 0;
 describe('/status reports the sandbox isolation and limits in force', () => {
   let server: RolloutServer;
   beforeAll(async () => {
-    server = await startRolloutServer({ port: 0, log_level: 'silent', sandbox: { root: testRoot('status'), disk_mb: 512, limits: { cpus: 0.5 } } });
+    server = await startRolloutServer({
+      port: 0,
+      log_level: 'silent',
+      sandbox: { root: testRoot('status'), disk_mb: 512, limits: { cpus: 0.5 } },
+    });
   });
   afterAll(async () => server?.close());
 
@@ -19,7 +23,9 @@ describe('/status reports the sandbox isolation and limits in force', () => {
     expect(sb.workspace).toEqual({ kind: 'tmpfs private to the sandbox', size_mb: 512 });
     expect(sb.max_read_bytes).toBe(16 << 20);
     expect(sb.seccomp.filter).toBe('on');
-    expect(sb.seccomp.denied_syscalls).toEqual(expect.arrayContaining(['ptrace', 'process_vm_readv', 'pidfd_getfd', 'mount', 'unshare', 'bpf', 'userfaultfd', 'keyctl']));
+    expect(sb.seccomp.denied_syscalls).toEqual(
+      expect.arrayContaining(['ptrace', 'process_vm_readv', 'pidfd_getfd', 'mount', 'unshare', 'bpf', 'userfaultfd', 'keyctl']),
+    );
     expect(sb.nested_user_namespaces).toMatch(/disabled/);
     expect(sb.network.network_true).toMatch(/slirp4netns/);
     expect(sb.limits.cpus).toBe(0.5);

@@ -48,7 +48,9 @@ def report(d):
 `;
 
 /** PTRACE_ATTACH and PTRACE_SEIZE on the tool server (detached again when they work). */
-export const PY_PTRACE = PY_COMMON + String.raw`
+export const PY_PTRACE =
+  PY_COMMON +
+  String.raw`
 libc.ptrace.restype = ctypes.c_long
 libc.ptrace.argtypes = [ctypes.c_long, ctypes.c_long, ctypes.c_void_p, ctypes.c_void_p]
 rep = {'targets': tool_pids(), 'attach': {}, 'seize': {}}
@@ -74,7 +76,9 @@ report({'ptrace': rep})
 `;
 
 /** /proc/<pid>/maps, /proc/<pid>/mem and process_vm_readv against the tool server. */
-export const PY_MEM = PY_COMMON + String.raw`
+export const PY_MEM =
+  PY_COMMON +
+  String.raw`
 class iovec(ctypes.Structure):
     _fields_ = [('base', ctypes.c_void_p), ('len', ctypes.c_size_t)]
 libc.process_vm_readv.restype = ctypes.c_ssize_t
@@ -192,7 +196,9 @@ export function pyForgedDriverReply(mb: number): string {
 }
 
 /** Unix sockets visible in the sandbox (files and abstract names); each one is sent forged answers. */
-export const PY_SOCKETS = PY_COMMON + String.raw`
+export const PY_SOCKETS =
+  PY_COMMON +
+  String.raw`
 forged = {'output': 'RTFORGED', 'exit_code': 0, 'timed_out': False, 'truncated': False, 'stdout': 'RTFORGED', 'stderr': '', 'signal': None}
 lines = ''.join(json.dumps({'id': i, 'ok': True, 'result': forged}) + '\n' for i in range(1, 201)).encode()
 paths = set()
@@ -231,7 +237,9 @@ report({'sockets': rep})
 `;
 
 /** New namespaces, mounts and nested sandboxes. */
-export const PY_NAMESPACES = PY_COMMON + String.raw`
+export const PY_NAMESPACES =
+  PY_COMMON +
+  String.raw`
 import subprocess
 rep = {}
 def run(name, argv):
@@ -345,7 +353,9 @@ report({'listen': rep})
  * opens (the classic container escape). Each is called once with harmless arguments; 'OK' means
  * the kernel accepted it.
  */
-export const PY_SYSCALLS = PY_COMMON + String.raw`
+export const PY_SYSCALLS =
+  PY_COMMON +
+  String.raw`
 NR = {'keyctl': 250, 'add_key': 248, 'request_key': 249, 'bpf': 321, 'perf_event_open': 298, 'userfaultfd': 323,
       'kexec_load': 246, 'kexec_file_load': 320, 'init_module': 175, 'finit_module': 313, 'delete_module': 176,
       'mount': 165, 'umount2': 166, 'pivot_root': 155, 'setns': 308, 'open_by_handle_at': 304, 'swapon': 167,
@@ -387,7 +397,9 @@ report({'syscalls': rep})
 `;
 
 /** Everything procfs shows of the processes visible in the sandbox (environments, command lines, fds, mapped files). */
-export const PY_SNOOP = PY_COMMON + String.raw`
+export const PY_SNOOP =
+  PY_COMMON +
+  String.raw`
 import glob
 visible, env, fds, maps = [], set(), set(), set()
 for pid, cmd in procs():

@@ -53,7 +53,10 @@ interface Served extends Pick<Harness, 'process' | 'health'> {
 /** uid/gid of a user, from `id`. */
 function idOf(user: string): { uid: number; gid: number } | undefined {
   try {
-    const passwd = fs.readFileSync('/etc/passwd', 'utf8').split('\n').find((l) => l.startsWith(`${user}:`));
+    const passwd = fs
+      .readFileSync('/etc/passwd', 'utf8')
+      .split('\n')
+      .find((l) => l.startsWith(`${user}:`));
     if (!passwd) return undefined;
     const [, , uid, gid] = passwd.split(':');
     return { uid: Number(uid), gid: Number(gid) };
@@ -92,7 +95,12 @@ async function serve(label: string, user: { uid: number; gid: number } | undefin
     chownTree(dir, user.uid, user.gid);
     for (const d of [secrets.varTmpDir, secrets.tmpDir]) chownTree(d, user.uid, user.gid);
   }
-  const env: Record<string, string> = { PATH: process.env.PATH ?? '/usr/bin:/bin', HOME: dir, LANG: 'C.UTF-8', [secrets.envName]: secrets.envValue };
+  const env: Record<string, string> = {
+    PATH: process.env.PATH ?? '/usr/bin:/bin',
+    HOME: dir,
+    LANG: 'C.UTF-8',
+    [secrets.envName]: secrets.envValue,
+  };
   const child = spawn(process.execPath, [CLI, 'serve', '--config', cfg, '--port', '0', '--llm', sim.url], {
     cwd: dir,
     env,
@@ -109,8 +117,13 @@ async function serve(label: string, user: { uid: number; gid: number } | undefin
     };
     child.stdout!.on('data', onData);
     child.stderr!.on('data', onData);
-    child.once('exit', (code, sig) => reject(new Error(`raas serve (${label}) exited (${code ?? sig}) before listening: ${out.slice(-2000)}`)));
-    setTimeout(() => reject(new Error(`raas serve (${label}) did not listen within ${START_TIMEOUT_MS} ms: ${out.slice(-2000)}`)), START_TIMEOUT_MS).unref();
+    child.once('exit', (code, sig) =>
+      reject(new Error(`raas serve (${label}) exited (${code ?? sig}) before listening: ${out.slice(-2000)}`)),
+    );
+    setTimeout(
+      () => reject(new Error(`raas serve (${label}) did not listen within ${START_TIMEOUT_MS} ms: ${out.slice(-2000)}`)),
+      START_TIMEOUT_MS,
+    ).unref();
   }).catch((err: unknown) => {
     child.kill('SIGKILL');
     removeSecrets(secrets);
@@ -160,12 +173,30 @@ const nobody = idOf('nobody');
  */
 function unreadableTo(who: { uid: number; gid: number } | undefined): string | undefined {
   if (!who || !IS_ROOT) return undefined;
-  const r = spawnSync('setpriv', [`--reuid=${who.uid}`, `--regid=${who.gid}`, '--clear-groups', '--', process.execPath, '-e', `require('fs').accessSync(${JSON.stringify(CLI)}, require('fs').constants.R_OK); require('fs').accessSync(${JSON.stringify(path.join(ROOT, 'node_modules/fastify/package.json'))}, require('fs').constants.R_OK)`], { encoding: 'utf8' });
-  return r.status === 0 ? undefined : `the checkout (${ROOT}) is not readable by nobody (a folder on its path is 0700?); clone it under a world-readable folder such as /opt to run this variant`;
+  const r = spawnSync(
+    'setpriv',
+    [
+      `--reuid=${who.uid}`,
+      `--regid=${who.gid}`,
+      '--clear-groups',
+      '--',
+      process.execPath,
+      '-e',
+      `require('fs').accessSync(${JSON.stringify(CLI)}, require('fs').constants.R_OK); require('fs').accessSync(${JSON.stringify(path.join(ROOT, 'node_modules/fastify/package.json'))}, require('fs').constants.R_OK)`,
+    ],
+    { encoding: 'utf8' },
+  );
+  return r.status === 0
+    ? undefined
+    : `the checkout (${ROOT}) is not readable by nobody (a folder on its path is 0700?); clone it under a world-readable folder such as /opt to run this variant`;
 }
 const variants: Array<{ label: string; user: () => { uid: number; gid: number } | undefined; skip?: string }> = [
   { label: 'root', user: () => undefined, skip: IS_ROOT ? undefined : 'the tests do not run as root' },
-  { label: 'nobody', user: () => nobody, skip: !IS_ROOT ? 'starting a server as another user needs root' : !nobody ? 'no user "nobody" on this machine' : unreadableTo(nobody) },
+  {
+    label: 'nobody',
+    user: () => nobody,
+    skip: !IS_ROOT ? 'starting a server as another user needs root' : !nobody ? 'no user "nobody" on this machine' : unreadableTo(nobody),
+  },
 ];
 
 for (const v of variants) {
@@ -203,16 +234,27 @@ for (const v of variants) {
       });
 
       it("procfs snooping finds neither the server's environment nor its token", async () => {
-        const m = script(`cli-${v.label}-snoop`, [create('/workspace/attack.py', PY_SNOOP), bash('python3 /workspace/attack.py'), finish()]);
+        const m = script(`cli-${v.label}-snoop`, [
+          create('/workspace/attack.py', PY_SNOOP),
+          bash('python3 /workspace/attack.py'),
+          finish(),
+        ]);
         const r = await run(codeTask(m));
         const rep = attackReport(r);
         expect(rep.snoop, summary(r)).toBeDefined();
-        expect((rep.snoop.visible as Array<[number, string]>).filter(([, c]) => c.includes('cli.js')), 'the server process is visible').toEqual([]);
+        expect(
+          (rep.snoop.visible as Array<[number, string]>).filter(([, c]) => c.includes('cli.js')),
+          'the server process is visible',
+        ).toEqual([]);
       });
 
       it("the server's API port and the LLM backend are unreachable from a sandbox", async () => {
         const targets = [`127.0.0.1:${new URL(srv.url).port}`, `127.0.0.1:${new URL(sim.url).port}`];
-        const m = script(`cli-${v.label}-net`, [create('/workspace/attack.py', pyConnect(targets, 1)), bash('python3 /workspace/attack.py'), finish()]);
+        const m = script(`cli-${v.label}-net`, [
+          create('/workspace/attack.py', pyConnect(targets, 1)),
+          bash('python3 /workspace/attack.py'),
+          finish(),
+        ]);
         const r = await run(codeTask(m));
         const rep = attackReport(r);
         expect(rep.net, summary(r)).toBeDefined();
@@ -222,19 +264,27 @@ for (const v of variants) {
       it('processes started with setsid, nohup and a double fork are gone once the job answered', async () => {
         const mark = `${s.procMark}esc`;
         const m = script(`cli-${v.label}-escape`, [
-          bash(`setsid bash -c 'exec -a ${mark}-a sleep 300' & nohup bash -c 'trap "" HUP TERM; exec -a ${mark}-b sleep 300' >/dev/null 2>&1 & ( ( exec -a ${mark}-c sleep 300 & ) & ); sleep 0.3; echo started`),
+          bash(
+            `setsid bash -c 'exec -a ${mark}-a sleep 300' & nohup bash -c 'trap "" HUP TERM; exec -a ${mark}-b sleep 300' >/dev/null 2>&1 & ( ( exec -a ${mark}-c sleep 300 & ) & ); sleep 0.3; echo started`,
+          ),
           finish(),
         ]);
         await run(codeTask(m));
         const left = await waitGone(() => srv.watch.leftovers(), 8000);
-        expect(left.map((p) => `${p.pid} ${p.cmd}`), 'processes of the sandbox alive after its job answered').toEqual([]);
+        expect(
+          left.map((p) => `${p.pid} ${p.cmd}`),
+          'processes of the sandbox alive after its job answered',
+        ).toEqual([]);
       });
 
       it.each([
         ['/proc/self/environ', () => '/proc/self/environ'],
-        ["a tarball only the server user can read, outside the data dirs", () => s.files.varTmpTar],
+        ['a tarball only the server user can read, outside the data dirs', () => s.files.varTmpTar],
       ])('instance.tarball %s: 400 invalid_instance', async (_n, target) => {
-        const a = await srv.process({ instance: { data_source: 'swe', problem_statement: 'x', tarball: target(), FAIL_TO_PASS: ['t'] } }, 15_000);
+        const a = await srv.process(
+          { instance: { data_source: 'swe', problem_statement: 'x', tarball: target(), FAIL_TO_PASS: ['t'] } },
+          15_000,
+        );
         expectNoLeak(a.text, s);
         expect(a.status, a.text.slice(0, 400)).toBe(400);
         expect(a.body?.error?.code).toBe('invalid_instance');
@@ -252,7 +302,10 @@ for (const v of variants) {
       it('SIGKILL of the server mid-job: every sandbox process dies with it (--die-with-parent), escaped ones included', async () => {
         const mark = `${s.procMark}kill`;
         const m = script(`cli-${v.label}-orphans`, [
-          bash(`setsid bash -c 'exec -a ${mark}-a sleep 300' & ( ( exec -a ${mark}-b sleep 300 & ) & ); nohup bash -c 'trap "" HUP TERM; exec -a ${mark}-c sleep 300' >/dev/null 2>&1 & sleep 60`, 90),
+          bash(
+            `setsid bash -c 'exec -a ${mark}-a sleep 300' & ( ( exec -a ${mark}-b sleep 300 & ) & ); nohup bash -c 'trap "" HUP TERM; exec -a ${mark}-c sleep 300' >/dev/null 2>&1 & sleep 60`,
+            90,
+          ),
           finish(),
         ]);
         const pending = srv.process({ instance: codeTask(m) }, 30_000).catch(() => undefined);
@@ -261,7 +314,10 @@ for (const v of variants) {
         srv.watch.sample();
         srv.child.kill('SIGKILL');
         const left = await waitGone(() => srv.watch.leftovers(), 5000);
-        expect(left.map((p) => `${p.pid} ${p.cmd.slice(0, 120)}`), 'sandbox processes alive 5 s after their server was SIGKILLed').toEqual([]);
+        expect(
+          left.map((p) => `${p.pid} ${p.cmd.slice(0, 120)}`),
+          'sandbox processes alive 5 s after their server was SIGKILLed',
+        ).toEqual([]);
         await pending;
       });
     });

@@ -49,7 +49,7 @@ async function grade(instance: Record<string, unknown>, timeoutMs = 90_000): Pro
 }
 
 describe.concurrent('grading cannot be forged', { timeout: 120_000 }, () => {
-  it('code: functions, aliases, BASH_ENV, ~/.bashrc and fake timeout/python3 on PATH left in the agent\'s shell do not grade a wrong program', async () => {
+  it("code: functions, aliases, BASH_ENV, ~/.bashrc and fake timeout/python3 on PATH left in the agent's shell do not grade a wrong program", async () => {
     const m = h.script('grd-shell', [
       bash(
         [
@@ -91,7 +91,9 @@ describe.concurrent('grading cannot be forged', { timeout: 120_000 }, () => {
   });
 
   it('code: a program that kills its grader (the tool server and the sandbox init) gets reward 0 and the job ends quickly', async () => {
-    const prog = PY_COMMON + "\nimport signal\nfor p in tool_pids() + [1]:\n    try:\n        os.kill(p, signal.SIGKILL)\n    except OSError:\n        pass\nprint(5)\n";
+    const prog =
+      PY_COMMON +
+      '\nimport signal\nfor p in tool_pids() + [1]:\n    try:\n        os.kill(p, signal.SIGKILL)\n    except OSError:\n        pass\nprint(5)\n';
     const m = h.script('grd-kill', [create('/workspace/solution.py', prog), finish()]);
     const t0 = Date.now();
     const r = await grade(codeTask(m), 60_000);
@@ -101,7 +103,9 @@ describe.concurrent('grading cannot be forged', { timeout: 120_000 }, () => {
 
   it('swe: a patch that rewrites the failing tests to pass gets reward 0', async () => {
     const m = h.script('grd-rewrite', [
-      bash("sed -i 's/self.assertEqual(add(2, 3), 5)/self.assertTrue(True)/; s/self.assertEqual(add(-2, -3), -5)/self.assertTrue(True)/' test_calc.py && git diff --stat"),
+      bash(
+        "sed -i 's/self.assertEqual(add(2, 3), 5)/self.assertTrue(True)/; s/self.assertEqual(add(-2, -3), -5)/self.assertTrue(True)/' test_calc.py && git diff --stat",
+      ),
       finish(),
     ]);
     const r = await grade(sweTask(m));
@@ -109,8 +113,14 @@ describe.concurrent('grading cannot be forged', { timeout: 120_000 }, () => {
   });
 
   it('swe: a patch that deletes the test module and adds a same-named package whose tests pass gets reward 0', async () => {
-    const fake = 'import unittest\n\n\nclass T(unittest.TestCase):\n    def test_add(self):\n        pass\n\n    def test_add_neg(self):\n        pass\n';
-    const m = h.script('grd-delete', [bash('git rm -q test_calc.py && mkdir -p test_calc'), create('/workspace/test_calc/__init__.py', fake), bash('git status --short'), finish()]);
+    const fake =
+      'import unittest\n\n\nclass T(unittest.TestCase):\n    def test_add(self):\n        pass\n\n    def test_add_neg(self):\n        pass\n';
+    const m = h.script('grd-delete', [
+      bash('git rm -q test_calc.py && mkdir -p test_calc'),
+      create('/workspace/test_calc/__init__.py', fake),
+      bash('git status --short'),
+      finish(),
+    ]);
     const r = await grade(sweTask(m));
     expect(r.reward, summary(r)).toBe(0);
   });
@@ -143,7 +153,8 @@ describe.concurrent('grading cannot be forged', { timeout: 120_000 }, () => {
     const files = {
       'calc.py': WRONG_CALC,
       'tests/__init__.py': '',
-      'tests/test_calc.py': 'import unittest\nfrom calc import add\n\n\nclass T(unittest.TestCase):\n    def test_add(self):\n        self.assertEqual(add(2, 3), 5)\n',
+      'tests/test_calc.py':
+        'import unittest\nfrom calc import add\n\n\nclass T(unittest.TestCase):\n    def test_add(self):\n        self.assertEqual(add(2, 3), 5)\n',
     };
     const m = h.script('grd-init', [
       bash('rm -f tests/__init__.py'),
@@ -188,7 +199,9 @@ describe.concurrent('grading cannot be forged', { timeout: 120_000 }, () => {
   });
 
   it('swe: code under test kills the grader (tool server, sandbox init) mid-test: reward 0, the job ends as data, quickly', async () => {
-    const kill = PY_COMMON + '\nimport signal\nfor p in tool_pids() + [1]:\n    try:\n        os.kill(p, signal.SIGKILL)\n    except OSError:\n        pass\n';
+    const kill =
+      PY_COMMON +
+      '\nimport signal\nfor p in tool_pids() + [1]:\n    try:\n        os.kill(p, signal.SIGKILL)\n    except OSError:\n        pass\n';
     const m = h.script('grd-swe-kill', [bash('rm -f calc.py'), create('/workspace/calc.py', `${WRONG_CALC}\n${kill}`), finish()]);
     const t0 = Date.now();
     const r = await grade(sweTask(m), 60_000);

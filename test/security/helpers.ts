@@ -183,7 +183,30 @@ export function expectNoLeak(text: string, s: Secrets): void {
 }
 
 /** Keys a sandbox's own environment has too: their lines prove nothing. */
-const SANDBOX_ENV_KEYS = new Set(['PATH', 'HOME', 'TERM', 'LANG', 'LC_ALL', 'HISTFILE', 'NO_COLOR', 'PWD', 'OLDPWD', 'SHLVL', '_', 'PAGER', 'GIT_PAGER', 'PS1', 'PS2', 'SHELL', 'USER', 'LOGNAME', 'TMPDIR', 'PYTHONUNBUFFERED', 'PYTHONDONTWRITEBYTECODE', 'PYTHONNOUSERSITE']);
+const SANDBOX_ENV_KEYS = new Set([
+  'PATH',
+  'HOME',
+  'TERM',
+  'LANG',
+  'LC_ALL',
+  'HISTFILE',
+  'NO_COLOR',
+  'PWD',
+  'OLDPWD',
+  'SHLVL',
+  '_',
+  'PAGER',
+  'GIT_PAGER',
+  'PS1',
+  'PS2',
+  'SHELL',
+  'USER',
+  'LOGNAME',
+  'TMPDIR',
+  'PYTHONUNBUFFERED',
+  'PYTHONDONTWRITEBYTECODE',
+  'PYTHONNOUSERSITE',
+]);
 let envCache: Array<[string, string]> | undefined;
 /**
  * Distinctive `KEY=VALUE` lines of this process's real environment block (what /proc/<pid>/environ
@@ -213,7 +236,10 @@ let shadowCache: string | null | undefined;
 function shadowLine(): string | undefined {
   if (shadowCache === undefined) {
     try {
-      const lines = fs.readFileSync('/etc/shadow', 'utf8').split('\n').filter((l) => l.includes(':'));
+      const lines = fs
+        .readFileSync('/etc/shadow', 'utf8')
+        .split('\n')
+        .filter((l) => l.includes(':'));
       shadowCache = lines.find((l) => (l.split(':')[1] ?? '').length > 4) ?? lines[0] ?? null;
     } catch {
       shadowCache = null;
@@ -235,7 +261,10 @@ export class ProcWatch {
   readonly namespaces = new Set<string>();
   private readonly own: string | undefined;
   private timer: NodeJS.Timeout | undefined;
-  constructor(private readonly rootPid: number, private readonly marks: string[]) {
+  constructor(
+    private readonly rootPid: number,
+    private readonly marks: string[],
+  ) {
     try {
       this.own = fs.readlinkSync('/proc/self/ns/pid');
     } catch {
@@ -252,7 +281,9 @@ export class ProcWatch {
   leftovers(): Proc[] {
     const table = processTable();
     this.sample(table);
-    return table.filter((p) => p.pid !== process.pid && ((p.ns !== undefined && this.namespaces.has(p.ns)) || this.marks.some((m) => p.cmd.includes(m))));
+    return table.filter(
+      (p) => p.pid !== process.pid && ((p.ns !== undefined && this.namespaces.has(p.ns)) || this.marks.some((m) => p.cmd.includes(m))),
+    );
   }
   stop(): void {
     clearInterval(this.timer);
@@ -279,8 +310,15 @@ export async function expectNothingLeft(h: Pick<Harness, 'watch' | 'get'>, ms = 
   const left = await waitGone(() => h.watch.leftovers(), ms);
   const st = (await h.get('/status')) as { jobs?: number; sandbox?: { open?: number; survived_close?: number } | null };
   const said = `server: jobs ${st.jobs}, sandboxes open ${st.sandbox?.open}, closes that left processes ${st.sandbox?.survived_close}`;
-  expect(left.map((p) => `${p.pid} [${stateOf(p.pid)}] ${p.cmd.slice(0, 120)}`), `processes of our sandboxes still alive (${said})`).toEqual([]);
-  expect({ jobs: st.jobs, open: st.sandbox?.open ?? 0, survived_close: st.sandbox?.survived_close ?? 0 }, said).toEqual({ jobs: 0, open: 0, survived_close: 0 });
+  expect(
+    left.map((p) => `${p.pid} [${stateOf(p.pid)}] ${p.cmd.slice(0, 120)}`),
+    `processes of our sandboxes still alive (${said})`,
+  ).toEqual([]);
+  expect({ jobs: st.jobs, open: st.sandbox?.open ?? 0, survived_close: st.sandbox?.survived_close ?? 0 }, said).toEqual({
+    jobs: 0,
+    open: 0,
+    survived_close: 0,
+  });
 }
 
 export const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
@@ -300,7 +338,8 @@ export type Step = string | ((ctx: PolicyContext) => string);
 
 export const bash = (command: string, timeout?: number): string => call('execute_bash', timeout ? { command, timeout } : { command });
 export const py = (code: string): string => call('execute_ipython_cell', { code });
-export const create = (p: string, fileText: string): string => call('str_replace_editor', { command: 'create', path: p, file_text: fileText });
+export const create = (p: string, fileText: string): string =>
+  call('str_replace_editor', { command: 'create', path: p, file_text: fileText });
 export const finish = (message = 'done'): string => call('finish', { message });
 
 /** The tool observations of a result, in order. */
@@ -380,7 +419,11 @@ export function jobClient(url: string, token: string, name: string): Pick<Harnes
         return { status: res.status, text, body: parsed, ms: Date.now() - t0 };
       } catch (err) {
         // The server did not answer in time: cancel the job so it does not run on, and report a hang.
-        await fetch(`${url}/cancel`, { method: 'POST', headers: { 'content-type': 'application/json', ...auth }, body: JSON.stringify({ job_id: jobId }) }).catch(() => undefined);
+        await fetch(`${url}/cancel`, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json', ...auth },
+          body: JSON.stringify({ job_id: jobId }),
+        }).catch(() => undefined);
         return { status: 0, text: `no answer within ${timeoutMs} ms: ${(err as Error).message}`, body: null, ms: Date.now() - t0 };
       }
     },
@@ -463,7 +506,14 @@ export async function startHarness(
   };
   // One honest job first: the runtime prepares (installs the tool server under the root) and the
   // sandbox root's size is taken as the baseline the attacks are measured against.
-  const warm = await h.process({ instance: codeTask(h.script(`${name}-warmup`, [create('/workspace/solution.py', 'a, b = map(int, input().split())\nprint(a + b)\n'), finish()])) }, 60_000);
+  const warm = await h.process(
+    {
+      instance: codeTask(
+        h.script(`${name}-warmup`, [create('/workspace/solution.py', 'a, b = map(int, input().split())\nprint(a + b)\n'), finish()]),
+      ),
+    },
+    60_000,
+  );
   if (warm.status !== 200 || warm.body?.reward !== 1) {
     await h.close();
     throw new Error(`the harness's warm-up job failed (the server cannot run jobs): ${warm.text.slice(0, 1000)}`);
@@ -490,7 +540,8 @@ export function codeTask(marker: string, expected?: { input: string; output: str
 /** A two-file repository whose test fails until calc.add adds (files map, no tarball). */
 export const CALC_REPO = {
   'calc.py': 'def add(a, b):\n    return a - b\n',
-  'test_calc.py': 'import unittest\nfrom calc import add\n\n\nclass T(unittest.TestCase):\n    def test_add(self):\n        self.assertEqual(add(2, 3), 5)\n\n    def test_add_neg(self):\n        self.assertEqual(add(-2, -3), -5)\n',
+  'test_calc.py':
+    'import unittest\nfrom calc import add\n\n\nclass T(unittest.TestCase):\n    def test_add(self):\n        self.assertEqual(add(2, 3), 5)\n\n    def test_add_neg(self):\n        self.assertEqual(add(-2, -3), -5)\n',
 };
 
 /** A swe task over CALC_REPO (two FAIL_TO_PASS tests, so a failing run is retried test by test). */
@@ -516,5 +567,13 @@ export function answered(a: JobAnswer): any {
 export function summary(r: any): string {
   if (!r) return 'no result';
   const obs = observations(r).map((o) => o.slice(0, 300));
-  return JSON.stringify({ reward: r.reward, critical_error: r.critical_error, error: r.error, finish_reason: r.finish_reason, details: r.details, git_patch: typeof r.git_patch === 'string' ? r.git_patch.slice(0, 400) : r.git_patch, obs }).slice(0, 3000);
+  return JSON.stringify({
+    reward: r.reward,
+    critical_error: r.critical_error,
+    error: r.error,
+    finish_reason: r.finish_reason,
+    details: r.details,
+    git_patch: typeof r.git_patch === 'string' ? r.git_patch.slice(0, 400) : r.git_patch,
+    obs,
+  }).slice(0, 3000);
 }

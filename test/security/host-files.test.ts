@@ -77,7 +77,9 @@ describe.concurrent('the server never reads host files through what the model pl
 
   it('code: solution.py symlinked to a path that is a wrong program in the sandbox and the passing one on the host (/tmp alias): reward 0', async () => {
     const m = h.script('hf-tmp-alias', [
-      bash(`mkdir -p ${s.tmpDir} && echo 'print("wrong")' > ${s.files.tmpOraclePy} && ln -sf ${s.files.tmpOraclePy} /workspace/solution.py && python3 /workspace/solution.py`),
+      bash(
+        `mkdir -p ${s.tmpDir} && echo 'print("wrong")' > ${s.files.tmpOraclePy} && ln -sf ${s.files.tmpOraclePy} /workspace/solution.py && python3 /workspace/solution.py`,
+      ),
       finish(),
     ]);
     const r = checked(await h.process({ instance: codeTask(m, { input: '', output: `${s.oracle}\n` }) }));
@@ -86,7 +88,9 @@ describe.concurrent('the server never reads host files through what the model pl
 
   it('code: a directory symlink in the middle of the path (d -> /tmp/<host dir>, solution.py -> d/oracle.py): reward 0', async () => {
     const m = h.script('hf-dir-link', [
-      bash(`mkdir -p ${s.tmpDir} && echo 'print("wrong")' > ${s.tmpDir}/oracle.py && ln -sfn ${s.tmpDir} /workspace/d && ln -sf d/oracle.py /workspace/solution.py && python3 /workspace/solution.py`),
+      bash(
+        `mkdir -p ${s.tmpDir} && echo 'print("wrong")' > ${s.tmpDir}/oracle.py && ln -sfn ${s.tmpDir} /workspace/d && ln -sf d/oracle.py /workspace/solution.py && python3 /workspace/solution.py`,
+      ),
       finish(),
     ]);
     const r = checked(await h.process({ instance: codeTask(m, { input: '', output: `${s.oracle}\n` }) }));
@@ -95,7 +99,9 @@ describe.concurrent('the server never reads host files through what the model pl
 
   it('code: hard links to /etc/shadow and to a root-only file cannot be made or do not leak', async () => {
     const m = h.script('hf-hardlink', [
-      bash(`ln /etc/shadow /workspace/solution.py; echo "ln shadow rc=$?"; ln ${s.files.rootOraclePy} /workspace/oracle.py; echo "ln oracle rc=$?"; python3 -c "import os; os.link('/etc/shadow', '/workspace/s2')"; ls -la /workspace`),
+      bash(
+        `ln /etc/shadow /workspace/solution.py; echo "ln shadow rc=$?"; ln ${s.files.rootOraclePy} /workspace/oracle.py; echo "ln oracle rc=$?"; python3 -c "import os; os.link('/etc/shadow', '/workspace/s2')"; ls -la /workspace`,
+      ),
       finish(),
     ]);
     const r = checked(await h.process({ instance: codeTask(m, { input: '', output: `${s.oracle}\n` }) }));
@@ -104,7 +110,10 @@ describe.concurrent('the server never reads host files through what the model pl
 
   it('code: solution.py as /proc/self/environ and /proc/1/environ: reward 0, no server environment in the result', async () => {
     const jobs = ['/proc/self/environ', '/proc/1/environ'].map((target, i) => {
-      const m = h.script(`hf-environ-${i}`, [bash(`ln -sf ${target} /workspace/solution.py; cat /proc/self/environ /proc/1/environ | tr '\\0' '\\n'`), finish()]);
+      const m = h.script(`hf-environ-${i}`, [
+        bash(`ln -sf ${target} /workspace/solution.py; cat /proc/self/environ /proc/1/environ | tr '\\0' '\\n'`),
+        finish(),
+      ]);
       return h.process({ instance: codeTask(m) });
     });
     for (const a of await Promise.all(jobs)) {
@@ -147,7 +156,8 @@ describe.concurrent('the server never reads host files through what the model pl
   });
 
   it('code, grading: the program makes output.txt a FIFO and blocks on it: ends within the time limit, reward 0', async () => {
-    const prog = "import os\ntry:\n    os.unlink('output.txt')\nexcept OSError:\n    pass\nos.mkfifo('output.txt')\nopen('output.txt', 'w').write('5\\n')\n";
+    const prog =
+      "import os\ntry:\n    os.unlink('output.txt')\nexcept OSError:\n    pass\nos.mkfifo('output.txt')\nopen('output.txt', 'w').write('5\\n')\n";
     const m = h.script('hf-output-fifo', [create('/workspace/solution.py', prog), finish()]);
     const r = checked(await h.process({ instance: codeTask(m) }, 60_000));
     expect(r.reward, summary(r)).toBe(0);
@@ -175,7 +185,9 @@ describe.concurrent('the server never reads host files through what the model pl
 
   it('swe: .git replaced by a symlink to a /tmp path where the host holds a raas.patch (directory symlink mid-path): no secret in git_patch', async () => {
     const m = h.script('hf-swe-gitdir', [
-      bash(`sed -i 's/a - b/a + b/' calc.py && mkdir -p ${s.tmpDir} && cp -a .git ${s.files.tmpGitDir} && rm -rf .git && ln -s ${s.files.tmpGitDir} .git && echo sandbox-side > ${s.files.tmpGitDir}/raas.patch && git status --short`),
+      bash(
+        `sed -i 's/a - b/a + b/' calc.py && mkdir -p ${s.tmpDir} && cp -a .git ${s.files.tmpGitDir} && rm -rf .git && ln -s ${s.files.tmpGitDir} .git && echo sandbox-side > ${s.files.tmpGitDir}/raas.patch && git status --short`,
+      ),
       finish(),
     ]);
     const r = checked(await h.process({ instance: sweTask(m) }));
@@ -246,7 +258,15 @@ describe('client-supplied host paths (instance.tarball) are confined to sandbox.
 
   it('control: a real tarball inside a configured data dir is accepted and graded', async () => {
     const m = h.script('hf-tar-ok', [bash("sed -i 's/a - b/a + b/' calc.py"), finish()]);
-    const r = checked(await h.process({ instance: { ...swe(path.join(dataDir, 'calc.tar')), problem_statement: `${m} fix calc`, FAIL_TO_PASS: ['test_calc.T.test_add', 'test_calc.T.test_add_neg'] } }));
+    const r = checked(
+      await h.process({
+        instance: {
+          ...swe(path.join(dataDir, 'calc.tar')),
+          problem_statement: `${m} fix calc`,
+          FAIL_TO_PASS: ['test_calc.T.test_add', 'test_calc.T.test_add_neg'],
+        },
+      }),
+    );
     expect(r.reward, summary(r)).toBe(1);
   });
 });

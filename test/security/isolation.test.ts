@@ -37,7 +37,12 @@ import {
  * A task that asks for network (no built-in handler does): the sandbox is opened with
  * `network: true` and the model gets the CodeAct tools.
  */
-const NetInstance = z.looseObject({ data_source: z.literal('rt-net'), instance_id: z.string().optional(), prompt: z.string(), network: z.boolean().default(true) });
+const NetInstance = z.looseObject({
+  data_source: z.literal('rt-net'),
+  instance_id: z.string().optional(),
+  prompt: z.string(),
+  network: z.boolean().default(true),
+});
 const netHandler: AgentHandler<z.infer<typeof NetInstance>> = {
   name: 'rt-net',
   instance: NetInstance,
@@ -84,7 +89,10 @@ beforeAll(async () => {
   s = plantSecrets('iso');
   h = await startHarness('iso', { secrets: s, handlers: [netHandler as AgentHandler<any>] });
   before = snapshotPlanted(s);
-  hostIp = Object.values(os.networkInterfaces()).flat().find((a) => a && a.family === 'IPv4' && !a.internal)?.address ?? '';
+  hostIp =
+    Object.values(os.networkInterfaces())
+      .flat()
+      .find((a) => a && a.family === 'IPv4' && !a.internal)?.address ?? '';
 }, 120_000);
 
 afterAll(async () => {
@@ -107,7 +115,10 @@ async function runAttack(name: string, program: string, extra: string[] = []): P
   return { r, rep: attackReport(r), a };
 }
 
-const allowed = (rec: Record<string, string>): string[] => Object.entries(rec).filter(([, v]) => /^(OK|OPENED|READ)/.test(String(v))).map(([k, v]) => `${k}: ${v}`);
+const allowed = (rec: Record<string, string>): string[] =>
+  Object.entries(rec)
+    .filter(([, v]) => /^(OK|OPENED|READ)/.test(String(v)))
+    .map(([k, v]) => `${k}: ${v}`);
 
 describe.concurrent('the model cannot reach the tool server, the kernel or the host from its sandbox', { timeout: 120_000 }, () => {
   it('procfs snooping (/proc/*/environ, cmdline, fd, maps) shows no host process, token or server environment', async () => {
@@ -132,11 +143,14 @@ describe.concurrent('the model cannot reach the tool server, the kernel or the h
     expect(rep.mem, summary(r)).toBeDefined();
     expect(rep.mem.targets.length).toBeGreaterThan(0);
     const comm = rep.mem.comm as Record<string, string>;
-    const toolServer = (rec: Record<string, string>): Record<string, string> => Object.fromEntries(Object.entries(rec).filter(([pid]) => comm[pid] !== 'bwrap'));
+    const toolServer = (rec: Record<string, string>): Record<string, string> =>
+      Object.fromEntries(Object.entries(rec).filter(([pid]) => comm[pid] !== 'bwrap'));
     expect(Object.values(comm), 'the attack found the tool server').toContain('node');
     expect(allowed(toolServer(rep.mem.mem)), '/proc/<pid>/mem of the tool server opened or read').toEqual([]);
     // EFAULT would mean the permission check passed and only the address was wrong.
-    const vm = Object.entries(rep.mem.vm_readv as Record<string, string>).filter(([, v]) => !['EPERM', 'EACCES', 'ENOSYS', 'ESRCH'].includes(v));
+    const vm = Object.entries(rep.mem.vm_readv as Record<string, string>).filter(
+      ([, v]) => !['EPERM', 'EACCES', 'ENOSYS', 'ESRCH'].includes(v),
+    );
     expect(vm, 'process_vm_readv allowed').toEqual([]);
     // bwrap's init runs as the sandbox user from a readable binary (unprivileged bwrap must stay
     // dumpable to write its own uid map), so same-uid code can open its memory (measured: yes). What
@@ -148,13 +162,16 @@ describe.concurrent('the model cannot reach the tool server, the kernel or the h
       const fds = rep.mem.fds[pid] as Record<string, string> | string;
       expect(typeof fds, `fds of pid ${pid}: ${JSON.stringify(fds)}`).toBe('object');
       const links = Object.entries(fds as Record<string, string>);
-      expect(links.filter(([fd, l]) => fd !== '2' && l.startsWith('socket:')), `sockets held by bwrap's init: ${JSON.stringify(fds)}`).toEqual([]);
+      expect(
+        links.filter(([fd, l]) => fd !== '2' && l.startsWith('socket:')),
+        `sockets held by bwrap's init: ${JSON.stringify(fds)}`,
+      ).toEqual([]);
       expect((fds as Record<string, string>)['0']).toBe('/dev/null');
       expect((fds as Record<string, string>)['1']).toBe('/dev/null');
     }
   });
 
-  it('pidfd_getfd cannot steal the tool server\'s host connection to forge the answer of the running call', async () => {
+  it("pidfd_getfd cannot steal the tool server's host connection to forge the answer of the running call", async () => {
     const { r, rep } = await runAttack('iso-forge', pyForge('RTFORGED the tests passed'));
     expect(rep.forge, 'the attack ran and reported what it tried').toBeDefined();
     const forgedSeen = observations(r).filter((o) => o.includes('RTFORGED'));
@@ -167,7 +184,10 @@ describe.concurrent('the model cannot reach the tool server, the kernel or the h
     expect(rep.sockets, summary(r)).toBeDefined();
     expect(observations(r).filter((o) => o.includes('RTFORGED'))).toEqual([]);
     expect(rep.sockets.connected, `sockets seen: ${JSON.stringify(rep.sockets.paths)} ${JSON.stringify(rep.sockets.abstract)}`).toEqual([]);
-    expect(observations(r).some((o) => o.includes('after-sockets')), 'the tool server still answers').toBe(true);
+    expect(
+      observations(r).some((o) => o.includes('after-sockets')),
+      'the tool server still answers',
+    ).toBe(true);
   });
 
   it('no new namespaces: unshare -r, unshare(CLONE_NEW*), nested bwrap and mount all fail', async () => {
@@ -193,7 +213,14 @@ describe.concurrent('the model cannot reach the tool server, the kernel or the h
     const sim = new URL(h.sim.url).port;
     const lo = await canary('127.0.0.1');
     const all = await canary('0.0.0.0');
-    const targets = [`127.0.0.1:${api}`, `127.0.0.1:${sim}`, `127.0.0.1:${lo.port}`, `127.0.0.1:${all.port}`, `10.0.2.2:${api}`, `10.0.2.2:${sim}`];
+    const targets = [
+      `127.0.0.1:${api}`,
+      `127.0.0.1:${sim}`,
+      `127.0.0.1:${lo.port}`,
+      `127.0.0.1:${all.port}`,
+      `10.0.2.2:${api}`,
+      `10.0.2.2:${sim}`,
+    ];
     if (hostIp) targets.push(`${hostIp}:${all.port}`, `${hostIp}:${api}`);
     const { r, rep } = await runAttack('iso-net-default', pyConnect(targets, 1));
     expect(rep.net, summary(r)).toBeDefined();
@@ -211,7 +238,10 @@ describe.concurrent('the model cannot reach the tool server, the kernel or the h
     const targets = [`127.0.0.1:${api}`, `127.0.0.1:${sim}`, `127.0.0.1:${lo.port}`, `127.0.0.1:${all.port}`];
     for (const gw of ['10.0.2.2', '10.0.2.3', '169.254.1.1']) targets.push(`${gw}:${api}`, `${gw}:${sim}`, `${gw}:${lo.port}`);
     if (hostIp) targets.push(`${hostIp}:${api}`, `${hostIp}:${sim}`, `${hostIp}:${lo.port}`);
-    const m = h.script('iso-net-true', attackSteps(pyConnect(targets, 1), [bash(`curl -s -m 3 http://127.0.0.1:${api}/health; echo " curl=$?"`)]));
+    const m = h.script(
+      'iso-net-true',
+      attackSteps(pyConnect(targets, 1), [bash(`curl -s -m 3 http://127.0.0.1:${api}/health; echo " curl=$?"`)]),
+    );
     const a = await h.process({ instance: { data_source: 'rt-net', instance_id: 'net-true', prompt: `${m} check the network` } });
     expectNoLeak(a.text, s);
     const r = answered(a);
@@ -246,13 +276,19 @@ describe.concurrent('the model cannot reach the tool server, the kernel or the h
     if (lr.critical_error === 'init') return expect(lr.error).toBeTruthy();
     const lrep = attackReport(lr);
     expect(lrep.listen, summary(lr)).toBeDefined();
-    expect(lrep.listen.accepted + lrep.listen.abstract_accepted, `connections the listening sandbox accepted: ${JSON.stringify(lrep.listen)}`).toBe(0);
+    expect(
+      lrep.listen.accepted + lrep.listen.abstract_accepted,
+      `connections the listening sandbox accepted: ${JSON.stringify(lrep.listen)}`,
+    ).toBe(0);
     for (const d of ds) {
       const dr = answered(d);
       if (dr.critical_error === 'init') continue;
       const drep = attackReport(dr);
       expect(drep.net, summary(dr)).toBeDefined();
-      const reached = [...Object.entries(drep.net.tcp as Record<string, string>), ...Object.entries(drep.net.abstract as Record<string, string>)].filter(([, v]) => v.startsWith('CONNECTED'));
+      const reached = [
+        ...Object.entries(drep.net.tcp as Record<string, string>),
+        ...Object.entries(drep.net.abstract as Record<string, string>),
+      ].filter(([, v]) => v.startsWith('CONNECTED'));
       expect(reached, 'peer listeners reached').toEqual([]);
     }
   });
@@ -279,7 +315,7 @@ describe.concurrent('rollouts cannot see each other', { timeout: 120_000 }, () =
           'sleep 1.5',
           "grep -rsh 'RTSHARE' /tmp /dev/shm /var/tmp /run /workspace 2>/dev/null | head -5",
           'ipcs -m 2>/dev/null | tail -n +4 | head -5',
-          "ls -la /dev/shm 2>&1 | head -5",
+          'ls -la /dev/shm 2>&1 | head -5',
           'echo reader-done',
         ].join('\n'),
         30,

@@ -89,7 +89,10 @@ async function job(a: Promise<JobAnswer>): Promise<any> {
 describe.concurrent('resource exhaustion stays inside the sandbox', { timeout: 120_000 }, () => {
   it(`writing 3 GB into /workspace: the host disk does not grow, the workspace stops at sandbox.disk_mb (${DISK_MB} MB)`, async () => {
     const m = h.script('res-disk-ws', [
-      bash('fallocate -l 3G /workspace/big; echo "fallocate=$?"; dd if=/dev/zero of=/workspace/big2 bs=1M count=3072 status=none; echo "dd=$?"; echo "RTDU $(du -sm /workspace | cut -f1)"', 90),
+      bash(
+        'fallocate -l 3G /workspace/big; echo "fallocate=$?"; dd if=/dev/zero of=/workspace/big2 bs=1M count=3072 status=none; echo "dd=$?"; echo "RTDU $(du -sm /workspace | cut -f1)"',
+        90,
+      ),
       finish(),
     ]);
     const base = duBytes(h.sandboxRoot);
@@ -124,7 +127,16 @@ describe.concurrent('resource exhaustion stays inside the sandbox', { timeout: 1
       finish(),
     ]);
     let peakKb = 0;
-    const r = await job(sampling(h.process({ instance: codeTask(m) }), () => (peakKb = Math.max(peakKb, marked(mark).reduce((a, p) => a + p.rssKb, 0)))));
+    const r = await job(
+      sampling(
+        h.process({ instance: codeTask(m) }),
+        () =>
+          (peakKb = Math.max(
+            peakKb,
+            marked(mark).reduce((a, p) => a + p.rssKb, 0),
+          )),
+      ),
+    );
     const obs = observations(r).join('\n');
     expect(obs, 'the 8 GB allocation succeeded').not.toMatch(/BIG \d+/);
     expect(peakKb / 1024, `peak resident memory of the hogs together (MB): ${summary(r)}`).toBeLessThanOrEqual(SANDBOX_MEMORY_MB * 1.1);
@@ -133,7 +145,10 @@ describe.concurrent('resource exhaustion stays inside the sandbox', { timeout: 1
   it(`a fork bomb is held to limits.processes (${LIMITS.processes}) and the server keeps answering`, async () => {
     const beacon = `${s.procMark}fork`;
     const m = h.script('res-fork', [
-      bash(`(exec -a ${beacon} sleep 60) & bomb() { bomb | bomb & }; bomb; python3 -c 'import os\nwhile True:\n    try: os.fork()\n    except OSError: pass' & sleep 6; echo bombed`, 30),
+      bash(
+        `(exec -a ${beacon} sleep 60) & bomb() { bomb | bomb & }; bomb; python3 -c 'import os\nwhile True:\n    try: os.fork()\n    except OSError: pass' & sleep 6; echo bombed`,
+        30,
+      ),
       finish(),
     ]);
     let peak = 0;
@@ -160,7 +175,10 @@ describe.concurrent('resource exhaustion stays inside the sandbox', { timeout: 1
   it(`a CPU burner (4 busy loops that ignore SIGTERM) gets at most limits.cpus (${LIMITS.cpus}) and dies with the job`, async () => {
     const mark = `${s.procMark}cpu`;
     const m = h.script('res-cpu', [
-      bash(`for i in 1 2 3 4; do (setsid nohup sh -c 'trap "" TERM HUP INT; while :; do :; done' ${mark} >/dev/null 2>&1 &); done; sleep 4; echo burning`, 30),
+      bash(
+        `for i in 1 2 3 4; do (setsid nohup sh -c 'trap "" TERM HUP INT; while :; do :; done' ${mark} >/dev/null 2>&1 &); done; sleep 4; echo burning`,
+        30,
+      ),
       finish(),
     ]);
     let cores = 0;
@@ -182,14 +200,21 @@ describe.concurrent('resource exhaustion stays inside the sandbox', { timeout: 1
     expect(cores, `CPU cores the burner used: ${summary(r)}`).toBeLessThanOrEqual(LIMITS.cpus * 1.25);
     expect(worstHealth, '/health latency while burning (ms)').toBeLessThan(1000);
     const left = await waitGone(() => marked(mark), 8000);
-    expect(left.map((p) => `${p.pid} ${p.cmd}`), 'burners alive after the job answered').toEqual([]);
+    expect(
+      left.map((p) => `${p.pid} ${p.cmd}`),
+      'burners alive after the job answered',
+    ).toEqual([]);
   });
 
   it('the editor viewing a 4 GB sparse file and /dev/zero is bounded: the job answers, the server stays responsive', async () => {
     const m = h.script('res-editor', [
       bash('truncate -s 4G /workspace/sparse; ln -sf /dev/zero /workspace/zero; ls -l /workspace'),
-      '<tool_call>\n' + JSON.stringify({ name: 'str_replace_editor', arguments: { command: 'view', path: '/workspace/sparse' } }) + '\n</tool_call>',
-      '<tool_call>\n' + JSON.stringify({ name: 'str_replace_editor', arguments: { command: 'view', path: '/workspace/zero' } }) + '\n</tool_call>',
+      '<tool_call>\n' +
+        JSON.stringify({ name: 'str_replace_editor', arguments: { command: 'view', path: '/workspace/sparse' } }) +
+        '\n</tool_call>',
+      '<tool_call>\n' +
+        JSON.stringify({ name: 'str_replace_editor', arguments: { command: 'view', path: '/workspace/zero' } }) +
+        '\n</tool_call>',
       finish(),
     ]);
     const t0 = Date.now();
@@ -231,7 +256,10 @@ describe.concurrent('nothing of a sandbox outlives its job', { timeout: 120_000 
     const r = await job(sampling(h.process({ instance: codeTask(m) }), () => (seen = Math.max(seen, marked(mark).length)), 100));
     expect(seen, `the escapes never ran: ${summary(r)}`).toBeGreaterThanOrEqual(5);
     const left = await waitGone(() => marked(mark), 5000);
-    expect(left.map((p) => `${p.pid} ${p.cmd}`), 'processes of the sandbox alive after its job answered').toEqual([]);
+    expect(
+      left.map((p) => `${p.pid} ${p.cmd}`),
+      'processes of the sandbox alive after its job answered',
+    ).toEqual([]);
   });
 
   it('killing the tool server from inside (kill -9 of it, kill -9 -1, os.kill(1)) ends each job as data, and a later job still runs', async () => {
@@ -240,7 +268,9 @@ describe.concurrent('nothing of a sandbox outlives its job', { timeout: 120_000 
       'kill -9 -1; sleep 2; echo survived',
       "python3 -c 'import os; os.kill(1, 9)'; sleep 2; echo survived",
     ];
-    const answers = await Promise.all(kills.map((k, i) => h.process({ instance: codeTask(h.script(`res-kill-${i}`, [bash(k, 20), bash('echo next'), finish()])) }, 60_000)));
+    const answers = await Promise.all(
+      kills.map((k, i) => h.process({ instance: codeTask(h.script(`res-kill-${i}`, [bash(k, 20), bash('echo next'), finish()])) }, 60_000)),
+    );
     for (const a of answers) {
       const r = await job(Promise.resolve(a));
       expect(a.ms, `a job whose tool server was killed must end quickly: ${summary(r)}`).toBeLessThan(40_000);
@@ -273,8 +303,13 @@ describe('output floods do not stall the server', { timeout: 120_000 }, () => {
 
   it('the editor listing a directory of 50,000 long file names is cut', async () => {
     const m = h.script('res-listing', [
-      bash(`cd /workspace && mkdir many && cd many && python3 -c "import os\nfor i in range(50000): open('f%06d_' % i + 'x' * 200, 'w').close()" && ls | wc -l`, 60),
-      '<tool_call>\n' + JSON.stringify({ name: 'str_replace_editor', arguments: { command: 'view', path: '/workspace/many' } }) + '\n</tool_call>',
+      bash(
+        `cd /workspace && mkdir many && cd many && python3 -c "import os\nfor i in range(50000): open('f%06d_' % i + 'x' * 200, 'w').close()" && ls | wc -l`,
+        60,
+      ),
+      '<tool_call>\n' +
+        JSON.stringify({ name: 'str_replace_editor', arguments: { command: 'view', path: '/workspace/many' } }) +
+        '\n</tool_call>',
       finish(),
     ]);
     const loop = monitorEventLoopDelay({ resolution: 10 });
@@ -286,18 +321,20 @@ describe('output floods do not stall the server', { timeout: 120_000 }, () => {
     expect.soft(loop.max / 1e6, 'longest event-loop stall of the server during the job (ms)').toBeLessThan(1000);
   });
 
-  it.each([40, 1])("a python cell forging the interpreter's reply with a %i MB error message is cut; the event loop does not stall", async (mb) => {
-    const m = h.script(`res-forged-reply-${mb}`, [call_py(pyForgedDriverReply(mb)), bash('echo after'), finish()]);
-    const loop = monitorEventLoopDelay({ resolution: 10 });
-    loop.enable();
-    const a = await h.process({ instance: codeTask(m) });
-    loop.disable();
-    const r = await job(Promise.resolve(a));
-    expect.soft(Math.max(...observations(r).map((o) => o.length)), `longest observation: ${summary(r)}`).toBeLessThan(100_000);
-    expect.soft(a.text.length, 'result size (bytes)').toBeLessThan(1 << 20);
-    expect.soft(loop.max / 1e6, 'longest event-loop stall of the server during the job (ms)').toBeLessThan(1000);
-  });
-
+  it.each([40, 1])(
+    "a python cell forging the interpreter's reply with a %i MB error message is cut; the event loop does not stall",
+    async (mb) => {
+      const m = h.script(`res-forged-reply-${mb}`, [call_py(pyForgedDriverReply(mb)), bash('echo after'), finish()]);
+      const loop = monitorEventLoopDelay({ resolution: 10 });
+      loop.enable();
+      const a = await h.process({ instance: codeTask(m) });
+      loop.disable();
+      const r = await job(Promise.resolve(a));
+      expect.soft(Math.max(...observations(r).map((o) => o.length)), `longest observation: ${summary(r)}`).toBeLessThan(100_000);
+      expect.soft(a.text.length, 'result size (bytes)').toBeLessThan(1 << 20);
+      expect.soft(loop.max / 1e6, 'longest event-loop stall of the server during the job (ms)').toBeLessThan(1000);
+    },
+  );
 });
 
 /** An execute_ipython_cell call. */

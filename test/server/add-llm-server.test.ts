@@ -29,13 +29,16 @@ describe('POST /add_llm_server validates the address and probes the backend once
     await sim?.close();
   });
 
-  it.each([['not a url'], ['ftp://127.0.0.1:8000'], ['http://'], ['http://h:1/v1?x=1']])('refuses %j with 400 invalid_address and registers nothing', async (address) => {
-    const r = await add({ address });
-    expect(r.status).toBe(400);
-    expect(r.body.error.code).toBe('invalid_address');
-    expect(r.body.error.message).toMatch(/^address: .*http:\/\/host:port/);
-    expect((await get(`${srv.url}/status`)).body.backends).toEqual([]);
-  });
+  it.each([['not a url'], ['ftp://127.0.0.1:8000'], ['http://'], ['http://h:1/v1?x=1']])(
+    'refuses %j with 400 invalid_address and registers nothing',
+    async (address) => {
+      const r = await add({ address });
+      expect(r.status).toBe(400);
+      expect(r.body.error.code).toBe('invalid_address');
+      expect(r.body.error.message).toMatch(/^address: .*http:\/\/host:port/);
+      expect((await get(`${srv.url}/status`)).body.backends).toEqual([]);
+    },
+  );
 
   it('answers with the model and max_model_len a vLLM backend reports (/v1/models)', async () => {
     const r = await add({ address: `${sim.url}/v1`, weight_version: '3' });
@@ -55,7 +58,12 @@ describe('POST /add_llm_server validates the address and probes the backend once
     const address = `http://127.0.0.1:${await deadPort()}`;
     const r = await add({ address });
     expect(r.status).toBe(200);
-    expect(r.body.probe).toMatchObject({ address, api: 'vllm', answered: false, warning: expect.stringMatching(/did not answer the model probe: .*ECONNREFUSED.*registered anyway/) });
+    expect(r.body.probe).toMatchObject({
+      address,
+      api: 'vllm',
+      answered: false,
+      warning: expect.stringMatching(/did not answer the model probe: .*ECONNREFUSED.*registered anyway/),
+    });
     expect(r.body.probe.model).toBeUndefined();
     expect(r.body.backends.map((b: { address: string }) => b.address)).toEqual([address]);
     const quiet = await add({ address, probe: false });
@@ -79,7 +87,10 @@ describe('API bodies: an unknown field gets the nearest valid one', () => {
     try {
       const r = await post(`${srv.url}/add_llm_server`, { adress: 'http://127.0.0.1:1' });
       expect(r.status).toBe(400);
-      expect(r.body.error).toEqual({ code: 'bad_request', message: expect.stringContaining('unknown field "adress": did you mean "address"? remove it or correct it') });
+      expect(r.body.error).toEqual({
+        code: 'bad_request',
+        message: expect.stringContaining('unknown field "adress": did you mean "address"? remove it or correct it'),
+      });
     } finally {
       await srv.close();
     }

@@ -15,7 +15,10 @@ describe('bearer token for non-loopback binds', () => {
   });
 
   it('refuses 0.0.0.0 without --token, naming the fix', async () => {
-    await expect(startRolloutServer({ host: '0.0.0.0', port: 0, log_level: 'silent' })).rejects.toMatchObject({ code: 'config_invalid', message: expect.stringMatching(/--token.*--insecure/) });
+    await expect(startRolloutServer({ host: '0.0.0.0', port: 0, log_level: 'silent' })).rejects.toMatchObject({
+      code: 'config_invalid',
+      message: expect.stringMatching(/--token.*--insecure/),
+    });
   });
 
   it('binds 0.0.0.0 with --insecure and answers without a token', async () => {
@@ -27,7 +30,10 @@ describe('bearer token for non-loopback binds', () => {
   it('with a token, every route but /health needs the bearer (constant-time compare)', async () => {
     const s = await startRolloutServer({ host: '0.0.0.0', port: 0, token: 'sekrit-token-1', log_level: 'silent' });
     servers.push(s);
-    const external = Object.values(networkInterfaces()).flat().find((i) => i && i.family === 'IPv4' && !i.internal)?.address ?? '127.0.0.1';
+    const external =
+      Object.values(networkInterfaces())
+        .flat()
+        .find((i) => i && i.family === 'IPv4' && !i.internal)?.address ?? '127.0.0.1';
     const base = `http://${external}:${s.port}`;
     expect((await get(`${base}/health`)).status).toBe(200);
     const none = await get(`${base}/status`);

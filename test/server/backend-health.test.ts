@@ -42,7 +42,9 @@ class ScriptedBackend {
           setTimeout(() => reply(res, 200, { data: [{ id: 'm', max_model_len: 4096 }] }), this.modelsDelayMs);
           return;
         }
-        reply(res, 200, { choices: [{ token_ids: [11, 12, 13], logprobs: { token_logprobs: [-0.1, -0.2, -0.3] }, finish_reason: 'stop' }] });
+        reply(res, 200, {
+          choices: [{ token_ids: [11, 12, 13], logprobs: { token_logprobs: [-0.1, -0.2, -0.3] }, finish_reason: 'stop' }],
+        });
       });
     });
     server.on('connection', (s) => {
@@ -89,11 +91,17 @@ describe('backend pool health', () => {
     return b.up();
   };
   const poolOf = (cfg: Record<string, unknown>, clock = new ManualClock()) => {
-    const pool = new BackendPool(LlmPoolConfig.parse({ backoff_base_ms: 1, backoff_max_ms: 2, ...cfg }), defaultClientFactory({ model: 'm' }), Math.random, { clock });
+    const pool = new BackendPool(
+      LlmPoolConfig.parse({ backoff_base_ms: 1, backoff_max_ms: 2, ...cfg }),
+      defaultClientFactory({ model: 'm' }),
+      Math.random,
+      { clock },
+    );
     pools.push(pool);
     return { pool, clock };
   };
-  const session = (pool: BackendPool, jobId: string, clock = systemClock) => new JobLlmSession({ pool, jobId, groupId: undefined, sampling: { max_model_len: 4096 }, clock });
+  const session = (pool: BackendPool, jobId: string, clock = systemClock) =>
+    new JobLlmSession({ pool, jobId, groupId: undefined, sampling: { max_model_len: 4096 }, clock });
   afterEach(async () => {
     for (const p of pools.splice(0)) p.close();
     await Promise.all(backends.splice(0).map((b) => b.down()));

@@ -16,7 +16,13 @@ describe('chat handler', () => {
     post(`${srv.url}/process`, { instance: { data_source: 'chat', ...instance }, sampling_params: sampling, ...extra });
 
   beforeAll(async () => {
-    vllm = await startSim({ seed: 1, request_log: 100, max_model_len: 400, weight_version: 'sim-v', filler: { median_tokens: 12, sigma: 0.2, max_tokens: 30 } });
+    vllm = await startSim({
+      seed: 1,
+      request_log: 100,
+      max_model_len: 400,
+      weight_version: 'sim-v',
+      filler: { median_tokens: 12, sigma: 0.2, max_tokens: 30 },
+    });
     sglang = await startSim({ seed: 2, request_log: 100, filler: { median_tokens: 12, sigma: 0.2, max_tokens: 30 } });
     srv = await startRolloutServer({ port: 0, log_level: 'silent', llm: { routing: 'round_robin' } });
   }, 60_000);
@@ -31,7 +37,9 @@ describe('chat handler', () => {
     const sim = api === 'vllm' ? vllm : sglang;
     await post(`${srv.url}/add_llm_server`, { address: sim.url, api, weight_version: 'w7' });
     const before = sim.requestLog.length;
-    const r = (await chat({ instance_id: 'c1', turns: 3 }, { max_tokens_per_turn: 40, return_message_ids: true }, { job_id: `chat-${api}` })).body;
+    const r = (
+      await chat({ instance_id: 'c1', turns: 3 }, { max_tokens_per_turn: 40, return_message_ids: true }, { job_id: `chat-${api}` })
+    ).body;
     expect(r).toMatchObject({ critical_error: null, finish_reason: 'finish', num_turns: 3, weight_versions: ['w7', 'w7', 'w7'] });
     const prompt = tok.renderPrompt([{ role: 'user', content: CHAT_USER_MESSAGE }], { enableThinking: false });
     expect(r.tokens.prompt_ids).toEqual(prompt);
@@ -67,7 +75,8 @@ describe('chat handler', () => {
   it('draws reward 1 with probability pass_rate from the job seed', async () => {
     await post(`${srv.url}/clear_llm_server`);
     await post(`${srv.url}/add_llm_server`, { address: sglang.url, api: 'sglang' });
-    const run = (rate: number, k: number) => chat({ instance_id: `p${k}`, turns: 1, pass_rate: rate }, { max_tokens_per_turn: 4, seed: 0 }, { job_id: `rate-${rate}-${k}` });
+    const run = (rate: number, k: number) =>
+      chat({ instance_id: `p${k}`, turns: 1, pass_rate: rate }, { max_tokens_per_turn: 4, seed: 0 }, { job_id: `rate-${rate}-${k}` });
     const half = await Promise.all(Array.from({ length: 60 }, (_, k) => run(0.5, k)));
     const mean = half.reduce((s, a) => s + a.body.reward, 0) / half.length;
     expect(mean).toBeGreaterThan(0.25);

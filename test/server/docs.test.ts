@@ -11,11 +11,27 @@ const api = readFileSync(path.join(root, 'docs/api.md'), 'utf8');
 
 describe('docs/api.md and configs/server.yaml stay in sync with the code', () => {
   it('lists every error code with its status (add a row to docs/api.md for a new code)', () => {
-    for (const [code, { status }] of Object.entries(ERROR_CODES)) expect(api, code).toMatch(new RegExp(`\\| \`${code}\` \\| ${status} \\|`));
+    for (const [code, { status }] of Object.entries(ERROR_CODES))
+      expect(api, code).toMatch(new RegExp(`\\| \`${code}\` \\| ${status} \\|`));
   });
 
   it('documents every route', () => {
-    for (const r of ['POST /process', 'POST /cancel', 'GET /jobs/:id', 'POST /add_llm_server', 'POST /remove_llm_server', 'POST /clear_llm_server', 'POST /start', 'POST /stop', 'POST /pause', 'POST /resume', 'GET /status', 'GET /health', 'GET /metrics']) expect(api).toContain(r);
+    for (const r of [
+      'POST /process',
+      'POST /cancel',
+      'GET /jobs/:id',
+      'POST /add_llm_server',
+      'POST /remove_llm_server',
+      'POST /clear_llm_server',
+      'POST /start',
+      'POST /stop',
+      'POST /pause',
+      'POST /resume',
+      'GET /status',
+      'GET /health',
+      'GET /metrics',
+    ])
+      expect(api).toContain(r);
   });
 
   it('configs/server.yaml is valid and restates the defaults', async () => {

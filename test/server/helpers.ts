@@ -43,7 +43,14 @@ export class ManualClock implements Clock {
 }
 
 /** Backend clients for pipeline tests that never call a model: the pool has an address, generation throws. */
-export const modelLessClients = (address: string) => ({ address, api: 'vllm' as const, generate: async () => { throw new Error('no model in these tests'); }, maxModelLen: async () => undefined });
+export const modelLessClients = (address: string) => ({
+  address,
+  api: 'vllm' as const,
+  generate: async () => {
+    throw new Error('no model in these tests');
+  },
+  maxModelLen: async () => undefined,
+});
 
 /** A job's result text (Submission.finished), parsed. */
 export const parseResult = async (finished: Promise<string>): Promise<any> => JSON.parse(await finished);
@@ -102,7 +109,10 @@ export const stageLog: string[] = [];
  * signal), throws, or hangs as its instance says; exception hooks return recognisable fallbacks.
  */
 export function stagedHandler(clock: Clock, name = 'staged'): AgentHandler<StagedInstance> {
-  const step = async (stage: 'init' | 'run' | 'eval', ctx: { job: { id: string; instance: StagedInstance }; signal: AbortSignal }): Promise<void> => {
+  const step = async (
+    stage: 'init' | 'run' | 'eval',
+    ctx: { job: { id: string; instance: StagedInstance }; signal: AbortSignal },
+  ): Promise<void> => {
     stageLog.push(`${ctx.job.id}:${stage}`);
     const i = ctx.job.instance;
     if (i.hang === stage) await new Promise(() => undefined);
@@ -147,7 +157,11 @@ export function stagedHandler(clock: Clock, name = 'staged'): AgentHandler<Stage
 }
 
 /** POSTs JSON and returns status, headers and parsed body. */
-export async function post(url: string, body?: unknown, headers: Record<string, string> = {}): Promise<{ status: number; headers: Headers; body: any }> {
+export async function post(
+  url: string,
+  body?: unknown,
+  headers: Record<string, string> = {},
+): Promise<{ status: number; headers: Headers; body: any }> {
   const res = await fetch(url, {
     method: 'POST',
     headers: body === undefined ? headers : { 'content-type': 'application/json', ...headers },

@@ -17,7 +17,12 @@ describe('bad input', () => {
       return {};
     },
     async run() {
-      return { messages: [], tokens: { prompt_ids: [], response_ids: [], response_mask: [], logprobs: [] }, finish_reason: 'finish', artifacts: {} };
+      return {
+        messages: [],
+        tokens: { prompt_ids: [], response_ids: [], response_mask: [], logprobs: [] },
+        finish_reason: 'finish',
+        artifacts: {},
+      };
     },
     async eval() {
       return { reward: 0, resolved: false };
@@ -27,23 +32,68 @@ describe('bad input', () => {
     srv.app.inject({ method, url, payload, headers: payload === undefined ? headers : { 'content-type': 'application/json', ...headers } });
 
   beforeAll(async () => {
-    srv = await startRolloutServer({ port: 0, log_level: 'silent', body_limit_bytes: 4096, llm: { backends: [{ address: '127.0.0.1:9/v1' }] } }, { handlers: [echo] });
+    srv = await startRolloutServer(
+      { port: 0, log_level: 'silent', body_limit_bytes: 4096, llm: { backends: [{ address: '127.0.0.1:9/v1' }] } },
+      { handlers: [echo] },
+    );
   });
   afterAll(() => srv.close());
 
   const cases: Array<[string, () => Promise<{ statusCode: number; body: string }>, number, string, RegExp]> = [
     ['unknown route', () => inject('GET', '/nowhere'), 404, 'route_not_found', /GET \/nowhere/],
     ['wrong method', () => inject('GET', '/process'), 405, 'method_not_allowed', /use POST/],
-    ['body over the limit', () => inject('POST', '/process', JSON.stringify({ instance: { data_source: 'echo', pad: 'x'.repeat(5000) } })), 413, 'body_too_large', /body_limit_bytes/],
-    ['not JSON', () => inject('POST', '/process', 'hello', { 'content-type': 'text/plain' }), 415, 'unsupported_media_type', /application\/json/],
+    [
+      'body over the limit',
+      () => inject('POST', '/process', JSON.stringify({ instance: { data_source: 'echo', pad: 'x'.repeat(5000) } })),
+      413,
+      'body_too_large',
+      /body_limit_bytes/,
+    ],
+    [
+      'not JSON',
+      () => inject('POST', '/process', 'hello', { 'content-type': 'text/plain' }),
+      415,
+      'unsupported_media_type',
+      /application\/json/,
+    ],
     ['malformed JSON', () => inject('POST', '/process', '{"instance": ', {}), 400, 'bad_request', /not valid JSON/],
     ['a JSON array', () => inject('POST', '/process', '[1,2]'), 400, 'bad_request', /\(body\)/],
     ['missing instance', () => inject('POST', '/process', {}), 400, 'bad_request', /^instance:/],
-    ['unknown data_source', () => inject('POST', '/process', { instance: { data_source: 'nope' } }), 400, 'unknown_data_source', /"nope".*"chat".*"echo"/],
-    ['instance failing its schema', () => inject('POST', '/process', { instance: { data_source: 'echo', must: 5 } }), 400, 'invalid_instance', /instance\.must/],
-    ['bad sampling param', () => inject('POST', '/process', { instance: { data_source: 'echo' }, sampling_params: { temperature: 'hot' } }), 400, 'bad_request', /sampling_params\.temperature/],
-    ['job_id over 256 characters', () => inject('POST', '/process', { instance: { data_source: 'echo' }, job_id: 'a'.repeat(257) }), 400, 'bad_request', /job_id/],
-    ['attach without a job_id', () => inject('POST', '/process', { instance: { data_source: 'echo' }, attach: true }), 400, 'bad_request', /attach.*job_id/],
+    [
+      'unknown data_source',
+      () => inject('POST', '/process', { instance: { data_source: 'nope' } }),
+      400,
+      'unknown_data_source',
+      /"nope".*"chat".*"echo"/,
+    ],
+    [
+      'instance failing its schema',
+      () => inject('POST', '/process', { instance: { data_source: 'echo', must: 5 } }),
+      400,
+      'invalid_instance',
+      /instance\.must/,
+    ],
+    [
+      'bad sampling param',
+      () => inject('POST', '/process', { instance: { data_source: 'echo' }, sampling_params: { temperature: 'hot' } }),
+      400,
+      'bad_request',
+      /sampling_params\.temperature/,
+    ],
+    [
+      'job_id over 256 characters',
+      () => inject('POST', '/process', { instance: { data_source: 'echo' }, job_id: 'a'.repeat(257) }),
+      400,
+      'bad_request',
+      /job_id/,
+    ],
+    [
+      'attach without a job_id',
+      () => inject('POST', '/process', { instance: { data_source: 'echo' }, attach: true }),
+      400,
+      'bad_request',
+      /attach.*job_id/,
+    ],
     ['cancel without job_id', () => inject('POST', '/cancel', {}), 400, 'bad_request', /job_id/],
     ['add_llm_server without address', () => inject('POST', '/add_llm_server', { api: 'vllm' }), 400, 'bad_request', /address/],
     ['add_llm_server with a bad api', () => inject('POST', '/add_llm_server', { address: 'x:1', api: 'tgi' }), 400, 'bad_request', /api/],
@@ -64,7 +114,16 @@ describe('bad input', () => {
   });
 
   it('survives a burst of garbage and still serves', async () => {
-    const junk = ['', 'null', '"s"', '{"instance":null}', '{"instance":{"data_source":["x"]}}', '{"__proto__":{"x":1},"instance":{"data_source":"echo"}}', '\u0000\u0001', '{'.repeat(2000)];
+    const junk = [
+      '',
+      'null',
+      '"s"',
+      '{"instance":null}',
+      '{"instance":{"data_source":["x"]}}',
+      '{"__proto__":{"x":1},"instance":{"data_source":"echo"}}',
+      '\u0000\u0001',
+      '{'.repeat(2000),
+    ];
     for (const j of junk) {
       const res = await inject('POST', '/process', j);
       expect(res.statusCode).toBeGreaterThanOrEqual(400);
@@ -74,10 +133,17 @@ describe('bad input', () => {
   });
 
   it('passes unknown instance and sampling_params fields through to the handler; aliases and ProRL addresses work', async () => {
-    const res = await inject('POST', '/process', { instance: { task: 'echo-alias', extra: { deep: [1] } }, sampling_params: { temperature: 0.5, repetition_penalty: 1.1 }, job_id: 'pt-1' });
+    const res = await inject('POST', '/process', {
+      instance: { task: 'echo-alias', extra: { deep: [1] } },
+      sampling_params: { temperature: 0.5, repetition_penalty: 1.1 },
+      job_id: 'pt-1',
+    });
     expect(res.statusCode).toBe(200);
     expect(JSON.parse(res.body).data_source).toBe('echo');
-    expect(seen.at(-1)).toMatchObject({ instance: { task: 'echo-alias', extra: { deep: [1] } }, sampling: { temperature: 0.5, repetition_penalty: 1.1 } });
+    expect(seen.at(-1)).toMatchObject({
+      instance: { task: 'echo-alias', extra: { deep: [1] } },
+      sampling: { temperature: 0.5, repetition_penalty: 1.1 },
+    });
     // ProRL's ".../v1" addresses register as vLLM at the bare origin.
     const st = JSON.parse((await inject('GET', '/status')).body);
     expect(st.backends[0]).toMatchObject({ address: 'http://127.0.0.1:9', api: 'vllm' });
@@ -91,7 +157,16 @@ describe('bad input', () => {
   it('serves Prometheus text on /metrics', async () => {
     const res = await inject('GET', '/metrics');
     expect(res.headers['content-type']).toMatch(/text\/plain/);
-    for (const name of ['raas_queue_depth', 'raas_workers_busy', 'raas_jobs_total', 'raas_stage_duration_seconds', 'raas_backend_active', 'raas_backend_assigned', 'raas_llm_call_duration_seconds', 'raas_backend_moves_total']) {
+    for (const name of [
+      'raas_queue_depth',
+      'raas_workers_busy',
+      'raas_jobs_total',
+      'raas_stage_duration_seconds',
+      'raas_backend_active',
+      'raas_backend_assigned',
+      'raas_llm_call_duration_seconds',
+      'raas_backend_moves_total',
+    ]) {
       expect(res.body).toContain(`# TYPE ${name}`);
     }
     expect(res.body).toMatch(/raas_jobs_total\{state="done"\} [1-9]/);

@@ -15,21 +15,34 @@ describe('results journal', () => {
   it('reloads results within result_ttl_s, drops expired ones and torn lines', async () => {
     const dir = await mkdtemp(path.join(tmpdir(), 'raas-journal-'));
     dirs.push(dir);
-    const cfg = { port: 0, log_level: 'silent' as const, result_ttl_s: 60, journal: { dir }, llm: { backends: [{ address: 'http://127.0.0.1:9' }] } };
+    const cfg = {
+      port: 0,
+      log_level: 'silent' as const,
+      result_ttl_s: 60,
+      journal: { dir },
+      llm: { backends: [{ address: 'http://127.0.0.1:9' }] },
+    };
     let wall = 1_000_000;
     const a = await startRolloutServer(cfg, { handlers: [stagedHandler(systemClock)], wallNow: () => wall });
     const r = await post(`${a.url}/process`, { instance: { data_source: 'staged', instance_id: 'x' }, job_id: 'j-1' });
     expect(r.body.reward).toBe(1);
     await a.close();
-    await writeFile(path.join(dir, 'results.jsonl'), (await readFile(path.join(dir, 'results.jsonl'), 'utf8')) + '{"job_id":"torn", "state":');
+    await writeFile(
+      path.join(dir, 'results.jsonl'),
+      (await readFile(path.join(dir, 'results.jsonl'), 'utf8')) + '{"job_id":"torn", "state":',
+    );
 
     wall += 30_000;
     const b = await startRolloutServer(cfg, { handlers: [stagedHandler(systemClock)], wallNow: () => wall });
     expect((await get(`${b.url}/jobs/j-1`)).body).toMatchObject({ state: 'done', result: { instance_id: 'x' } });
     expect((await get(`${b.url}/jobs/torn`)).status).toBe(404);
     // An attach across the restart answers the stored result; with another instance it is refused, not silently answered.
-    expect((await post(`${b.url}/process`, { instance: { data_source: 'staged', instance_id: 'x' }, job_id: 'j-1', attach: true })).body).toEqual(r.body);
-    expect((await post(`${b.url}/process`, { instance: { data_source: 'staged', instance_id: 'other' }, job_id: 'j-1', attach: true })).status).toBe(409);
+    expect(
+      (await post(`${b.url}/process`, { instance: { data_source: 'staged', instance_id: 'x' }, job_id: 'j-1', attach: true })).body,
+    ).toEqual(r.body);
+    expect(
+      (await post(`${b.url}/process`, { instance: { data_source: 'staged', instance_id: 'other' }, job_id: 'j-1', attach: true })).status,
+    ).toBe(409);
     wall += 31_000; // now past the ttl, also in memory
     expect((await get(`${b.url}/jobs/j-1`)).status).toBe(404);
     await b.close();

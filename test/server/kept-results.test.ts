@@ -20,7 +20,10 @@ describe('kept results (max_kept_results)', () => {
     await Promise.all(dirs.map((d) => rm(d, { recursive: true, force: true })));
   });
   const serve = async (cfg: Record<string, unknown>) => {
-    const s = await startRolloutServer({ port: 0, log_level: 'silent', llm: { backends: [{ address: 'http://127.0.0.1:9' }] }, ...cfg }, { handlers: [stagedHandler(systemClock)] });
+    const s = await startRolloutServer(
+      { port: 0, log_level: 'silent', llm: { backends: [{ address: 'http://127.0.0.1:9' }] }, ...cfg },
+      { handlers: [stagedHandler(systemClock)] },
+    );
     servers.push(s);
     return s;
   };
@@ -34,10 +37,13 @@ describe('kept results (max_kept_results)', () => {
     const answers = [];
     for (let i = 0; i < 10; i++) answers.push((await post(`${a.url}/process`, job(i))).body);
     expect(store(a)).toMatchObject({ size: 10, inMemory: 3 });
-    for (let i = 0; i < 10; i++) expect((await get(`${a.url}/jobs/k-${i}`)).body).toEqual({ job_id: `k-${i}`, state: 'done', result: answers[i] });
+    for (let i = 0; i < 10; i++)
+      expect((await get(`${a.url}/jobs/k-${i}`)).body).toEqual({ job_id: `k-${i}`, state: 'done', result: answers[i] });
     // attach: true on the oldest id answers its stored result; another instance under it is refused.
     expect((await post(`${a.url}/process`, { ...job(0), attach: true })).body).toEqual(answers[0]);
-    expect((await post(`${a.url}/process`, { ...job(1), instance: { ...job(1).instance, instance_id: 'other' }, attach: true })).status).toBe(409);
+    expect(
+      (await post(`${a.url}/process`, { ...job(1), instance: { ...job(1).instance, instance_id: 'other' }, attach: true })).status,
+    ).toBe(409);
     expect((await post(`${a.url}/cancel`, { job_id: 'k-0' })).body).toMatchObject({ cancelled: false, state: 'done' });
     // A rerun of an old id (no attach) is the newest result for it now.
     const rerun = (await post(`${a.url}/process`, job(1))).body;

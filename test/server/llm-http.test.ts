@@ -9,11 +9,24 @@ import { SglangClient } from '../../src/server/llm/sglang.js';
 import { VllmClient, parseTokenIdPlaceholder } from '../../src/server/llm/vllm.js';
 
 type Answer = { status: number; body: string; type?: string } | 'hang' | 'hangup';
-interface Seen { method: string; url: string; headers: IncomingMessage['headers']; body: any }
+interface Seen {
+  method: string;
+  url: string;
+  headers: IncomingMessage['headers'];
+  body: any;
+}
 
 const servers: Server[] = [];
 afterAll(async () => {
-  await Promise.all(servers.map((s) => new Promise((r) => { s.closeAllConnections(); s.close(r); })));
+  await Promise.all(
+    servers.map(
+      (s) =>
+        new Promise((r) => {
+          s.closeAllConnections();
+          s.close(r);
+        }),
+    ),
+  );
 });
 
 /** A local server answering each request as `reply` says; records what it got. */
@@ -48,7 +61,10 @@ async function deadPort(): Promise<string> {
 }
 
 async function failure(p: Promise<unknown>): Promise<RaasError> {
-  const err = await p.then(() => undefined, (e: unknown) => e);
+  const err = await p.then(
+    () => undefined,
+    (e: unknown) => e,
+  );
   expect(err).toBeInstanceOf(RaasError);
   return err as RaasError;
 }
@@ -92,7 +108,9 @@ describe('postJson / getJson', () => {
 
   it('a context-length 400 is a ContextLengthError; a 200 that is not JSON is retryable', async () => {
     const b = await serve((r) =>
-      r.url === '/ctx' ? json(400, { error: { message: "This model's maximum context length is 4096 tokens" } }) : { status: 200, body: '<html>proxy</html>', type: 'text/html' },
+      r.url === '/ctx'
+        ? json(400, { error: { message: "This model's maximum context length is 4096 tokens" } })
+        : { status: 200, body: '<html>proxy</html>', type: 'text/html' },
     );
     const ctx = await failure(postJson(`${b.url}/ctx`, {}, undefined, 5_000));
     expect(ctx).toBeInstanceOf(ContextLengthError);
@@ -146,8 +164,12 @@ describe('error details', () => {
       '/probe500': json(500, {}),
     };
     const b = await serve((r) => bodies[r.url]!);
-    expect((await failure(getJson(`${b.url}/nomsg`, undefined, 5_000))).message).toBe(`LLM backend ${b.url}/nomsg answered 500: top-level message`);
-    expect((await failure(getJson(`${b.url}/nullerr`, undefined, 5_000))).message).toBe(`LLM backend ${b.url}/nullerr answered 500: beside a null error`);
+    expect((await failure(getJson(`${b.url}/nomsg`, undefined, 5_000))).message).toBe(
+      `LLM backend ${b.url}/nomsg answered 500: top-level message`,
+    );
+    expect((await failure(getJson(`${b.url}/nullerr`, undefined, 5_000))).message).toBe(
+      `LLM backend ${b.url}/nullerr answered 500: beside a null error`,
+    );
     expect((await failure(getJson(`${b.url}/other`, undefined, 5_000))).message).toBe(`LLM backend ${b.url}/other answered 500: {"foo":1}`);
     const cut = await failure(getJson(`${b.url}/long`, undefined, 5_000));
     expect(cut.message).toBe(`LLM backend ${b.url}/long answered 500: ${'x'.repeat(500)}`);
@@ -175,7 +197,9 @@ describe('error details', () => {
 
 describe('probe', () => {
   it('resolves below 500 (a 404 still says the process lives); throws on 5xx and on no answer', async () => {
-    const b = await serve((r) => (r.url === '/ok' ? { status: 200, body: '' } : r.url === '/missing' ? json(404, {}) : json(503, { message: 'loading' })));
+    const b = await serve((r) =>
+      r.url === '/ok' ? { status: 200, body: '' } : r.url === '/missing' ? json(404, {}) : json(503, { message: 'loading' }),
+    );
     await expect(probe(`${b.url}/ok`, 1_000)).resolves.toBeUndefined();
     await expect(probe(`${b.url}/missing`, 1_000)).resolves.toBeUndefined();
     const e = await failure(probe(`${b.url}/sick`, 1_000));
@@ -200,9 +224,21 @@ describe('vLLM client', () => {
     expect(r).toEqual({ ids: [7, 8], logprobs: [-0.5, 0], finish_reason: 'length' });
     const body = b.seen.find((s) => s.url === '/v1/completions')!.body;
     expect(body).toEqual({
-      model: 'served-model', prompt: [1, 2, 3], max_tokens: 8, temperature: 1.0, top_p: 1.0, n: 1, seed: 5, logprobs: 0,
-      return_tokens_as_token_ids: true, return_token_ids: true, skip_special_tokens: false, include_stop_str_in_output: false,
-      stop: [], stop_token_ids: [], request_id: 'job-turn-0',
+      model: 'served-model',
+      prompt: [1, 2, 3],
+      max_tokens: 8,
+      temperature: 1.0,
+      top_p: 1.0,
+      n: 1,
+      seed: 5,
+      logprobs: 0,
+      return_tokens_as_token_ids: true,
+      return_token_ids: true,
+      skip_special_tokens: false,
+      include_stop_str_in_output: false,
+      stop: [],
+      stop_token_ids: [],
+      request_id: 'job-turn-0',
     });
     await c.generate({ ...base, stop_token_ids: [9], sampling: { temperature: 0.3, top_p: 0.9, top_k: 20 } });
     const second = b.seen.filter((s) => s.url === '/v1/completions')[1].body;
@@ -212,7 +248,9 @@ describe('vLLM client', () => {
   });
 
   it('sends no model when none is configured or served, and the configured one without asking', async () => {
-    const b = await serve((r) => (r.url === '/v1/models' ? json(200, { data: [] }) : json(200, { choices: [{ token_ids: [1], finish_reason: 'stop' }] })));
+    const b = await serve((r) =>
+      r.url === '/v1/models' ? json(200, { data: [] }) : json(200, { choices: [{ token_ids: [1], finish_reason: 'stop' }] }),
+    );
     const c = new VllmClient(b.url);
     expect(await c.generate({ ...base, sampling: {} })).toEqual({ ids: [1], logprobs: [0], finish_reason: 'stop' });
     expect('model' in b.seen.find((s) => s.url === '/v1/completions')!.body).toBe(false);
@@ -230,7 +268,9 @@ describe('vLLM client', () => {
     const b = await serve((r) => {
       if (r.url !== '/v1/completions') return json(200, { data: [{ id: 'm' }] });
       const f = finishes[i++];
-      return f === undefined ? json(200, { choices: [] }) : json(200, { choices: [{ logprobs: { tokens: ['token_id:4'], token_logprobs: [-1] }, finish_reason: f }] });
+      return f === undefined
+        ? json(200, { choices: [] })
+        : json(200, { choices: [{ logprobs: { tokens: ['token_id:4'], token_logprobs: [-1] }, finish_reason: f }] });
     });
     const c = new VllmClient(b.url, { model: 'm' });
     expect(await c.generate({ ...base, sampling: {} })).toEqual({ ids: [4], logprobs: [-1], finish_reason: 'stop' });
@@ -251,7 +291,13 @@ describe('vLLM client', () => {
   it('parses "token_id:N" placeholders and refuses anything else', () => {
     expect(parseTokenIdPlaceholder('token_id:151645')).toBe(151645);
     for (const bad of ['151645', 'token_id:', 'xtoken_id:1', 'token_id:1x']) {
-      const e = (() => { try { parseTokenIdPlaceholder(bad); } catch (err) { return err as RaasError; } })();
+      const e = (() => {
+        try {
+          parseTokenIdPlaceholder(bad);
+        } catch (err) {
+          return err as RaasError;
+        }
+      })();
       expect(e?.retryable).toBe(false);
       expect(e?.message).toContain(`vLLM returned token ${JSON.stringify(bad)} instead of "token_id:N"`);
     }
@@ -259,7 +305,9 @@ describe('vLLM client', () => {
 
   it('probe hits /health and fetches metadata a failed fetch left unknown', async () => {
     let modelsUp = false;
-    const b = await serve((r) => (r.url === '/health' ? { status: 200, body: '' } : modelsUp ? json(200, { data: [{ id: 'm', max_model_len: 99 }] }) : json(500, {})));
+    const b = await serve((r) =>
+      r.url === '/health' ? { status: 200, body: '' } : modelsUp ? json(200, { data: [{ id: 'm', max_model_len: 99 }] }) : json(500, {}),
+    );
     const c = new VllmClient(b.url, { metadata: { retryMs: 60_000 } });
     expect(await c.maxModelLen()).toBeUndefined();
     modelsUp = true;
@@ -278,7 +326,12 @@ describe('malformed backend answers', () => {
       const b = await serve(() => models[k]);
       expect(await new VllmClient(b.url).maxModelLen()).toBeUndefined();
     }
-    const answers: Answer[] = [{ status: 200, body: '' }, json(200, { choices: null }), json(200, { choices: [{ finish_reason: 'stop', logprobs: null }] }), json(200, { choices: [{ token_ids: [3, 4], logprobs: {}, finish_reason: 'stop' }] })];
+    const answers: Answer[] = [
+      { status: 200, body: '' },
+      json(200, { choices: null }),
+      json(200, { choices: [{ finish_reason: 'stop', logprobs: null }] }),
+      json(200, { choices: [{ token_ids: [3, 4], logprobs: {}, finish_reason: 'stop' }] }),
+    ];
     let i = 0;
     const b = await serve(() => answers[i++]);
     const c = new VllmClient(b.url, { model: 'm' });
@@ -311,14 +364,39 @@ describe('SGLang client', () => {
   const base = { prompt_ids: [1, 2], max_tokens: 4, seed: 3, request_id: 'rid-1' };
 
   it('sends the native /generate body with defaults and reads output ids and logprob tuples', async () => {
-    const b = await serve(() => json(200, { output_ids: [5, 6, 7], meta_info: { output_token_logprobs: [[-0.1, 5, null], [null, 6, null]], finish_reason: { type: 'length' } } }));
+    const b = await serve(() =>
+      json(200, {
+        output_ids: [5, 6, 7],
+        meta_info: {
+          output_token_logprobs: [
+            [-0.1, 5, null],
+            [null, 6, null],
+          ],
+          finish_reason: { type: 'length' },
+        },
+      }),
+    );
     const c = new SglangClient(`${b.url}/`);
     expect(await c.generate({ ...base, sampling: {} })).toEqual({ ids: [5, 6, 7], logprobs: [-0.1, 0, 0], finish_reason: 'length' });
     expect(b.seen[0].url).toBe('/generate');
     expect(b.seen[0].body).toEqual({
       input_ids: [1, 2],
-      sampling_params: { max_new_tokens: 4, temperature: 1.0, top_p: 1.0, top_k: -1, stop_token_ids: [], skip_special_tokens: false, no_stop_trim: true, sampling_seed: 3 },
-      return_logprob: true, logprob_start_len: -1, top_logprobs_num: 0, return_text_in_logprobs: false, rid: 'rid-1', stream: false,
+      sampling_params: {
+        max_new_tokens: 4,
+        temperature: 1.0,
+        top_p: 1.0,
+        top_k: -1,
+        stop_token_ids: [],
+        skip_special_tokens: false,
+        no_stop_trim: true,
+        sampling_seed: 3,
+      },
+      return_logprob: true,
+      logprob_start_len: -1,
+      top_logprobs_num: 0,
+      return_text_in_logprobs: false,
+      rid: 'rid-1',
+      stream: false,
     });
     await c.generate({ ...base, stop_token_ids: [2], sampling: { temperature: 0.5, top_p: 0.8, top_k: 10 } });
     expect(b.seen[1].body.sampling_params).toMatchObject({ temperature: 0.5, top_p: 0.8, top_k: 10, stop_token_ids: [2] });
@@ -340,7 +418,9 @@ describe('SGLang client', () => {
   });
 
   it('reads max_model_len from context_length, else max_req_input_len; probes /health', async () => {
-    const a = await serve((r) => (r.url === '/health' ? { status: 200, body: '' } : json(200, { context_length: 8192, max_req_input_len: 8000 })));
+    const a = await serve((r) =>
+      r.url === '/health' ? { status: 200, body: '' } : json(200, { context_length: 8192, max_req_input_len: 8000 }),
+    );
     const ca = new SglangClient(a.url);
     expect(await ca.maxModelLen()).toBe(8192);
     await ca.probe(1_000);
@@ -350,12 +430,16 @@ describe('SGLang client', () => {
     const c = await serve(() => json(200, {}));
     expect(await new SglangClient(c.url).maxModelLen()).toBeUndefined();
     const d = await serve(() => 'hang');
-    expect(await new SglangClient(d.url, { requestTimeoutMs: 50 }).generate({ ...base, sampling: {} }).catch((e: Error) => e.message)).toContain('no answer within 0.05 s');
+    expect(
+      await new SglangClient(d.url, { requestTimeoutMs: 50 }).generate({ ...base, sampling: {} }).catch((e: Error) => e.message),
+    ).toContain('no answer within 0.05 s');
   });
 
   it('a probe that answers fetches server info still unknown', async () => {
     let up = false;
-    const b = await serve((r) => (r.url === '/health' ? { status: 200, body: '' } : up ? json(200, { context_length: 77 }) : json(500, {})));
+    const b = await serve((r) =>
+      r.url === '/health' ? { status: 200, body: '' } : up ? json(200, { context_length: 77 }) : json(500, {}),
+    );
     const c = new SglangClient(b.url, { metadata: { retryMs: 60_000 } });
     expect(await c.maxModelLen()).toBeUndefined();
     up = true;

@@ -9,9 +9,11 @@ import { probeBackend } from '../../src/server/llm/probe.js';
 // SGLang's GET /get_model_info (`model_path`) and GET /get_server_info (`context_length`).
 
 type Routes = Record<string, (res: http.ServerResponse) => void>;
-const json = (body: unknown, status = 200) => (res: http.ServerResponse): void => {
-  res.writeHead(status, { 'content-type': 'application/json' }).end(JSON.stringify(body));
-};
+const json =
+  (body: unknown, status = 200) =>
+  (res: http.ServerResponse): void => {
+    res.writeHead(status, { 'content-type': 'application/json' }).end(JSON.stringify(body));
+  };
 
 async function serve(routes: Routes): Promise<{ url: string; asked: string[]; close(): Promise<void> }> {
   const asked: string[] = [];
@@ -35,7 +37,10 @@ describe('probeBackend asks each API its own routes', () => {
   let sglang: Awaited<ReturnType<typeof serve>>;
   beforeAll(async () => {
     vllm = await serve({ '/v1/models': json({ object: 'list', data: [{ id: 'org/Only-vLLM', object: 'model', max_model_len: 4096 }] }) });
-    sglang = await serve({ '/get_model_info': json({ model_path: 'org/Only-SGLang', is_generation: true }), '/get_server_info': json({ context_length: 8192 }) });
+    sglang = await serve({
+      '/get_model_info': json({ model_path: 'org/Only-SGLang', is_generation: true }),
+      '/get_server_info': json({ context_length: 8192 }),
+    });
     servers.push(vllm, sglang);
   });
   afterAll(async () => {
@@ -57,7 +62,9 @@ describe('probeBackend asks each API its own routes', () => {
   it('the wrong api: a 404 answer names the other API and how to register it', async () => {
     const asSglang = await probeBackend(vllm.url, 'sglang', 2000);
     expect(asSglang.answered).toBe(false);
-    expect(asSglang.warning).toMatch(/^the backend did not answer the model probe: .*404.* \(is it a vLLM server\? register it with "api": "vllm"\); it is registered anyway/);
+    expect(asSglang.warning).toMatch(
+      /^the backend did not answer the model probe: .*404.* \(is it a vLLM server\? register it with "api": "vllm"\); it is registered anyway/,
+    );
     const asVllm = await probeBackend(sglang.url, 'vllm', 2000);
     expect(asVllm.answered).toBe(false);
     expect(asVllm.warning).toMatch(/\(is it a SGLang server\? register it with "api": "sglang"\)/);

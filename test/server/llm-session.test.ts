@@ -13,14 +13,25 @@ import { startSim, type SimHandle } from '../../src/sim/index.js';
 import { systemClock } from '../../src/util/clock.js';
 import { seedOf } from '../../src/util/hash.js';
 
-interface Seen { url: string; body: any }
+interface Seen {
+  url: string;
+  body: any;
+}
 type Reply = { status: number; body: unknown } | 'hang';
 
 const servers: Server[] = [];
 const sims: SimHandle[] = [];
 const pools: BackendPool[] = [];
 afterAll(async () => {
-  await Promise.all(servers.map((s) => new Promise((r) => { s.closeAllConnections(); s.close(r); })));
+  await Promise.all(
+    servers.map(
+      (s) =>
+        new Promise((r) => {
+          s.closeAllConnections();
+          s.close(r);
+        }),
+    ),
+  );
   await Promise.all(sims.map((s) => s.close()));
 });
 afterEach(() => {
@@ -50,11 +61,18 @@ function send(res: ServerResponse, status: number, body: unknown): void {
   res.writeHead(status, { 'content-type': 'application/json' });
   res.end(JSON.stringify(body));
 }
-const ok = (ids: number[], finish = 'stop'): Reply => ({ status: 200, body: { choices: [{ token_ids: ids, logprobs: { token_logprobs: ids.map(() => -0.25) }, finish_reason: finish }] } });
+const ok = (ids: number[], finish = 'stop'): Reply => ({
+  status: 200,
+  body: { choices: [{ token_ids: ids, logprobs: { token_logprobs: ids.map(() => -0.25) }, finish_reason: finish }] },
+});
 const fail500: Reply = { status: 500, body: { error: { message: 'engine error' } } };
 
 function pool(over: Record<string, unknown> = {}): BackendPool {
-  const p = new BackendPool(LlmPoolConfig.parse({ backoff_base_ms: 1, backoff_max_ms: 4, probe_interval_s: 3600, ...over }), defaultClientFactory({ model: 'm' }), () => 0.5);
+  const p = new BackendPool(
+    LlmPoolConfig.parse({ backoff_base_ms: 1, backoff_max_ms: 4, probe_interval_s: 3600, ...over }),
+    defaultClientFactory({ model: 'm' }),
+    () => 0.5,
+  );
   pools.push(p);
   return p;
 }
@@ -105,7 +123,7 @@ describe('JobLlmSession', () => {
     expect(b.seen.map((s) => s.body.request_id)).toEqual(['job-1-turn-0', 'job-1-turn-1', 'job-2-turn-0', 'job-3-turn-0']);
   });
 
-  it("clamps max_tokens to what max_model_len leaves, and refuses a prompt that fills it", async () => {
+  it('clamps max_tokens to what max_model_len leaves, and refuses a prompt that fills it', async () => {
     const b = await backend();
     const p = pool();
     p.add(b.url);
@@ -165,19 +183,27 @@ describe('JobLlmSession', () => {
     const p0 = pool({ retries: 0, max_moves: 0, group_affinity: false });
     p0.add(x.url);
     p0.add(y.url);
-    const e0 = await session(p0).generate({ prompt_ids: [1], max_tokens: 2 }).catch((e: RaasError) => e);
+    const e0 = await session(p0)
+      .generate({ prompt_ids: [1], max_tokens: 2 })
+      .catch((e: RaasError) => e);
     expect(e0.message).toContain('answered 500: engine error');
     expect(x.seen.length + y.seen.length).toBe(1);
     const p1 = pool({ retries: 0, max_moves: 5, group_affinity: false });
     p1.add(x.url);
     p1.add(y.url);
-    const e1 = await session(p1).generate({ prompt_ids: [1], max_tokens: 2 }).catch((e: RaasError) => e);
+    const e1 = await session(p1)
+      .generate({ prompt_ids: [1], max_tokens: 2 })
+      .catch((e: RaasError) => e);
     expect(e1.code).toBe('backend_unavailable');
-    expect(e1.message).toMatch(/^every LLM backend stopped answering \(2 tried; last: LLM backend http:\/\/127\.0\.0\.1:\d+\/v1\/completions answered 500: engine error\)$/);
+    expect(e1.message).toMatch(
+      /^every LLM backend stopped answering \(2 tried; last: LLM backend http:\/\/127\.0\.0\.1:\d+\/v1\/completions answered 500: engine error\)$/,
+    );
   });
 
   it('an empty pool says how to register a backend', async () => {
-    const e = await session(pool()).generate({ prompt_ids: [1], max_tokens: 2 }).catch((x: RaasError) => x);
+    const e = await session(pool())
+      .generate({ prompt_ids: [1], max_tokens: 2 })
+      .catch((x: RaasError) => x);
     expect([e.code, e.message]).toEqual(['backend_unavailable', 'no LLM backend is registered: POST /add_llm_server']);
   });
 
@@ -199,7 +225,9 @@ describe('JobLlmSession', () => {
     // with no healthy backend left the error names the unhealthy one and its last failure
     p.failed(p.get(b.url)!, new Error('gone too'));
     const e = await s.generate({ prompt_ids: [1], max_tokens: 2 }).catch((x: RaasError) => x);
-    expect(e.message).toMatch(/^every LLM backend stopped answering \(0 tried, 2 marked unhealthy; last: LLM backend .* is marked unhealthy \(last: gone too\)\)$/);
+    expect(e.message).toMatch(
+      /^every LLM backend stopped answering \(0 tried, 2 marked unhealthy; last: LLM backend .* is marked unhealthy \(last: gone too\)\)$/,
+    );
   });
 
   it('round_robin sends each request to the next backend and holds none between requests', async () => {
@@ -308,7 +336,14 @@ describe('GenerationGate', () => {
     const b = await g.enter(p.add(slow.url), 'b');
     // as a session does: a dropped call ends (and leaves the gate) when its signal aborts
     const outcome: string[] = [];
-    for (const [c, n] of [[a, 'a'], [b, 'b']] as const) c.signal.addEventListener('abort', () => { outcome.push(`${n} ${Date.now() - t0 < 1000 ? 'at once' : 'after grace'}`); g.exit(c); });
+    for (const [c, n] of [
+      [a, 'a'],
+      [b, 'b'],
+    ] as const)
+      c.signal.addEventListener('abort', () => {
+        outcome.push(`${n} ${Date.now() - t0 < 1000 ? 'at once' : 'after grace'}`);
+        g.exit(c);
+      });
     const t0 = Date.now();
     const r = await g.pause('abort', 1500);
     expect(Date.now() - t0).toBeGreaterThanOrEqual(1490);

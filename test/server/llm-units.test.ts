@@ -6,7 +6,7 @@ import { LlmPoolConfig } from '../../src/protocol/config-server.js';
 import { normalizeAddress } from '../../src/server/llm/http.js';
 import { lengthLimits, nextMaxTokens } from '../../src/server/llm/limits.js';
 import { BackendMetadata } from '../../src/server/llm/metadata.js';
-import { BackendPool, } from '../../src/server/llm/pool.js';
+import { BackendPool } from '../../src/server/llm/pool.js';
 import { BackendHealth, type Watched } from '../../src/server/llm/health.js';
 import type { BackendClient } from '../../src/server/llm/types.js';
 import { ManualClock, flush } from './helpers.js';
@@ -48,8 +48,14 @@ describe('length limits', () => {
   it('reads per-turn and trajectory limits, with aliases and handler defaults', () => {
     expect(lengthLimits({})).toEqual({ perTurn: 1024, response: Number.POSITIVE_INFINITY });
     expect(lengthLimits({}, { max_tokens_per_turn: 7, max_response_tokens: 9 })).toEqual({ perTurn: 7, response: 9 });
-    expect(lengthLimits({ max_output_tokens: 5 } as never, { max_tokens_per_turn: 7 })).toEqual({ perTurn: 5, response: Number.POSITIVE_INFINITY });
-    expect(lengthLimits({ max_tokens_per_turn: 3, max_output_tokens: 5, max_response_tokens: 11 } as never)).toEqual({ perTurn: 3, response: 11 });
+    expect(lengthLimits({ max_output_tokens: 5 } as never, { max_tokens_per_turn: 7 })).toEqual({
+      perTurn: 5,
+      response: Number.POSITIVE_INFINITY,
+    });
+    expect(lengthLimits({ max_tokens_per_turn: 3, max_output_tokens: 5, max_response_tokens: 11 } as never)).toEqual({
+      perTurn: 3,
+      response: 11,
+    });
   });
 
   it('takes the smallest of per-turn, what the trajectory has left and what the context has left, and names it', () => {
@@ -73,11 +79,14 @@ describe('backend metadata', () => {
     let t = 0;
     let calls = 0;
     let ok = false;
-    const m = new BackendMetadata(async () => {
-      calls++;
-      if (!ok) throw new Error('down');
-      return 42;
-    }, { retryMs: 100, retryMaxMs: 250, clock: { now: () => t } });
+    const m = new BackendMetadata(
+      async () => {
+        calls++;
+        if (!ok) throw new Error('down');
+        return 42;
+      },
+      { retryMs: 100, retryMaxMs: 250, clock: { now: () => t } },
+    );
     expect(m.isKnown).toBe(false);
     expect(await m.get()).toBeUndefined();
     expect(calls).toBe(1);
@@ -126,10 +135,13 @@ describe('backend metadata', () => {
 
   it('gives each fetch its own deadline (timeoutMs), independent of the callers', async () => {
     let seen: AbortSignal | undefined;
-    const m = new BackendMetadata<number>((signal) => {
-      seen = signal;
-      return new Promise((_, reject) => signal.addEventListener('abort', () => reject(signal.reason)));
-    }, { timeoutMs: 30 });
+    const m = new BackendMetadata<number>(
+      (signal) => {
+        seen = signal;
+        return new Promise((_, reject) => signal.addEventListener('abort', () => reject(signal.reason)));
+      },
+      { timeoutMs: 30 },
+    );
     expect(await m.get()).toBeUndefined();
     expect(seen?.aborted).toBe(true);
   });
@@ -137,7 +149,8 @@ describe('backend metadata', () => {
 
 describe('routing', () => {
   const cfg = (over: Record<string, unknown> = {}) => LlmPoolConfig.parse(over);
-  const pool = (over: Record<string, unknown> = {}, random = draws(0.5)) => new BackendPool(cfg(over), (a) => new ProbeClient(a), random, { clock: new ManualClock() });
+  const pool = (over: Record<string, unknown> = {}, random = draws(0.5)) =>
+    new BackendPool(cfg(over), (a) => new ProbeClient(a), random, { clock: new ManualClock() });
 
   it('binds each job to the least-loaded backend (active jobs) and balances as jobs come and go', () => {
     const p = pool({ group_affinity: false });
@@ -265,10 +278,15 @@ describe('circuit breaker', () => {
   function setup(over: Record<string, unknown> = {}) {
     const clock = new ManualClock();
     const log: string[] = [];
-    const p = new BackendPool(LlmPoolConfig.parse({ unhealthy_after: 2, probe_interval_s: 1, group_affinity: false, ...over }), (a) => new ProbeClient(a), Math.random, {
-      clock,
-      log: { info: (_o: unknown, m: string) => log.push(`info ${m}`), warn: (_o: unknown, m: string) => log.push(`warn ${m}`) } as never,
-    });
+    const p = new BackendPool(
+      LlmPoolConfig.parse({ unhealthy_after: 2, probe_interval_s: 1, group_affinity: false, ...over }),
+      (a) => new ProbeClient(a),
+      Math.random,
+      {
+        clock,
+        log: { info: (_o: unknown, m: string) => log.push(`info ${m}`), warn: (_o: unknown, m: string) => log.push(`warn ${m}`) } as never,
+      },
+    );
     return { p, clock, log };
   }
 
@@ -348,7 +366,10 @@ describe('circuit breaker', () => {
       const c = new ProbeClient(address);
       return { address, client: c as BackendClient, healthy: true, failures: 0, lastError: null as string | null, c };
     };
-    const h = new BackendHealth({ unhealthy_after: 3, probe_interval_s: 1, probe_timeout_s: 1 }, clock, { opened: () => {}, closed: () => {} });
+    const h = new BackendHealth({ unhealthy_after: 3, probe_interval_s: 1, probe_timeout_s: 1 }, clock, {
+      opened: () => {},
+      closed: () => {},
+    });
     const a = mk('a');
     const b = mk('b');
     h.watch(a);
@@ -369,8 +390,24 @@ describe('circuit breaker', () => {
     await clock.advance(2000, 100);
     expect(a.c.probes).toBe(2);
     // a client without probe() is never probed
-    const bare = { address: 'n', client: { address: 'n', api: 'vllm', generate: async () => { throw new Error(); }, maxModelLen: async () => undefined } as BackendClient, healthy: true, failures: 0, lastError: null };
-    const h2 = new BackendHealth({ unhealthy_after: 1, probe_interval_s: 1, probe_timeout_s: 1 }, clock, { opened: () => {}, closed: () => {} });
+    const bare = {
+      address: 'n',
+      client: {
+        address: 'n',
+        api: 'vllm',
+        generate: async () => {
+          throw new Error();
+        },
+        maxModelLen: async () => undefined,
+      } as BackendClient,
+      healthy: true,
+      failures: 0,
+      lastError: null,
+    };
+    const h2 = new BackendHealth({ unhealthy_after: 1, probe_interval_s: 1, probe_timeout_s: 1 }, clock, {
+      opened: () => {},
+      closed: () => {},
+    });
     h2.watch(bare);
     h2.unwatch(bare);
     h2.close();
@@ -397,11 +434,25 @@ describe('circuit breaker', () => {
     const clock = new ManualClock();
     let finishProbe!: (ok: boolean) => void;
     const b: Watched & { client: BackendClient } = {
-      address: 'x', healthy: false, failures: 5, lastError: 'x',
-      client: { address: 'x', api: 'vllm', generate: async () => { throw new Error(); }, maxModelLen: async () => undefined, probe: () => new Promise<void>((res, rej) => (finishProbe = (ok) => (ok ? res() : rej(new Error('no'))))) },
+      address: 'x',
+      healthy: false,
+      failures: 5,
+      lastError: 'x',
+      client: {
+        address: 'x',
+        api: 'vllm',
+        generate: async () => {
+          throw new Error();
+        },
+        maxModelLen: async () => undefined,
+        probe: () => new Promise<void>((res, rej) => (finishProbe = (ok) => (ok ? res() : rej(new Error('no'))))),
+      },
     };
     const closed: string[] = [];
-    const h = new BackendHealth({ unhealthy_after: 3, probe_interval_s: 1, probe_timeout_s: 1 }, clock, { opened: () => closed.push('opened'), closed: () => closed.push('closed') });
+    const h = new BackendHealth({ unhealthy_after: 3, probe_interval_s: 1, probe_timeout_s: 1 }, clock, {
+      opened: () => closed.push('opened'),
+      closed: () => closed.push('closed'),
+    });
     h.watch(b);
     h.watch(b); // watching twice starts one probe loop
     await clock.advance(1, 1);

@@ -8,7 +8,12 @@ import { talkHandler } from './fixtures/talk-handler.js';
 import { ManualClock } from './helpers.js';
 
 // A slow simulator: every turn is 250-350 tokens at 1 ms per token, so a pause lands mid-turn.
-const SLOW = { seed: 4, request_log: 500, latency: { decode_ms_per_token: 1 }, filler: { median_tokens: 300, sigma: 0.1, min_tokens: 250, max_tokens: 350 } };
+const SLOW = {
+  seed: 4,
+  request_log: 500,
+  latency: { decode_ms_per_token: 1 },
+  filler: { median_tokens: 300, sigma: 0.1, min_tokens: 250, max_tokens: 350 },
+};
 
 const post = async (url: string, body: unknown = {}): Promise<{ status: number; body: any }> => {
   const res = await fetch(url, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
@@ -32,7 +37,10 @@ describe('POST /pause and /resume (real rollout server, real simulator with deco
   let srv: RolloutServer;
   beforeAll(async () => {
     sim = await startSim(SLOW);
-    srv = await startRolloutServer({ port: 0, log_level: 'silent', llm: { backends: [{ address: sim.url, weight_version: '0' }] } }, { handlers: [talkHandler] });
+    srv = await startRolloutServer(
+      { port: 0, log_level: 'silent', llm: { backends: [{ address: sim.url, weight_version: '0' }] } },
+      { handlers: [talkHandler] },
+    );
   });
   afterEach(async () => {
     await post(`${srv.url}/resume`);
@@ -84,7 +92,10 @@ describe('POST /pause and /resume (real rollout server, real simulator with deco
       expect(r.body).toMatchObject({ critical_error: null, num_turns: 2 });
       const [turn0, turn1] = partsOf(r.body);
       // The first turn keeps its ids from weights 0 and is finished by weights 1; the next turn is all 1.
-      expect(turn0!.map((p) => [p.finish_reason, p.weight_version])).toEqual([['abort', '0'], ['stop', '1']]);
+      expect(turn0!.map((p) => [p.finish_reason, p.weight_version])).toEqual([
+        ['abort', '0'],
+        ['stop', '1'],
+      ]);
       expect(turn1!.map((p) => p.weight_version)).toEqual(['1']);
       // One entry per model call: the cut call, its continuation, the next turn.
       expect(r.body.weight_versions).toEqual(['0', '1', '1']);
@@ -121,7 +132,18 @@ describe('POST /pause against a backend without an abort route', () => {
         if (req.url !== '/v1/completions') return res.writeHead(404).end(JSON.stringify({ detail: 'Not Found' }));
         if (calls++ === 0) return void held.push(res);
         const ids = [9707, 151645];
-        res.end(JSON.stringify({ choices: [{ index: 0, token_ids: ids, logprobs: { token_logprobs: [-0.5, -0.1], tokens: ids.map((i) => `token_id:${i}`) }, finish_reason: 'stop' }] }));
+        res.end(
+          JSON.stringify({
+            choices: [
+              {
+                index: 0,
+                token_ids: ids,
+                logprobs: { token_logprobs: [-0.5, -0.1], tokens: ids.map((i) => `token_id:${i}`) },
+                finish_reason: 'stop',
+              },
+            ],
+          }),
+        );
       });
     });
     await new Promise<void>((r) => backend.listen(0, '127.0.0.1', r));
@@ -145,7 +167,10 @@ describe('POST /pause against a backend without an abort route', () => {
     const r = (await job).body;
     expect(r).toMatchObject({ critical_error: null, num_turns: 1 });
     expect(r.tokens.response_ids).toEqual([9707, 151645]);
-    expect(partsOf(r)[0]!.map((p) => [p.finish_reason, p.tokens])).toEqual([['abort', 0], ['stop', 2]]);
+    expect(partsOf(r)[0]!.map((p) => [p.finish_reason, p.tokens])).toEqual([
+      ['abort', 0],
+      ['stop', 2],
+    ]);
   });
 });
 
@@ -155,7 +180,10 @@ describe('a paused server and the job timeout', () => {
   const clock = new ManualClock();
   beforeAll(async () => {
     sim = await startSim({ seed: 2 });
-    srv = await startRolloutServer({ port: 0, log_level: 'silent', llm: { backends: [{ address: sim.url }] } }, { handlers: [talkHandler], clock });
+    srv = await startRolloutServer(
+      { port: 0, log_level: 'silent', llm: { backends: [{ address: sim.url }] } },
+      { handlers: [talkHandler], clock },
+    );
   });
   afterAll(async () => {
     await srv?.close();

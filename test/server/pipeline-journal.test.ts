@@ -17,7 +17,8 @@ function dir(): string {
   dirs.push(d);
   return d;
 }
-const line = (job_id: string, ended_at: number, result: object = { job_id }, state = 'done') => JSON.stringify({ job_id, state, ended_at, instance_hash: `h-${job_id}`, result });
+const line = (job_id: string, ended_at: number, result: object = { job_id }, state = 'done') =>
+  JSON.stringify({ job_id, state, ended_at, instance_hash: `h-${job_id}`, result });
 
 describe('ResultsJournal', () => {
   it('starts empty in a new directory (created), appends lines and reads each back by its place', async () => {
@@ -39,23 +40,32 @@ describe('ResultsJournal', () => {
     expect(j.append('c', 'done', 7, 'hc', '{}')).toBeUndefined();
     const text = readFileSync(j.file, 'utf8');
     expect(text.split('\n')).toHaveLength(3);
-    expect(JSON.parse(text.split('\n')[1])).toEqual({ job_id: 'b/é', state: 'failed', ended_at: 6, instance_hash: 'hb', result: { job_id: 'b/é' } });
+    expect(JSON.parse(text.split('\n')[1])).toEqual({
+      job_id: 'b/é',
+      state: 'failed',
+      ended_at: 6,
+      instance_hash: 'hb',
+      result: { job_id: 'b/é' },
+    });
   });
 
   it('reloads the last line of each id within the ttl, drops expired, torn and foreign lines, and compacts the file', async () => {
     const d = dir();
     const file = path.join(d, 'results.jsonl');
-    writeFileSync(file, [
-      line('old', 100),
-      line('x', 900, { v: 1 }),
-      'not json',
-      JSON.stringify({ job_id: 'nores', ended_at: 950 }),
-      JSON.stringify({ job_id: 7, ended_at: 950, result: {} }),
-      '',
-      line('x', 950, { v: 2 }, 'failed'),
-      line('y', 960, { v: 3 }),
-      '{"job_id":"torn","ended_at":99',
-    ].join('\n'));
+    writeFileSync(
+      file,
+      [
+        line('old', 100),
+        line('x', 900, { v: 1 }),
+        'not json',
+        JSON.stringify({ job_id: 'nores', ended_at: 950 }),
+        JSON.stringify({ job_id: 7, ended_at: 950, result: {} }),
+        '',
+        line('x', 950, { v: 2 }, 'failed'),
+        line('y', 960, { v: 3 }),
+        '{"job_id":"torn","ended_at":99',
+      ].join('\n'),
+    );
     const j = new ResultsJournal(d);
     const got = await j.open(500, 1000); // ttl 500 ms at wall time 1000: ended_at >= 500 answers
     expect(got.map((e) => [e.job_id, e.state, e.ended_at, e.instance_hash])).toEqual([
@@ -78,7 +88,11 @@ describe('ResultsJournal', () => {
     writeFileSync(path.join(d, 'results.jsonl'), [line('a', 1), line('b', 2), line('c', 3)].join('\n') + '\n');
     const j = new ResultsJournal(d);
     const got = await j.open(1e9, 10, 1);
-    expect(got.map((e) => [e.job_id, e.json])).toEqual([['a', undefined], ['b', undefined], ['c', '{"job_id":"c"}']]);
+    expect(got.map((e) => [e.job_id, e.json])).toEqual([
+      ['a', undefined],
+      ['b', undefined],
+      ['c', '{"job_id":"c"}'],
+    ]);
     expect(await j.read('a', got[0].at)).toBe('{"job_id":"a"}');
     await j.close();
     const none = new ResultsJournal(d);

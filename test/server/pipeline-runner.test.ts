@@ -11,7 +11,6 @@ import { Pipeline, stoppedError } from '../../src/server/pipeline/pipeline.js';
 import { qwen3Tokenizer } from '../../src/tokens/tokenizer.js';
 import { ManualClock, TrackedSandbox, flush, stageLog, stagedHandler, modelLessClients, parseResult } from './helpers.js';
 
-
 interface Built {
   p: Pipeline;
   clock: ManualClock;
@@ -29,7 +28,11 @@ function build(over: Record<string, unknown> = {}, handlers: AgentHandler<any>[]
   const ended: string[] = [];
   const stages: string[] = [];
   const p = new Pipeline({
-    config, registry: new HandlerRegistry([stagedHandler(clock), ...handlers]), pool, tokenizer: qwen3Tokenizer, clock,
+    config,
+    registry: new HandlerRegistry([stagedHandler(clock), ...handlers]),
+    pool,
+    tokenizer: qwen3Tokenizer,
+    clock,
     log: { debug() {}, info() {}, warn: (_o: unknown, m?: string) => warns.push(m ?? ''), error() {} },
     observer: { jobEnded: (s) => ended.push(s), stage: (s, sec) => stages.push(`${s}:${sec}`) },
   });
@@ -61,20 +64,60 @@ describe('Pipeline', () => {
     expect(stoppedError().message).toBe('Server is not running. Please start the server first. (POST /start opens intake.)');
     const empty = build({}, [], false);
     const e = await empty.p.submit(staged()).catch((x: RaasError) => x);
-    expect([e.code, e.message]).toEqual(['no_llm_backends', 'no LLM backend is registered: POST /add_llm_server {"address": "http://host:port"} first']);
+    expect([e.code, e.message]).toEqual([
+      'no_llm_backends',
+      'no LLM backend is registered: POST /add_llm_server {"address": "http://host:port"} first',
+    ]);
     await empty.p.close();
   });
 
   it('runs a job through the three stages; its result times each stage, the queue wait and the counted time', async () => {
     b = build({ workers: { init: 1, run: 1, eval: 1 } });
-    const first = await b.p.submit({ ...staged({ instance_id: 'a', init_ms: 100, run_ms: 200, eval_ms: 300 }), job_id: 'a', policy_version: 2 });
+    const first = await b.p.submit({
+      ...staged({ instance_id: 'a', init_ms: 100, run_ms: 200, eval_ms: 300 }),
+      job_id: 'a',
+      policy_version: 2,
+    });
     const second = await b.p.submit({ ...staged({ instance_id: 'b', init_ms: 100 }), job_id: 'b' });
     expect(first).toMatchObject({ jobId: 'a', attached: false });
-    expect(b.p.status()).toMatchObject({ status: 'running', running: true, jobs: 2, pending_jobs: 2, init: 1, run: 0, eval: 0, queued: 1, in_stage: 1, queues: { init: 1, run: 0, eval: 0 }, workers: { init: { size: 1, busy: 1 }, run: { size: 1, busy: 0 }, eval: { size: 1, busy: 0 } }, sandbox: null });
+    expect(b.p.status()).toMatchObject({
+      status: 'running',
+      running: true,
+      jobs: 2,
+      pending_jobs: 2,
+      init: 1,
+      run: 0,
+      eval: 0,
+      queued: 1,
+      in_stage: 1,
+      queues: { init: 1, run: 0, eval: 0 },
+      workers: { init: { size: 1, busy: 1 }, run: { size: 1, busy: 0 }, eval: { size: 1, busy: 0 } },
+      sandbox: null,
+    });
     await b.clock.advance(700);
     const r = await parseResult(first.finished);
-    expect(r).toMatchObject({ job_id: 'a', reward: 1, resolved: true, policy_version: 2, finish_reason: 'finish', critical_error: null, filter: false });
-    expect(r.timing).toMatchObject({ init_time: 0.1, run_time: 0.2, eval_time: 0.3, others_time: 0, counted_elapsed: 0.6, timeout_triggered: false, init_s: 0.1, run_s: 0.2, eval_s: 0.3, queued_s: 0, counted_s: 0.6 });
+    expect(r).toMatchObject({
+      job_id: 'a',
+      reward: 1,
+      resolved: true,
+      policy_version: 2,
+      finish_reason: 'finish',
+      critical_error: null,
+      filter: false,
+    });
+    expect(r.timing).toMatchObject({
+      init_time: 0.1,
+      run_time: 0.2,
+      eval_time: 0.3,
+      others_time: 0,
+      counted_elapsed: 0.6,
+      timeout_triggered: false,
+      init_s: 0.1,
+      run_s: 0.2,
+      eval_s: 0.3,
+      queued_s: 0,
+      counted_s: 0.6,
+    });
     const r2 = await parseResult(second.finished);
     expect(r2.timing.others_time).toBeCloseTo(0.5); // waited for the one worker of each stage: 0.1 + 0.1 + 0.3
     expect(b.ended).toEqual(['done', 'done']);
@@ -89,7 +132,10 @@ describe('Pipeline', () => {
     expect(s.jobId).toMatch(/^[0-9a-f-]{36}$/);
     expect(JSON.parse(await b.p.get(s.jobId))).toEqual({ job_id: s.jobId, state: 'init' });
     const e = await b.p.get('nope').catch((x: RaasError) => x);
-    expect([e.code, e.message]).toEqual(['job_not_found', 'job_id "nope" is unknown (never seen, expired, or in flight at a restart): resubmit it with the same id and attach: true']);
+    expect([e.code, e.message]).toEqual([
+      'job_not_found',
+      'job_id "nope" is unknown (never seen, expired, or in flight at a restart): resubmit it with the same id and attach: true',
+    ]);
     await b.clock.advance(100);
     await s.finished;
   });
@@ -100,17 +146,23 @@ describe('Pipeline', () => {
     const again = await b.p.submit({ ...staged({ instance_id: 'x', init_ms: 100 }), job_id: 'same', attach: true });
     expect(again.attached).toBe(true);
     expect(again.finished).toBe(a.finished);
-    const c = await b.p.submit({ ...staged({ instance_id: 'x', init_ms: 100 }), job_id: 'same', attach: true, policy_version: 1 }).catch((e) => e);
+    const c = await b.p
+      .submit({ ...staged({ instance_id: 'x', init_ms: 100 }), job_id: 'same', attach: true, policy_version: 1 })
+      .catch((e) => e);
     expect(c.attached).toBe(true);
     const other = await b.p.submit({ ...staged({ instance_id: 'y' }), job_id: 'same', attach: true }).catch((e: RaasError) => e);
     expect(other.code).toBe('job_conflict');
-    expect(other.message).toBe('attach: true, but job_id "same" belongs to a job with a different instance: use a new job_id, or drop attach to start a new job');
+    expect(other.message).toBe(
+      'attach: true, but job_id "same" belongs to a job with a different instance: use a new job_id, or drop attach to start a new job',
+    );
     await b.clock.advance(200);
     const done = await a.finished;
     const stored = await b.p.submit({ ...staged({ instance_id: 'x', init_ms: 100 }), job_id: 'same', attach: true });
     expect(stored.attached).toBe(true);
     expect(await stored.finished).toBe(done);
-    expect((await b.p.submit({ ...staged({ instance_id: 'z' }), job_id: 'same', attach: true }).catch((e: RaasError) => e)).code).toBe('job_conflict');
+    expect((await b.p.submit({ ...staged({ instance_id: 'z' }), job_id: 'same', attach: true }).catch((e: RaasError) => e)).code).toBe(
+      'job_conflict',
+    );
     // an id never seen starts a new job
     const fresh = await b.p.submit({ ...staged({ init_ms: 10 }), job_id: 'new', attach: true });
     expect(fresh.attached).toBe(false);
@@ -173,7 +225,9 @@ describe('Pipeline', () => {
     expect(r.messages[0].content).toBe('saw runtime=yes init={"stage":"init"}');
     expect(TrackedSandbox.opened[0].closed).toBe(1);
     const bad = TrackedSandbox.prototype.close;
-    TrackedSandbox.prototype.close = async function () { throw new Error('umount failed'); };
+    TrackedSandbox.prototype.close = async function () {
+      throw new Error('umount failed');
+    };
     try {
       const k = await b.p.submit({ ...staged({ runtime: true }), job_id: 'rt2' });
       await b.clock.advance(10);
@@ -201,17 +255,31 @@ describe('Pipeline', () => {
     const base = stagedHandler(new ManualClock(), 'rough');
     const rough: AgentHandler<any> = {
       ...base,
-      run: () => { throw 'a string'; },
-      runException: () => { throw new Error('hook broke'); },
+      run: () => {
+        throw 'a string';
+      },
+      runException: () => {
+        throw new Error('hook broke');
+      },
       evalException: undefined,
-      finalResult: () => { throw new Error('final broke'); },
-      eval: async () => { throw new Error('eval broke'); },
+      finalResult: () => {
+        throw new Error('final broke');
+      },
+      eval: async () => {
+        throw new Error('eval broke');
+      },
     };
     b = build({}, [rough]);
     const r = await parseResult((await b.p.submit({ instance: { data_source: 'rough' } })).finished);
     expect(r).toMatchObject({ critical_error: 'eval', error: 'Error: eval broke' });
     expect(b.warns).toEqual(['rough.runException threw', 'rough.finalResult threw']);
-    const sync = { ...base, name: 'sync', init: () => { throw new TypeError('sync init'); } } as AgentHandler<any>;
+    const sync = {
+      ...base,
+      name: 'sync',
+      init: () => {
+        throw new TypeError('sync init');
+      },
+    } as AgentHandler<any>;
     const c = build({}, [sync]);
     const ri = await parseResult((await c.p.submit({ instance: { data_source: 'sync' } })).finished);
     expect(ri).toMatchObject({ critical_error: 'init', error: 'init fallback: sync init' });

@@ -93,7 +93,9 @@ function runtimeOf(boxes: Sandbox[], gate?: Promise<void>): { rt: LazySandboxRun
 
 describe('StageSandboxes', () => {
   it("opens with the job's signal unless given one, counts what it opened, closes all but the kept runtime", async () => {
-    const a = fakeSandbox('a'), b = fakeSandbox('b', true), keep = fakeSandbox('keep');
+    const a = fakeSandbox('a'),
+      b = fakeSandbox('b', true),
+      keep = fakeSandbox('keep');
     const { rt, signals } = runtimeOf([a, keep, b]);
     const job = new AbortController();
     const own = new AbortController();
@@ -109,7 +111,8 @@ describe('StageSandboxes', () => {
   });
 
   it('closeAll() without a kept sandbox closes every one', async () => {
-    const a = fakeSandbox('a'), b = fakeSandbox('b');
+    const a = fakeSandbox('a'),
+      b = fakeSandbox('b');
     const st = new StageSandboxes(runtimeOf([a, b]).rt, { signal: new AbortController().signal });
     await st.open({} as SandboxSpec);
     await st.open({} as SandboxSpec);

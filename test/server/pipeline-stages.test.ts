@@ -28,7 +28,10 @@ const Inst = z.looseObject({ data_source: z.string() });
 type Ctx = any;
 
 /** A handler whose stages the test writes; the defaults return at once. */
-function scripted(name: string, over: Partial<Record<'init' | 'run' | 'eval', (ctx: Ctx) => Promise<unknown>>> & Partial<AgentHandler<any>> = {}): AgentHandler<any> {
+function scripted(
+  name: string,
+  over: Partial<Record<'init' | 'run' | 'eval', (ctx: Ctx) => Promise<unknown>>> & Partial<AgentHandler<any>> = {},
+): AgentHandler<any> {
   return {
     name,
     instance: Inst,
@@ -60,8 +63,17 @@ function build(handlers: AgentHandler<any>[], over: Record<string, unknown> = {}
   const warns: Warn[] = [];
   const debugs: Warn[] = [];
   const p = new Pipeline({
-    config, registry: new HandlerRegistry([stagedHandler(clock), ...handlers]), pool, tokenizer: qwen3Tokenizer, clock,
-    log: { debug: (obj: any, msg?: string) => debugs.push({ obj, msg: msg ?? '' }), info() {}, warn: (obj: any, msg?: string) => warns.push({ obj, msg: msg ?? '' }), error() {} },
+    config,
+    registry: new HandlerRegistry([stagedHandler(clock), ...handlers]),
+    pool,
+    tokenizer: qwen3Tokenizer,
+    clock,
+    log: {
+      debug: (obj: any, msg?: string) => debugs.push({ obj, msg: msg ?? '' }),
+      info() {},
+      warn: (obj: any, msg?: string) => warns.push({ obj, msg: msg ?? '' }),
+      error() {},
+    },
     observer,
   });
   // The sandboxes handlers open through ctx.sandboxes: objects that count their closes.
@@ -71,7 +83,10 @@ function build(handlers: AgentHandler<any>[], over: Record<string, unknown> = {}
 
 const settled = (p: Promise<unknown>) => {
   const s = { done: false };
-  void p.then(() => (s.done = true), () => (s.done = true));
+  void p.then(
+    () => (s.done = true),
+    () => (s.done = true),
+  );
   return s;
 };
 
@@ -86,7 +101,7 @@ describe('the sandboxes of a stage', () => {
     await b?.p.close();
   });
 
-  it("are closed when the stage ends, except the runtime INIT returns, which lives until RUN ended; one opener per stage however often it is read", async () => {
+  it('are closed when the stage ends, except the runtime INIT returns, which lives until RUN ended; one opener per stage however often it is read', async () => {
     const seen: string[] = [];
     const h = scripted('boxes', {
       async init(ctx) {
@@ -110,7 +125,11 @@ describe('the sandboxes of a stage', () => {
     b = build([h]);
     const r = await parseResult((await b.p.submit({ instance: { data_source: 'boxes' } })).finished);
     expect(r.critical_error).toBeNull();
-    expect(seen).toEqual(['init: false false', 'run: a closed 1, runtime closed 0, ctx.runtime is it true', 'eval: runtime closed 1, run\'s closed 1, no runtime true']);
+    expect(seen).toEqual([
+      'init: false false',
+      'run: a closed 1, runtime closed 0, ctx.runtime is it true',
+      "eval: runtime closed 1, run's closed 1, no runtime true",
+    ]);
     expect(TrackedSandbox.opened.map((s) => s.closed)).toEqual([1, 1, 1]);
   });
 
@@ -131,12 +150,13 @@ describe('the sandboxes of a stage', () => {
   });
 
   it("the next stage starts, and the job answers, only once the stage's sandboxes are closed", async () => {
-    const open = (stage: 'init' | 'eval') => scripted(`close-${stage}`, {
-      [stage]: async (ctx: Ctx) => {
-        await ctx.sandboxes.open({});
-        return stage === 'init' ? {} : { reward: 1, resolved: true };
-      },
-    });
+    const open = (stage: 'init' | 'eval') =>
+      scripted(`close-${stage}`, {
+        [stage]: async (ctx: Ctx) => {
+          await ctx.sandboxes.open({});
+          return stage === 'init' ? {} : { reward: 1, resolved: true };
+        },
+      });
     b = build([open('init'), open('eval')]);
     for (const stage of ['init', 'eval'] as const) {
       TrackedSandbox.opened.length = 0;
@@ -257,7 +277,10 @@ describe('the sandboxes of a stage', () => {
     const h = scripted('laggard', {
       async run(ctx) {
         await late; // ignores its signal
-        outcome = await ctx.sandboxes.open({}).then(() => 'opened', (e: { code?: string; message: string }) => `${e.code}: ${e.message}`);
+        outcome = await ctx.sandboxes.open({}).then(
+          () => 'opened',
+          (e: { code?: string; message: string }) => `${e.code}: ${e.message}`,
+        );
         return fallbackRun('finish');
       },
     });
@@ -321,8 +344,12 @@ describe('a stage that fails or ends', () => {
     const plain = scripted('plain');
     const loud = scripted('loud', {
       run: () => Promise.reject(new Error('run broke')),
-      runException: () => { throw new Error('hook broke'); },
-      finalResult: () => { throw new Error('final broke'); },
+      runException: () => {
+        throw new Error('hook broke');
+      },
+      finalResult: () => {
+        throw new Error('final broke');
+      },
     });
     b = build([patched, plain, loud]);
     const r = await parseResult((await b.p.submit({ instance: { data_source: 'patched' }, job_id: 'pa' })).finished);
@@ -341,14 +368,18 @@ describe('a stage that fails or ends', () => {
     const h = scripted('badclose', {
       async init() {
         const s = new TrackedSandbox();
-        s.close = async () => { throw new Error('umount failed'); };
+        s.close = async () => {
+          throw new Error('umount failed');
+        };
         return { runtime: s };
       },
     });
     b = build([h]);
     const r = await parseResult((await b.p.submit({ instance: { data_source: 'badclose' }, job_id: 'bc' })).finished);
     expect(r.critical_error).toBeNull();
-    expect(b.warns.map((w) => [w.msg, w.obj.job, (w.obj.err as Error).message])).toEqual([['closing the runtime sandbox failed', 'bc', 'umount failed']]);
+    expect(b.warns.map((w) => [w.msg, w.obj.job, (w.obj.err as Error).message])).toEqual([
+      ['closing the runtime sandbox failed', 'bc', 'umount failed'],
+    ]);
   });
 
   it('a stage that ends within its grace after a cancel, by returning or by throwing, leaves no timer behind', async () => {
@@ -424,20 +455,22 @@ describe('a job is never lost', () => {
     ['a BigInt', () => 1n],
     ['a cycle', cyclic],
     ['arrays nested 200,000 deep', () => nested(200_000)],
-  ])('an EVAL result holding %s answers every waiter with critical_error, the serializer\'s message and reward 0, and leaves nothing counted', async (_what, bad) => {
-    b = build([scripted('bad', { eval: async () => ({ reward: 1, resolved: true, details: { answer: bad() } }) })]);
-    const s = await b.p.submit({ instance: { data_source: 'bad' }, job_id: 'lost' });
-    const attached = await b.p.submit({ instance: { data_source: 'bad' }, job_id: 'lost', attach: true });
-    const r = await parseResult(s.finished);
-    expect(r.critical_error).toBe('eval');
-    expect(r.reward).toBe(0);
-    expect(r.error).toMatch(/the result could not be serialized \(.+\)/);
-    expect(r.job_id).toBe('lost');
-    expect(await attached.finished).toBe(await s.finished);
-    expect(b.p.status()).toMatchObject({ jobs: 0, in_stage: 0, queued: 0 });
-    expect(JSON.parse(await b.p.get('lost'))).toMatchObject({ state: 'done', result: { critical_error: 'eval' } });
-  });
-
+  ])(
+    "an EVAL result holding %s answers every waiter with critical_error, the serializer's message and reward 0, and leaves nothing counted",
+    async (_what, bad) => {
+      b = build([scripted('bad', { eval: async () => ({ reward: 1, resolved: true, details: { answer: bad() } }) })]);
+      const s = await b.p.submit({ instance: { data_source: 'bad' }, job_id: 'lost' });
+      const attached = await b.p.submit({ instance: { data_source: 'bad' }, job_id: 'lost', attach: true });
+      const r = await parseResult(s.finished);
+      expect(r.critical_error).toBe('eval');
+      expect(r.reward).toBe(0);
+      expect(r.error).toMatch(/the result could not be serialized \(.+\)/);
+      expect(r.job_id).toBe('lost');
+      expect(await attached.finished).toBe(await s.finished);
+      expect(b.p.status()).toMatchObject({ jobs: 0, in_stage: 0, queued: 0 });
+      expect(JSON.parse(await b.p.get('lost'))).toMatchObject({ state: 'done', result: { critical_error: 'eval' } });
+    },
+  );
 });
 
 describe('runJob on its own', () => {
@@ -449,7 +482,11 @@ describe('runJob on its own', () => {
     const background: Promise<unknown>[] = [];
     const log = { debug() {}, info() {}, warn() {}, error() {} };
     const e: LifecycleEnv = {
-      config, pool, tokenizer: qwen3Tokenizer, clock, log,
+      config,
+      pool,
+      tokenizer: qwen3Tokenizer,
+      clock,
+      log,
       limiters: { init: new StageLimiter('init', 1), run: new StageLimiter('run', 1), eval: new StageLimiter('eval', 1) },
       sandboxes: new LazySandboxRuntime({}, log),
       background: (p) => background.push(p),
@@ -466,7 +503,15 @@ describe('runJob on its own', () => {
   it('a job aborted before its first stage ends as cancelled without running a stage', async () => {
     const { e, clock } = env();
     const calls: Stage[] = [];
-    const j = job(scripted('x', { init: async () => { calls.push('init'); return {}; } }), clock);
+    const j = job(
+      scripted('x', {
+        init: async () => {
+          calls.push('init');
+          return {};
+        },
+      }),
+      clock,
+    );
     j.abort(new CancelledError('x'));
     await expect(runJob(j, e)).resolves.toEqual({ state: 'cancelled' });
     expect([calls, j.state]).toEqual([[], 'queued_init']);
@@ -476,7 +521,15 @@ describe('runJob on its own', () => {
     const { e, clock } = env();
     const release = await e.limiters.run.acquire(new AbortController().signal);
     const calls: string[] = [];
-    const a = job(scripted('x', { run: async () => { calls.push('run a'); return fallbackRun('finish'); } }), clock);
+    const a = job(
+      scripted('x', {
+        run: async () => {
+          calls.push('run a');
+          return fallbackRun('finish');
+        },
+      }),
+      clock,
+    );
     const pa = runJob(a, e);
     await flush();
     expect([a.state, e.limiters.run.depth]).toEqual(['queued_run', 1]);
@@ -491,11 +544,23 @@ describe('runJob on its own', () => {
     const { e, clock } = env();
     const seen: string[] = [];
     const busy = () => `${e.limiters.init.busy}${e.limiters.run.busy}${e.limiters.eval.busy}`;
-    const j = job(scripted('x', {
-      init: async () => { seen.push(`init ${busy()}`); return {}; },
-      run: async () => { seen.push(`run ${busy()}`); return fallbackRun('finish'); },
-      eval: async () => { seen.push(`eval ${busy()}`); return { reward: 0.5, resolved: false }; },
-    }), clock);
+    const j = job(
+      scripted('x', {
+        init: async () => {
+          seen.push(`init ${busy()}`);
+          return {};
+        },
+        run: async () => {
+          seen.push(`run ${busy()}`);
+          return fallbackRun('finish');
+        },
+        eval: async () => {
+          seen.push(`eval ${busy()}`);
+          return { reward: 0.5, resolved: false };
+        },
+      }),
+      clock,
+    );
     await expect(runJob(j, e)).resolves.toEqual({ state: 'done', eval: { reward: 0.5, resolved: false } });
     expect(seen).toEqual(['init 100', 'run 010', 'eval 001']);
     expect(busy()).toBe('000');
@@ -598,7 +663,15 @@ describe('Pipeline bookkeeping', () => {
     const config = ServerConfig.parse({ result_ttl_s: 30 });
     const pool = new BackendPool(LlmPoolConfig.parse({}), modelLessClients);
     pool.add('http://127.0.0.1:9');
-    const p = new Pipeline({ config, registry: new HandlerRegistry([stagedHandler(clock)]), pool, tokenizer: qwen3Tokenizer, clock, wallNow: () => wall, log: { debug() {}, info() {}, warn() {}, error() {} } });
+    const p = new Pipeline({
+      config,
+      registry: new HandlerRegistry([stagedHandler(clock)]),
+      pool,
+      tokenizer: qwen3Tokenizer,
+      clock,
+      wallNow: () => wall,
+      log: { debug() {}, info() {}, warn() {}, error() {} },
+    });
     b = { p, clock, warns: [], debugs: [], pool };
     await (await p.submit({ instance: { data_source: 'staged' }, job_id: 'old' })).finished;
     const store = (p as unknown as { done: { size: number } }).done;

@@ -7,7 +7,7 @@ import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { RaasError } from '../../src/protocol/errors.js';
-import { ProcessRequest, } from '../../src/protocol/process.js';
+import { ProcessRequest } from '../../src/protocol/process.js';
 import { HandlerRegistry } from '../../src/server/handlers/registry.js';
 import type { AgentHandler } from '../../src/server/handlers/types.js';
 import { Job, isTerminal, transition } from '../../src/server/pipeline/job.js';
@@ -26,13 +26,25 @@ afterAll(() => {
   for (const d of dirs) rmSync(d, { recursive: true, force: true });
 });
 
-const Inst = z.looseObject({ data_source: z.string().optional(), instance_id: z.union([z.string(), z.number()]).optional(), trajectory_id: z.number().optional(), n: z.number().default(1), m: z.string().optional() });
+const Inst = z.looseObject({
+  data_source: z.string().optional(),
+  instance_id: z.union([z.string(), z.number()]).optional(),
+  trajectory_id: z.number().optional(),
+  n: z.number().default(1),
+  m: z.string().optional(),
+});
 const handler: AgentHandler<z.infer<typeof Inst>> = {
   name: 'unit',
   instance: Inst,
-  async init() { return {}; },
-  async run() { return fallbackRun('finish'); },
-  async eval() { return { reward: 1, resolved: true }; },
+  async init() {
+    return {};
+  },
+  async run() {
+    return fallbackRun('finish');
+  },
+  async eval() {
+    return { reward: 1, resolved: true };
+  },
 };
 
 function job(body: Record<string, unknown> = {}, instance: unknown = undefined): Job {
@@ -40,7 +52,19 @@ function job(body: Record<string, unknown> = {}, instance: unknown = undefined):
   return new Job(request.job_id || 'gen', 'key', request, handler, instance ?? request.instance, 0);
 }
 
-const timing = { init_time: 0, run_time: 0, eval_time: 0, others_time: 0, counted_elapsed: 0, timeout_triggered: false, queued_s: 0, init_s: 0, run_s: 0, eval_s: 0, counted_s: 0 };
+const timing = {
+  init_time: 0,
+  run_time: 0,
+  eval_time: 0,
+  others_time: 0,
+  counted_elapsed: 0,
+  timeout_triggered: false,
+  queued_s: 0,
+  init_s: 0,
+  run_s: 0,
+  eval_s: 0,
+  counted_s: 0,
+};
 
 describe('job state machine', () => {
   it('allows only the documented edges and names an illegal one', () => {
@@ -57,11 +81,20 @@ describe('job state machine', () => {
   it('seeds from sampling_params.seed and the job id, reproducibly; fresh per job without one', () => {
     const a = job({ job_id: 'x', sampling_params: { seed: 5 } });
     expect(a.seed).toBe(seedOf(5, 'x'));
-    expect(job({ job_id: 'x', sampling_params: { seed: 5 } }).seed, 'the same (seed, job_id) gives the same seed in another job').toBe(a.seed);
+    expect(job({ job_id: 'x', sampling_params: { seed: 5 } }).seed, 'the same (seed, job_id) gives the same seed in another job').toBe(
+      a.seed,
+    );
     expect(job({ job_id: 'y', sampling_params: { seed: 5 } }).seed).not.toBe(a.seed);
     const fresh = new Set(Array.from({ length: 8 }, () => job().seed));
     expect(fresh.size).toBeGreaterThan(1);
-    expect(a.info).toEqual({ id: 'x', instance: { data_source: 'unit', instance_id: 'i1' }, samplingParams: { seed: 5 }, groupId: undefined, policyVersion: undefined, seed: a.seed });
+    expect(a.info).toEqual({
+      id: 'x',
+      instance: { data_source: 'unit', instance_id: 'i1' },
+      samplingParams: { seed: 5 },
+      groupId: undefined,
+      policyVersion: undefined,
+      seed: a.seed,
+    });
     expect(a.info).toBe(a.info);
   });
 
@@ -247,36 +280,78 @@ describe('buildResult', () => {
       const j = job();
       j.state = state;
       j.criticalError = critical;
-      j.run = { messages: [{ role: 'assistant', content: 'a' }], tokens: { prompt_ids: [], response_ids: [], response_mask: [], logprobs: [] }, finish_reason: finish } as never;
+      j.run = {
+        messages: [{ role: 'assistant', content: 'a' }],
+        tokens: { prompt_ids: [], response_ids: [], response_mask: [], logprobs: [] },
+        finish_reason: finish,
+      } as never;
       return buildResult(j, { eval: { reward: 1, resolved: true } }, timing);
     };
     expect(ran('max_iterations', 'done')).toMatchObject({ success: false, finish: false, end_properly: true, git_patch: null, reward: 1 });
-    expect(ran('finish', 'failed', 'eval')).toMatchObject({ success: true, finish: true, end_properly: false, reward: 0, resolved: false, filter: true });
+    expect(ran('finish', 'failed', 'eval')).toMatchObject({
+      success: true,
+      finish: true,
+      end_properly: false,
+      reward: 0,
+      resolved: false,
+      filter: true,
+    });
     const init = job();
     init.state = 'failed';
     init.criticalError = 'init';
-    expect(buildResult(init, {}, timing)).toMatchObject({ finish_reason: 'error', success: false, end_properly: false, messages: [], trailing_messages: [] });
+    expect(buildResult(init, {}, timing)).toMatchObject({
+      finish_reason: 'error',
+      success: false,
+      end_properly: false,
+      messages: [],
+      trailing_messages: [],
+    });
   });
 
   it('a finished job: run, eval and hook patches merged in that order; ProRL success, finish, end_properly and filter', () => {
     const j = job({ job_id: 'r1', policy_version: 4 }, { data_source: 'unit', instance_id: 'norm', trajectory_id: 2 });
     j.state = 'done';
     j.run = {
-      messages: [{ role: 'user', content: 'q' }, { role: 'assistant', content: 'a', token_ids: [1], logprobs: [-1] }, { role: 'tool', content: 'obs', input_ids: [5] }],
+      messages: [
+        { role: 'user', content: 'q' },
+        { role: 'assistant', content: 'a', token_ids: [1], logprobs: [-1] },
+        { role: 'tool', content: 'obs', input_ids: [5] },
+      ],
       tokens: { prompt_ids: [1], response_ids: [2], response_mask: [1], logprobs: [-1] },
-      finish_reason: 'finish', artifacts: { git_patch: 'diff --git' }, tools: [{ name: 't' }],
+      finish_reason: 'finish',
+      artifacts: { git_patch: 'diff --git' },
+      tools: [{ name: 't' }],
     } as never;
     j.patches.push({ filter: true, resolved: false });
     const r = buildResult(j, { eval: { reward: 0.5, resolved: true, details: { k: 1 } } }, timing);
     expect(r).toMatchObject({
-      instance_id: 'norm', trajectory_id: 2, git_patch: 'diff --git', job_id: 'r1', data_source: 'unit', policy_version: 4, reward: 0.5,
-      resolved: false, success: true, finish: true, end_properly: true, critical_error: null, error: null, finish_reason: 'finish', num_turns: 1,
-      tools: [{ name: 't' }], details: { k: 1 }, backend: null, weight_versions: [],
+      instance_id: 'norm',
+      trajectory_id: 2,
+      git_patch: 'diff --git',
+      job_id: 'r1',
+      data_source: 'unit',
+      policy_version: 4,
+      reward: 0.5,
+      resolved: false,
+      success: true,
+      finish: true,
+      end_properly: true,
+      critical_error: null,
+      error: null,
+      finish_reason: 'finish',
+      num_turns: 1,
+      tools: [{ name: 't' }],
+      details: { k: 1 },
+      backend: null,
+      weight_versions: [],
     });
     expect(r.filter).toBe(false); // recomputed by ProRL's rule: success means no filter
     expect(r.timing).toBe(timing);
     // messages end with the last assistant one; token fields only on request
-    expect(r.messages).toEqual([{ role: 'user', content: 'q' }, { role: 'assistant', content: 'a' }]);
+    expect(r.messages).toEqual([
+      { role: 'user', content: 'q' },
+      { role: 'assistant', content: 'a' },
+    ]);
     expect(r.trailing_messages).toEqual([{ role: 'tool', content: 'obs' }]);
     expect('traceback' in r).toBe(false);
     const withIds = job({ sampling_params: { return_message_ids: true } });
@@ -299,14 +374,46 @@ describe('buildResult', () => {
     f.traceback = 'Error: boom\n  at x';
     f.run = fallbackRun();
     const r = buildResult(f, { eval: { reward: 1, resolved: true } }, timing);
-    expect(r).toMatchObject({ instance_id: 'i1', trajectory_id: null, reward: 0, resolved: false, success: false, filter: true, end_properly: false, critical_error: 'run', error: 'Error: boom', traceback: 'Error: boom\n  at x', finish_reason: 'error', git_patch: null });
+    expect(r).toMatchObject({
+      instance_id: 'i1',
+      trajectory_id: null,
+      reward: 0,
+      resolved: false,
+      success: false,
+      filter: true,
+      end_properly: false,
+      critical_error: 'run',
+      error: 'Error: boom',
+      traceback: 'Error: boom\n  at x',
+      finish_reason: 'error',
+      git_patch: null,
+    });
     const c = job();
     c.state = 'cancelled';
-    expect(buildResult(c, {}, timing)).toMatchObject({ critical_error: 'cancelled', finish_reason: 'cancelled', filter: true, finish: false, num_turns: 0 });
+    expect(buildResult(c, {}, timing)).toMatchObject({
+      critical_error: 'cancelled',
+      finish_reason: 'cancelled',
+      filter: true,
+      finish: false,
+      num_turns: 0,
+    });
     const t = job();
     t.state = 'timed_out';
-    t.run = { ...fallbackRun('finish'), messages: [{ role: 'assistant', content: 'x' }, { role: 'assistant', content: 'y' }], num_turns: undefined } as never;
-    expect(buildResult(t, { eval: { reward: 1, resolved: true } }, timing)).toMatchObject({ critical_error: 'timeout', finish_reason: 'timeout', reward: 0, num_turns: 2, success: true });
+    t.run = {
+      ...fallbackRun('finish'),
+      messages: [
+        { role: 'assistant', content: 'x' },
+        { role: 'assistant', content: 'y' },
+      ],
+      num_turns: undefined,
+    } as never;
+    expect(buildResult(t, { eval: { reward: 1, resolved: true } }, timing)).toMatchObject({
+      critical_error: 'timeout',
+      finish_reason: 'timeout',
+      reward: 0,
+      num_turns: 2,
+      success: true,
+    });
   });
 
   it("filter_reason: ProRL's rule names the critical error or not_finished; a handler's reason marks a clean job and never replaces a critical error", () => {
@@ -316,14 +423,30 @@ describe('buildResult', () => {
       j.run = fallbackRun(finish);
       return j;
     };
-    expect(buildResult(done('finish'), { eval: { reward: 1, resolved: true } }, timing)).toMatchObject({ filter: false, filter_reason: null });
-    expect(buildResult(done('max_iterations'), { eval: { reward: 0, resolved: false } }, timing)).toMatchObject({ filter: true, filter_reason: 'not_finished' });
+    expect(buildResult(done('finish'), { eval: { reward: 1, resolved: true } }, timing)).toMatchObject({
+      filter: false,
+      filter_reason: null,
+    });
+    expect(buildResult(done('max_iterations'), { eval: { reward: 0, resolved: false } }, timing)).toMatchObject({
+      filter: true,
+      filter_reason: 'not_finished',
+    });
     // The handler's reason wins over ProRL's not_finished and marks a job ProRL's rule keeps; the reward stays.
-    expect(buildResult(done('max_iterations'), { eval: { reward: 1, resolved: true, filter_reason: 'resolved_at_max_iterations' } }, timing)).toMatchObject({ filter: true, filter_reason: 'resolved_at_max_iterations', reward: 1 });
-    expect(buildResult(done('finish'), { eval: { reward: 0, resolved: false, filter_reason: 'grader_tampered' } }, timing)).toMatchObject({ filter: true, filter_reason: 'grader_tampered', reward: 0 });
+    expect(
+      buildResult(done('max_iterations'), { eval: { reward: 1, resolved: true, filter_reason: 'resolved_at_max_iterations' } }, timing),
+    ).toMatchObject({ filter: true, filter_reason: 'resolved_at_max_iterations', reward: 1 });
+    expect(buildResult(done('finish'), { eval: { reward: 0, resolved: false, filter_reason: 'grader_tampered' } }, timing)).toMatchObject({
+      filter: true,
+      filter_reason: 'grader_tampered',
+      reward: 0,
+    });
     const t = done('finish');
     t.state = 'timed_out';
-    expect(buildResult(t, { eval: { reward: 0, resolved: false, filter_reason: 'eval_timeout' } }, timing)).toMatchObject({ filter: true, filter_reason: 'timeout', critical_error: 'timeout' });
+    expect(buildResult(t, { eval: { reward: 0, resolved: false, filter_reason: 'eval_timeout' } }, timing)).toMatchObject({
+      filter: true,
+      filter_reason: 'timeout',
+      critical_error: 'timeout',
+    });
   });
 
   it('end_properly for every normal finish; success as a hook sets it; an init failure is never a success', () => {
@@ -355,7 +478,13 @@ describe('buildResult', () => {
   it('names the backend and the weight version of every turn from the job session; strips each token field on its own', () => {
     const j = job({}, { data_source: 'unit' });
     j.state = 'done';
-    j.session = { backend: 'http://b:1', turns: [{ backend: 'http://a:1', weight_version: 'v1' }, { backend: 'http://b:1', weight_version: 'v2' }] } as never;
+    j.session = {
+      backend: 'http://b:1',
+      turns: [
+        { backend: 'http://a:1', weight_version: 'v1' },
+        { backend: 'http://b:1', weight_version: 'v2' },
+      ],
+    } as never;
     j.run = {
       ...fallbackRun('finish'),
       num_turns: undefined,
@@ -369,7 +498,11 @@ describe('buildResult', () => {
     expect(r.backend).toBe('http://b:1');
     expect(r.weight_versions).toEqual(['v1', 'v2']);
     expect(r.instance_id).toBe('i1'); // the submitted instance's id when the handler's view has none
-    expect(r.messages).toEqual([{ role: 'user', content: 'u' }, { role: 'assistant', content: 'a' }, { role: 'assistant', content: 'b' }]);
+    expect(r.messages).toEqual([
+      { role: 'user', content: 'u' },
+      { role: 'assistant', content: 'a' },
+      { role: 'assistant', content: 'b' },
+    ]);
     expect(r.num_turns).toBe(2); // counted from the assistant messages when the run does not say
     expect(r.tools).toEqual([]);
     expect('details' in r).toBe(false);
@@ -379,15 +512,41 @@ describe('buildResult', () => {
     const j = job({ job_id: 'q' }, { data_source: 'unit' });
     j.state = 'cancelled';
     expect(buildResult(j, {}, timing)).toEqual({
-      instance_id: 'i1', trajectory_id: null, git_patch: null, success: false, finish: false, messages: [], tools: [], end_properly: false,
-      resolved: false, critical_error: 'cancelled', filter: true, filter_reason: 'cancelled', error: null, job_id: 'q', data_source: 'unit', reward: 0, finish_reason: 'cancelled',
-      backend: null, policy_version: null, weight_versions: [], num_turns: 0, timing, tokens: { prompt_ids: [], response_ids: [], response_mask: [], logprobs: [] },
+      instance_id: 'i1',
+      trajectory_id: null,
+      git_patch: null,
+      success: false,
+      finish: false,
+      messages: [],
+      tools: [],
+      end_properly: false,
+      resolved: false,
+      critical_error: 'cancelled',
+      filter: true,
+      filter_reason: 'cancelled',
+      error: null,
+      job_id: 'q',
+      data_source: 'unit',
+      reward: 0,
+      finish_reason: 'cancelled',
+      backend: null,
+      policy_version: null,
+      weight_versions: [],
+      num_turns: 0,
+      timing,
+      tokens: { prompt_ids: [], response_ids: [], response_mask: [], logprobs: [] },
       trailing_messages: [],
     });
-    expect(fallbackRun()).toEqual({ messages: [], tokens: { prompt_ids: [], response_ids: [], response_mask: [], logprobs: [] }, finish_reason: 'error', artifacts: {}, num_turns: 0 });
+    expect(fallbackRun()).toEqual({
+      messages: [],
+      tokens: { prompt_ids: [], response_ids: [], response_mask: [], logprobs: [] },
+      finish_reason: 'error',
+      artifacts: {},
+      num_turns: 0,
+    });
   });
 
-  it('a patch that does not set success leaves ProRL\'s rule in force; an eval without details adds none', () => {
+  it("a patch that does not set success leaves ProRL's rule in force; an eval without details adds none", () => {
     const j = job();
     j.state = 'done';
     j.run = { ...fallbackRun('finish'), artifacts: { git_patch: 42 } } as never;
@@ -511,7 +670,10 @@ describe('ResultStore', () => {
 });
 
 describe('intake', () => {
-  const registry = new HandlerRegistry([handler, { ...handler, name: 'checked', checkInstance: (i: any) => (i.n > 5 ? { ...i, n: 5 } : undefined) } as AgentHandler<any>]);
+  const registry = new HandlerRegistry([
+    handler,
+    { ...handler, name: 'checked', checkInstance: (i: any) => (i.n > 5 ? { ...i, n: 5 } : undefined) } as AgentHandler<any>,
+  ]);
 
   it('resolves the handler, validates the instance with its schema and keeps what checkInstance returns', async () => {
     const a = await admit({ instance: { data_source: 'unit', instance_id: 3, extra: 'kept' }, job_id: 'j' }, registry);
@@ -528,26 +690,67 @@ describe('intake', () => {
 
   it('names the handlers when data_source names none, and says what a missing one means', async () => {
     const e1 = await admit({ instance: { data_source: 'nope' } }, registry).catch((e: RaasError) => e);
-    expect([e1.code, e1.message]).toEqual(['unknown_data_source', 'instance.data_source "nope" names no handler: use one of "checked", "unit"']);
+    expect([e1.code, e1.message]).toEqual([
+      'unknown_data_source',
+      'instance.data_source "nope" names no handler: use one of "checked", "unit"',
+    ]);
     const e2 = await admit({ instance: {} }, registry).catch((e: RaasError) => e);
-    expect(e2.message).toBe('instance.data_source is missing, which means "swebench" (as in ProRL), and no handler has that name: use one of "checked", "unit"');
+    expect(e2.message).toBe(
+      'instance.data_source is missing, which means "swebench" (as in ProRL), and no handler has that name: use one of "checked", "unit"',
+    );
     expect((await admit({ instance: { task: 'unit' } }, registry)).handler.name).toBe('unit');
   });
 
   it('turns schema issues, a throwing schema and a failing checkInstance into invalid_instance naming the field', async () => {
     const e = await admit({ instance: { data_source: 'unit', n: 'x', m: 3 } }, registry).catch((x: RaasError) => x);
     expect(e.code).toBe('invalid_instance');
-    expect(e.message).toBe('unit instance: instance.n: Invalid input: expected number, received string; instance.m: Invalid input: expected string, received number');
-    const throwing = new HandlerRegistry([{ ...handler, name: 'throws', instance: { '~standard': { version: 1, vendor: 'x', validate: () => { throw new Error('schema exploded'); } } } } as never]);
+    expect(e.message).toBe(
+      'unit instance: instance.n: Invalid input: expected number, received string; instance.m: Invalid input: expected string, received number',
+    );
+    const throwing = new HandlerRegistry([
+      {
+        ...handler,
+        name: 'throws',
+        instance: {
+          '~standard': {
+            version: 1,
+            vendor: 'x',
+            validate: () => {
+              throw new Error('schema exploded');
+            },
+          },
+        },
+      } as never,
+    ]);
     const t = await admit({ instance: { data_source: 'throws' } }, throwing).catch((x: RaasError) => x);
     expect([t.code, t.message]).toEqual(['invalid_instance', 'throws instance: schema exploded']);
     expect((t.cause as Error).message).toBe('schema exploded'); // the original stays attached for the log
-    const asyncSchema = new HandlerRegistry([{ ...handler, name: 'async', instance: { '~standard': { version: 1, vendor: 'x', validate: async (v: unknown) => ({ value: { ...(v as object), async: true } }) } } } as never]);
+    const asyncSchema = new HandlerRegistry([
+      {
+        ...handler,
+        name: 'async',
+        instance: {
+          '~standard': { version: 1, vendor: 'x', validate: async (v: unknown) => ({ value: { ...(v as object), async: true } }) },
+        },
+      } as never,
+    ]);
     expect((await admit({ instance: { data_source: 'async' } }, asyncSchema)).instance).toMatchObject({ async: true });
     const own = new RaasError('invalid_instance', 'repo not found: mount it');
     const checks = new HandlerRegistry([
-      { ...handler, name: 'own', checkInstance: () => { throw own; } },
-      { ...handler, name: 'plain', checkInstance: async () => { throw new Error('disk too small'); } },
+      {
+        ...handler,
+        name: 'own',
+        checkInstance: () => {
+          throw own;
+        },
+      },
+      {
+        ...handler,
+        name: 'plain',
+        checkInstance: async () => {
+          throw new Error('disk too small');
+        },
+      },
     ] as never);
     expect(await admit({ instance: { data_source: 'own' } }, checks).catch((x) => x)).toBe(own);
     const p = await admit({ instance: { data_source: 'plain' } }, checks).catch((x: RaasError) => x);
@@ -571,11 +774,19 @@ describe('intake', () => {
 describe('stage sandboxes', () => {
   it('a sandbox that opens after its stage ended is closed at once; closeAll keeps the runtime and survives a failing close', async () => {
     const opened: TrackedSandbox[] = [];
-    const runtime = { open: async () => { const s = new TrackedSandbox(); opened.push(s); return s; } } as unknown as LazySandboxRuntime;
+    const runtime = {
+      open: async () => {
+        const s = new TrackedSandbox();
+        opened.push(s);
+        return s;
+      },
+    } as unknown as LazySandboxRuntime;
     const ss = new StageSandboxes(runtime, { signal: new AbortController().signal });
     const keep = await ss.open({} as never);
     const other = await ss.open({} as never);
-    other.close = async () => { throw new Error('already gone'); };
+    other.close = async () => {
+      throw new Error('already gone');
+    };
     expect(ss.count).toBe(2);
     await ss.closeAll(keep);
     expect(keep.closed).toBe(0);

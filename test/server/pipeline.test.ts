@@ -11,7 +11,13 @@ describe('pipeline through the HTTP API', () => {
 
   beforeAll(async () => {
     srv = await startRolloutServer(
-      { port: 0, log_level: 'silent', workers: { init: 2, run: 1, eval: 2 }, max_queued_jobs: 3, llm: { backends: [{ address: 'http://127.0.0.1:9' }] } },
+      {
+        port: 0,
+        log_level: 'silent',
+        workers: { init: 2, run: 1, eval: 2 },
+        max_queued_jobs: 3,
+        llm: { backends: [{ address: 'http://127.0.0.1:9' }] },
+      },
       { clock, handlers: [stagedHandler(clock)] },
     );
   });
@@ -24,29 +30,73 @@ describe('pipeline through the HTTP API', () => {
   });
 
   it('moves a job through INIT, RUN and EVAL and answers with the merged result', async () => {
-    const pending = process({ instance_id: 'i1', init_ms: 100, run_ms: 200, eval_ms: 300, runtime: true }, { job_id: 'life-1', policy_version: 3 });
+    const pending = process(
+      { instance_id: 'i1', init_ms: 100, run_ms: 200, eval_ms: 300, runtime: true },
+      { job_id: 'life-1', policy_version: 3 },
+    );
     await clock.advance(700);
     const r = await pending;
     expect(r.status).toBe(200);
     expect(stageLog).toEqual(['life-1:init', 'life-1:run', 'life-1:eval']);
     const res = r.body;
-    expect(res).toMatchObject({ job_id: 'life-1', instance_id: 'i1', data_source: 'staged', critical_error: null, success: true, finish: true, end_properly: true, resolved: true, reward: 1, finish_reason: 'finish', policy_version: 3, num_turns: 1 });
+    expect(res).toMatchObject({
+      job_id: 'life-1',
+      instance_id: 'i1',
+      data_source: 'staged',
+      critical_error: null,
+      success: true,
+      finish: true,
+      end_properly: true,
+      resolved: true,
+      reward: 1,
+      finish_reason: 'finish',
+      policy_version: 3,
+      num_turns: 1,
+    });
     expect(res.messages[0].content).toBe('saw runtime=yes init={"stage":"init"}');
-    expect(res.timing).toMatchObject({ init_s: 0.1, run_s: 0.2, eval_s: 0.3, init_time: 0.1, run_time: 0.2, eval_time: 0.3, timeout_triggered: false });
+    expect(res.timing).toMatchObject({
+      init_s: 0.1,
+      run_s: 0.2,
+      eval_s: 0.3,
+      init_time: 0.1,
+      run_time: 0.2,
+      eval_time: 0.3,
+      timeout_triggered: false,
+    });
     expect(res.timing.counted_s).toBeCloseTo(0.6, 5);
     expect(res.timing.counted_elapsed).toBeCloseTo(0.6, 5);
     expect(res.timing.others_time).toBe(res.timing.queued_s);
     // The runtime was closed right after RUN, before EVAL.
     expect(TrackedSandbox.opened[0].closed).toBe(1);
     // Every ProRL key is present.
-    for (const k of ['instance_id', 'trajectory_id', 'git_patch', 'success', 'finish', 'messages', 'tools', 'end_properly', 'resolved', 'critical_error', 'filter', 'error']) expect(res).toHaveProperty(k);
+    for (const k of [
+      'instance_id',
+      'trajectory_id',
+      'git_patch',
+      'success',
+      'finish',
+      'messages',
+      'tools',
+      'end_properly',
+      'resolved',
+      'critical_error',
+      'filter',
+      'error',
+    ])
+      expect(res).toHaveProperty(k);
     const j = await get(`${srv.url}/jobs/life-1`);
     expect(j.body).toMatchObject({ job_id: 'life-1', state: 'done', result: { reward: 1 } });
   });
 
   it('ends the job on an INIT failure with the fallback result', async () => {
     const r = await process({ fail: 'init' }, { job_id: 'f-init' });
-    expect(r.body).toMatchObject({ critical_error: 'init', success: false, filter: true, error: 'init fallback: init failed on purpose', reward: 0 });
+    expect(r.body).toMatchObject({
+      critical_error: 'init',
+      success: false,
+      filter: true,
+      error: 'init fallback: init failed on purpose',
+      reward: 0,
+    });
     expect(r.body.traceback).toMatch(/^Error: init failed on purpose\n\s+at /);
     expect(stageLog).toEqual(['f-init:init']);
     expect((await get(`${srv.url}/jobs/f-init`)).body.state).toBe('failed');
@@ -56,12 +106,26 @@ describe('pipeline through the HTTP API', () => {
     const r = await process({ fail: 'run', runtime: true }, { job_id: 'f-run' });
     expect(stageLog).toEqual(['f-run:init', 'f-run:run', 'f-run:eval']);
     // EVAL graded the fallback run as resolved with reward 1; a failed rollout still has reward 0.
-    expect(r.body).toMatchObject({ critical_error: 'run', error: 'run fallback: run failed on purpose', finish_reason: 'error', resolved: false, reward: 0, filter: true, details: { run_finish: 'error' } });
+    expect(r.body).toMatchObject({
+      critical_error: 'run',
+      error: 'run fallback: run failed on purpose',
+      finish_reason: 'error',
+      resolved: false,
+      reward: 0,
+      filter: true,
+      details: { run_finish: 'error' },
+    });
     expect(r.body.traceback).toContain('run failed on purpose');
     expect(TrackedSandbox.opened[0].closed).toBe(1);
     const e = await process({ fail: 'eval' }, { job_id: 'f-eval' });
     // The hook's reward -1 gives way to 0 too; the run itself succeeded.
-    expect(e.body).toMatchObject({ critical_error: 'eval', reward: 0, success: true, filter: true, error: 'eval fallback: eval failed on purpose' });
+    expect(e.body).toMatchObject({
+      critical_error: 'eval',
+      reward: 0,
+      success: true,
+      filter: true,
+      error: 'eval fallback: eval failed on purpose',
+    });
   });
 
   it('counts only in-stage time toward timeout_s, never queue waiting', async () => {
@@ -129,7 +193,10 @@ describe('pipeline through the HTTP API', () => {
   ])('cancel in %s releases the held answer at once', async (_label, instance, state) => {
     const id = `c-${state}-${Math.random().toString(36).slice(2, 7)}`;
     // Keep the INIT pool busy so a "queued" job stays queued.
-    const holders = state === 'queued_init' ? [process({ init_ms: 60_000 }, { job_id: `${id}-h1` }), process({ init_ms: 60_000 }, { job_id: `${id}-h2` })] : [];
+    const holders =
+      state === 'queued_init'
+        ? [process({ init_ms: 60_000 }, { job_id: `${id}-h1` }), process({ init_ms: 60_000 }, { job_id: `${id}-h2` })]
+        : [];
     await clock.advance(50);
     const held = process(instance, { job_id: id });
     for (let i = 0; i < 50 && (await get(`${srv.url}/jobs/${id}`)).body?.state !== state; i++) await clock.advance(50);
@@ -177,7 +244,10 @@ describe('pipeline through the HTTP API', () => {
     expect(c.body).toEqual({ status: 'ok', job_id: 'never-seen', cancelled: false, state: 'unknown' });
     const j = await get(`${srv.url}/jobs/never-seen`);
     expect(j.status).toBe(404);
-    expect(j.body).toEqual({ error: { code: 'job_not_found', message: expect.stringContaining('never-seen') }, detail: expect.any(String) });
+    expect(j.body).toEqual({
+      error: { code: 'job_not_found', message: expect.stringContaining('never-seen') },
+      detail: expect.any(String),
+    });
   });
 
   it('answers 503 queue_full with Retry-After once max_queued_jobs wait', async () => {
@@ -197,7 +267,11 @@ describe('pipeline through the HTTP API', () => {
   });
 
   it('/stop cancels every job and closes every runtime; /start opens intake again', async () => {
-    const held = [process({ run_ms: 60_000, runtime: true }, { job_id: 's1' }), process({ init_ms: 60_000, runtime: true }, { job_id: 's2' }), process({}, { job_id: 's3' })];
+    const held = [
+      process({ run_ms: 60_000, runtime: true }, { job_id: 's1' }),
+      process({ init_ms: 60_000, runtime: true }, { job_id: 's2' }),
+      process({}, { job_id: 's3' }),
+    ];
     await clock.advance(100);
     const stopping = post(`${srv.url}/stop`);
     await clock.advance(200);
@@ -224,7 +298,15 @@ describe('pipeline through the HTTP API', () => {
     await clock.advance(200);
     expect((await rerun).body.critical_error).toBeNull();
     const st = await get(`${srv.url}/status`);
-    expect(st.body).toMatchObject({ status: 'running', running: true, pending_jobs: 0, jobs: 0, queued: 0, in_stage: 0, workers: { init: { size: 2, busy: 0 }, run: { size: 1 }, eval: { size: 2 } } });
+    expect(st.body).toMatchObject({
+      status: 'running',
+      running: true,
+      pending_jobs: 0,
+      jobs: 0,
+      queued: 0,
+      in_stage: 0,
+      workers: { init: { size: 2, busy: 0 }, run: { size: 1 }, eval: { size: 2 } },
+    });
   });
 
   it('answers 503 no_llm_backends while the pool is empty', async () => {

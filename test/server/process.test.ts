@@ -12,7 +12,11 @@ const fixture = path.join(root, 'test/server/fixtures/slow-handler.mjs');
 
 /** Starts `raas serve` as a real process and waits for its URL. */
 async function serve(args: string[]): Promise<{ child: ChildProcess; url: string; exited: Promise<number | null> }> {
-  const child = spawn(process.execPath, [cli, 'serve', '--port', '0', '--log-level', 'silent', '--handler', fixture, '--llm', 'http://127.0.0.1:9', ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(
+    process.execPath,
+    [cli, 'serve', '--port', '0', '--log-level', 'silent', '--handler', fixture, '--llm', 'http://127.0.0.1:9', ...args],
+    { stdio: ['ignore', 'pipe', 'pipe'] },
+  );
   children.push(child);
   const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
   let out = '';
@@ -42,7 +46,9 @@ describe('raas serve as a process', () => {
 
   it('SIGTERM with jobs in flight answers every waiter and exits 0', async () => {
     const s = await serve([]);
-    const held = Array.from({ length: 6 }, (_, i) => post(`${s.url}/process`, { instance: { data_source: 'slow', [i % 2 ? 'run_ms' : 'init_ms']: 60_000 }, job_id: `term-${i}` }));
+    const held = Array.from({ length: 6 }, (_, i) =>
+      post(`${s.url}/process`, { instance: { data_source: 'slow', [i % 2 ? 'run_ms' : 'init_ms']: 60_000 }, job_id: `term-${i}` }),
+    );
     for (let i = 0; i < 100 && (await get(`${s.url}/status`)).body.in_stage < 6; i++) await new Promise((r) => setTimeout(r, 50));
     s.child.kill('SIGTERM');
     const answers = await Promise.all(held);
@@ -69,7 +75,11 @@ describe('raas serve as a process', () => {
     expect(lost.status).toBe(404);
     expect(lost.body.error.code).toBe('job_not_found');
     // Resubmitting a finished id with attach: true answers the stored result instead of running it again.
-    const again = await post(`${b.url}/process`, { instance: { data_source: 'slow', instance_id: 'kept' }, job_id: 'kept-1', attach: true });
+    const again = await post(`${b.url}/process`, {
+      instance: { data_source: 'slow', instance_id: 'kept' },
+      job_id: 'kept-1',
+      attach: true,
+    });
     expect(again.body).toEqual(done.body);
     // The lost job is resubmitted with the same id and runs.
     const rerun = await post(`${b.url}/process`, { instance: { data_source: 'slow' }, job_id: 'lost-1' });

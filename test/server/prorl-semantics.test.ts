@@ -30,7 +30,13 @@ const trailing: AgentHandler<Record<string, unknown>> = {
         { role: 'assistant', content: 'done', tool_calls: [{ name: 'finish', arguments: {} }], token_ids: [7, 8], logprobs: [-0.1, -0.2] },
         { role: 'tool', content: 'finished', tool_call_id: 'call_0' },
       ],
-      tokens: { prompt_ids: [1], response_ids: [7, 8], response_mask: [1, 1], logprobs: [-0.1, -0.2], spans: [{ message_index: 1, start: 0, end: 2 }] },
+      tokens: {
+        prompt_ids: [1],
+        response_ids: [7, 8],
+        response_mask: [1, 1],
+        logprobs: [-0.1, -0.2],
+        spans: [{ message_index: 1, start: 0, end: 2 }],
+      },
       finish_reason: 'finish',
       artifacts: {},
     };
@@ -44,12 +50,23 @@ describe('ProRL semantics by default', () => {
   let sim: SimHandle;
   let srv: RolloutServer;
   const chat = (instance: Record<string, unknown>, sampling: Record<string, unknown> = {}, extra: Record<string, unknown> = {}) =>
-    post(`${srv.url}/process`, { instance: { data_source: 'chat', ...instance }, sampling_params: { temperature: 1, max_tokens_per_turn: 24, ...sampling }, ...extra });
-  const text = (r: { body: { messages: Array<{ role: string; content: string }> } }) => r.body.messages.filter((m) => m.role === 'assistant').map((m) => m.content).join('|');
+    post(`${srv.url}/process`, {
+      instance: { data_source: 'chat', ...instance },
+      sampling_params: { temperature: 1, max_tokens_per_turn: 24, ...sampling },
+      ...extra,
+    });
+  const text = (r: { body: { messages: Array<{ role: string; content: string }> } }) =>
+    r.body.messages
+      .filter((m) => m.role === 'assistant')
+      .map((m) => m.content)
+      .join('|');
 
   beforeAll(async () => {
     sim = await startSim({ seed: 5, filler: { median_tokens: 16, sigma: 0.3, max_tokens: 24 } });
-    srv = await startRolloutServer({ port: 0, log_level: 'silent', llm: { backends: [{ address: `${sim.url}/v1` }] } }, { handlers: [trailing] });
+    srv = await startRolloutServer(
+      { port: 0, log_level: 'silent', llm: { backends: [{ address: `${sim.url}/v1` }] } },
+      { handlers: [trailing] },
+    );
   }, 60_000);
   afterAll(async () => {
     await srv?.close();
@@ -59,7 +76,9 @@ describe('ProRL semantics by default', () => {
   it('three samples of one instance under one job id are three rollouts, sampled anew without a seed', async () => {
     // gym app.py:326,346: job_id = instance_id for every repeat, sent concurrently; ss:608 takes the
     // id as given and ss:625-626 has no duplicate check: every /process is a job of its own.
-    const ps = await Promise.all([0, 1, 2].map(() => chat({ instance_id: 'astropy__astropy-12907', turns: 2 }, {}, { job_id: 'astropy__astropy-12907' })));
+    const ps = await Promise.all(
+      [0, 1, 2].map(() => chat({ instance_id: 'astropy__astropy-12907', turns: 2 }, {}, { job_id: 'astropy__astropy-12907' })),
+    );
     for (const r of ps) expect(r.status).toBe(200);
     expect(ps.map((r) => r.body.job_id)).toEqual(Array(3).fill('astropy__astropy-12907'));
     expect(new Set(ps.map(text)).size).toBe(3);
@@ -78,7 +97,10 @@ describe('ProRL semantics by default', () => {
   it('"unknown" reused for different instances, at once and after each other', async () => {
     // gym app.py:326: metadata.get("instance_id", "unknown") — rows without an id share it.
     const ps = await Promise.all(['u1', 'u2'].map((id) => chat({ instance_id: id }, {}, { job_id: 'unknown' })));
-    expect(ps.map((r) => [r.status, r.body.instance_id])).toEqual([[200, 'u1'], [200, 'u2']]);
+    expect(ps.map((r) => [r.status, r.body.instance_id])).toEqual([
+      [200, 'u1'],
+      [200, 'u2'],
+    ]);
     const later = await chat({ instance_id: 'u3' }, {}, { job_id: 'unknown' });
     expect([later.status, later.body.instance_id, later.body.job_id]).toEqual([200, 'u3', 'unknown']);
   });
@@ -95,11 +117,21 @@ describe('ProRL semantics by default', () => {
     const lines: Array<{ level: string; obj: unknown }> = [];
     const at = (level: string) => (obj: unknown) => void lines.push({ level, obj });
     const config = ServerConfig.parse({});
-    const p = new Pipeline({ config, registry: new HandlerRegistry(), pool: new BackendPool(config.llm, defaultClientFactory({})), tokenizer: qwen3Tokenizer, clock: systemClock, log: { debug: at('debug'), info: at('info'), warn: at('warn'), error: at('error') } });
+    const p = new Pipeline({
+      config,
+      registry: new HandlerRegistry(),
+      pool: new BackendPool(config.llm, defaultClientFactory({})),
+      tokenizer: qwen3Tokenizer,
+      clock: systemClock,
+      log: { debug: at('debug'), info: at('info'), warn: at('warn'), error: at('error') },
+    });
     try {
       // An unknown data_source stops these before any job starts; the keys were read first.
       for (const extra of ['a', 'b', 'a']) await p.submit({ instance: { data_source: 'nope' }, [extra]: 1 }).catch(() => undefined);
-      expect(lines).toEqual([{ level: 'debug', obj: { key: 'a' } }, { level: 'debug', obj: { key: 'b' } }]);
+      expect(lines).toEqual([
+        { level: 'debug', obj: { key: 'a' } },
+        { level: 'debug', obj: { key: 'b' } },
+      ]);
     } finally {
       await p.close();
     }
@@ -107,12 +139,27 @@ describe('ProRL semantics by default', () => {
 
   it('a missing data_source means the swebench handler', async () => {
     // asp:774: instance.get('data_source', 'swebench'); gym app.py:329 sends the SWE-bench row as is.
-    const row = { instance_id: 'django__django-11099', repo: 'django/django', base_commit: 'ef082ebb84f00e38af4e8880d04e8365c2766d34', problem_statement: 'x', FAIL_TO_PASS: '["t"]', PASS_TO_PASS: '[]' };
+    const row = {
+      instance_id: 'django__django-11099',
+      repo: 'django/django',
+      base_commit: 'ef082ebb84f00e38af4e8880d04e8365c2766d34',
+      problem_statement: 'x',
+      FAIL_TO_PASS: '["t"]',
+      PASS_TO_PASS: '[]',
+    };
     const r = await post(`${srv.url}/process`, { instance: row, sampling_params: {}, job_id: 'django__django-11099' });
     // The swe handler runs it; nothing here provides the repository, so INIT fails: 200 with
     // critical_error "init", filter true, messages [], a traceback (nu:397-422).
     expect(r.status).toBe(200);
-    expect(r.body).toMatchObject({ data_source: 'swe', instance_id: 'django__django-11099', critical_error: 'init', success: false, filter: true, reward: 0, messages: [] });
+    expect(r.body).toMatchObject({
+      data_source: 'swe',
+      instance_id: 'django__django-11099',
+      critical_error: 'init',
+      success: false,
+      filter: true,
+      reward: 0,
+      messages: [],
+    });
     expect(r.body.traceback).toBeTypeOf('string');
   });
 
@@ -131,7 +178,19 @@ describe('ProRL semantics by default', () => {
     expect(r).toMatchObject({ critical_error: null, success: true, filter: false, finish: true });
     expect(r).not.toHaveProperty('traceback');
     // tmr:130-146: ProRL's timing keys, nested under timing (asp:390-393); ours alongside.
-    for (const k of ['init_time', 'run_time', 'eval_time', 'others_time', 'counted_elapsed', 'queued_s', 'init_s', 'run_s', 'eval_s', 'counted_s']) expect(typeof r.timing[k]).toBe('number');
+    for (const k of [
+      'init_time',
+      'run_time',
+      'eval_time',
+      'others_time',
+      'counted_elapsed',
+      'queued_s',
+      'init_s',
+      'run_s',
+      'eval_s',
+      'counted_s',
+    ])
+      expect(typeof r.timing[k]).toBe('number');
     expect(r.timing.timeout_triggered).toBe(false);
     expect(r.timing.counted_elapsed).toBeCloseTo(r.timing.init_time + r.timing.run_time + r.timing.eval_time, 3);
     // nu:309-325: token_ids, input_ids and logprobs only under token_level_generation.
@@ -154,7 +213,17 @@ describe('ProRL semantics by default', () => {
   it('/status: status "running", running a boolean, pending_jobs; our counts under other keys', async () => {
     // ss:480-505 and asp:838-866: {status: "running", pending_jobs, running: bool, jobs, init, run, eval}.
     const st = (await get(`${srv.url}/status`)).body;
-    expect(st).toMatchObject({ status: 'running', running: true, pending_jobs: 0, jobs: 0, init: 0, run: 0, eval: 0, queued: 0, in_stage: 0 });
+    expect(st).toMatchObject({
+      status: 'running',
+      running: true,
+      pending_jobs: 0,
+      jobs: 0,
+      init: 0,
+      run: 0,
+      eval: 0,
+      queued: 0,
+      in_stage: 0,
+    });
   });
 
   it('/cancel of an id the server does not know answers 200', async () => {
@@ -187,7 +256,11 @@ describe('a failed rollout', () => {
   let srv: RolloutServer;
   beforeAll(async () => {
     // A backend nothing listens on, no retries: RUN fails at its first LLM call.
-    srv = await startRolloutServer({ port: 0, log_level: 'silent', llm: { backends: [{ address: 'http://127.0.0.1:9' }], retries: 0, max_moves: 0 } });
+    srv = await startRolloutServer({
+      port: 0,
+      log_level: 'silent',
+      llm: { backends: [{ address: 'http://127.0.0.1:9' }], retries: 0, max_moves: 0 },
+    });
   });
   afterAll(async () => {
     await srv?.close();
@@ -195,7 +268,8 @@ describe('a failed rollout', () => {
 
   it('has reward 0, resolved false, filter true and a traceback, even when EVAL would have paid', async () => {
     // pass_rate 1: the chat handler's EVAL grades reward 1 whatever RUN did.
-    const r = (await post(`${srv.url}/process`, { instance: { data_source: 'chat', instance_id: 'dead', pass_rate: 1 }, job_id: 'dead' })).body;
+    const r = (await post(`${srv.url}/process`, { instance: { data_source: 'chat', instance_id: 'dead', pass_rate: 1 }, job_id: 'dead' }))
+      .body;
     // nu:425-485: a RUN exception gives critical_error "run", resolved False, success False, a traceback.
     expect(r).toMatchObject({ critical_error: 'run', reward: 0, resolved: false, success: false, filter: true });
     expect(r.error).toMatch(/backend/);

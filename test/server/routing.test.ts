@@ -75,8 +75,20 @@ describe('routing under 1,000 concurrent chat jobs', () => {
   const acquisitions: Array<{ chosen: number; min: number; group?: string }> = [];
 
   beforeAll(async () => {
-    for (let i = 0; i < 4; i++) sims.push(await startSim({ seed: i, latency: { overhead_ms: 3, decode_ms_per_token: 0.2 }, filler: { median_tokens: 6, sigma: 0.3, max_tokens: 16 } }));
-    srv = await startRolloutServer({ port: 0, log_level: 'silent', workers: { init: 64, run: 256, eval: 64 }, llm: { affinity_margin: 8 } });
+    for (let i = 0; i < 4; i++)
+      sims.push(
+        await startSim({
+          seed: i,
+          latency: { overhead_ms: 3, decode_ms_per_token: 0.2 },
+          filler: { median_tokens: 6, sigma: 0.3, max_tokens: 16 },
+        }),
+      );
+    srv = await startRolloutServer({
+      port: 0,
+      log_level: 'silent',
+      workers: { init: 64, run: 256, eval: 64 },
+      llm: { affinity_margin: 8 },
+    });
     for (const [i, s] of sims.entries()) await post(`${srv.url}/add_llm_server`, { address: s.url, weight_version: `w${i}` });
     // Observe the real pool's decisions: the loads at the moment of each assignment.
     const pool = srv.pool;
@@ -98,7 +110,11 @@ describe('routing under 1,000 concurrent chat jobs', () => {
     const groupOf = (i: number) => (i < 496 ? undefined : `g${Math.floor(i / 8)}`);
     const answers = await Promise.all(
       Array.from({ length: 1000 }, (_, i) =>
-        post(`${srv.url}/process`, { instance: { data_source: 'chat', instance_id: `c${i}`, turns: 2 }, sampling_params: { max_tokens_per_turn: 6, seed: 1 }, ...(groupOf(i) ? { group_id: groupOf(i) } : {}) }),
+        post(`${srv.url}/process`, {
+          instance: { data_source: 'chat', instance_id: `c${i}`, turns: 2 },
+          sampling_params: { max_tokens_per_turn: 6, seed: 1 },
+          ...(groupOf(i) ? { group_id: groupOf(i) } : {}),
+        }),
       ),
     );
     const results = answers.map((a) => {

@@ -45,7 +45,12 @@ describe('the pipeline closes the sandboxes each stage opened', () => {
           ctx.signal.addEventListener('abort', () => reject(ctx.signal.reason));
         });
       }
-      return { messages: [], tokens: { prompt_ids: [], response_ids: [], response_mask: [], logprobs: [] }, finish_reason: 'finish', artifacts: {} };
+      return {
+        messages: [],
+        tokens: { prompt_ids: [], response_ids: [], response_mask: [], logprobs: [] },
+        finish_reason: 'finish',
+        artifacts: {},
+      };
     },
     async eval(ctx) {
       openAt.runtimeDuringEval = alive((opened.runtime as unknown as { pid?: number }).pid);
@@ -90,6 +95,9 @@ describe('the pipeline closes the sandboxes each stage opened', () => {
   }, 60_000);
 
   it('refuses a bad sandbox setting at start, naming the key', async () => {
-    await expect(startRolloutServer({ port: 0, log_level: 'silent', sandbox: { runtime: 'docker' } })).rejects.toMatchObject({ code: 'config_invalid', message: expect.stringContaining('sandbox.runtime') });
+    await expect(startRolloutServer({ port: 0, log_level: 'silent', sandbox: { runtime: 'docker' } })).rejects.toMatchObject({
+      code: 'config_invalid',
+      message: expect.stringContaining('sandbox.runtime'),
+    });
   });
 });

@@ -61,11 +61,22 @@ describe('server config and handler modules', () => {
     const file = path.join(dir, 'server.yaml');
     await writeFile(file, 'port: 9100\nworkers:\n  run: 8\nllm:\n  routing: assigned\n');
     const { config } = await loadServerConfig(file, { port: 9200, llm: { affinity_margin: 2 } });
-    expect(config).toMatchObject({ host: '127.0.0.1', port: 9200, workers: { init: 16, run: 8, eval: 16 }, timeout_s: 600, result_ttl_s: 3600, max_queued_jobs: 4096, body_limit_bytes: 8 * 1024 * 1024, llm: { routing: 'assigned', affinity_margin: 2, group_affinity: true } });
+    expect(config).toMatchObject({
+      host: '127.0.0.1',
+      port: 9200,
+      workers: { init: 16, run: 8, eval: 16 },
+      timeout_s: 600,
+      result_ttl_s: 3600,
+      max_queued_jobs: 4096,
+      body_limit_bytes: 8 * 1024 * 1024,
+      llm: { routing: 'assigned', affinity_margin: 2, group_affinity: true },
+    });
     await writeFile(file, 'workers:\n  run: many\n');
     await expect(loadServerConfig(file)).rejects.toMatchObject({ code: 'config_invalid', message: expect.stringContaining('workers.run') });
     await writeFile(file, 'wokers: 3\n');
-    await expect(loadServerConfig(file)).rejects.toMatchObject({ message: expect.stringContaining('`wokers`: unknown key; did you mean `workers`?') });
+    await expect(loadServerConfig(file)).rejects.toMatchObject({
+      message: expect.stringContaining('`wokers`: unknown key; did you mean `workers`?'),
+    });
     await writeFile(file, '- a\n- b\n');
     await expect(loadServerConfig(file)).rejects.toMatchObject({ message: expect.stringContaining('mapping') });
     await expect(loadServerConfig(path.join(dir, 'missing.yaml'))).rejects.toMatchObject({ code: 'config_invalid' });
@@ -73,7 +84,10 @@ describe('server config and handler modules', () => {
 
   it('loads handler modules by path (a handler or an array) and refuses malformed ones', async () => {
     const good = path.join(dir, 'one.mjs');
-    await writeFile(good, `export default { name: 'one', instance: { '~standard': { version: 1, vendor: 't', validate: (v) => ({ value: v }) } }, init: async () => ({}), run: async () => ({}), eval: async () => ({ reward: 0, resolved: false }) };`);
+    await writeFile(
+      good,
+      `export default { name: 'one', instance: { '~standard': { version: 1, vendor: 't', validate: (v) => ({ value: v }) } }, init: async () => ({}), run: async () => ({}), eval: async () => ({ reward: 0, resolved: false }) };`,
+    );
     const handlers = await loadHandlerModules(['one.mjs', path.join(process.cwd(), 'test/server/fixtures/slow-handler.mjs')], dir);
     expect(handlers.map((h) => h.name)).toEqual(['one', 'slow']);
     const reg = new HandlerRegistry(handlers);
@@ -81,7 +95,13 @@ describe('server config and handler modules', () => {
     expect(() => reg.register(handlers[0])).toThrow(/already registered/);
     const bad = path.join(dir, 'bad.mjs');
     await writeFile(bad, `export default { name: 'bad', init() {} };`);
-    await expect(loadHandlerModules([bad])).rejects.toMatchObject({ code: 'config_invalid', message: expect.stringMatching(/instance.*run\(\).*eval\(\)/) });
-    await expect(loadHandlerModules([path.join(dir, 'nope.mjs')])).rejects.toMatchObject({ code: 'config_invalid', message: expect.stringContaining('cannot load') });
+    await expect(loadHandlerModules([bad])).rejects.toMatchObject({
+      code: 'config_invalid',
+      message: expect.stringMatching(/instance.*run\(\).*eval\(\)/),
+    });
+    await expect(loadHandlerModules([path.join(dir, 'nope.mjs')])).rejects.toMatchObject({
+      code: 'config_invalid',
+      message: expect.stringContaining('cannot load'),
+    });
   });
 });

@@ -149,7 +149,9 @@ function checkAgainstBackend(r: Batch['groups'][number]['rollouts'][number], sim
     const prompt = [...t.prompt_ids, ...t.response_ids.slice(0, s.start)];
     const generated = t.response_ids.slice(s.start, s.end);
     expect(t.response_mask.slice(s.start, s.end).every((m) => m === 1)).toBe(true);
-    const entry = sim.requestLog.find((e) => e.prompt_ids.length === prompt.length && e.prompt_ids.every((x, i) => x === prompt[i]) && sameIds(e.ids, generated));
+    const entry = sim.requestLog.find(
+      (e) => e.prompt_ids.length === prompt.length && e.prompt_ids.every((x, i) => x === prompt[i]) && sameIds(e.ids, generated),
+    );
     expect(entry, `${r.job_id}: no backend answer matches the span [${s.start}, ${s.end})`).toBeDefined();
     expect(t.logprobs.slice(s.start, s.end)).toEqual(entry!.logprobs);
     expect(r.messages![s.message_index]!.token_ids).toEqual(generated);

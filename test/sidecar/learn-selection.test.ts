@@ -34,7 +34,9 @@ function learn(args: string[]): Promise<{ code: number | null; out: string; step
   const metrics = path.join(dir, `${args.join('_').replace(/\W+/g, '')}.jsonl`);
   return new Promise((resolve, reject) => {
     const child = spawn(numpyPython(), [path.join(root, 'examples/python/learn.py'), ...args, '--metrics', metrics], {
-      cwd: root, env: { ...process.env, RAAS_NODE: process.execPath, PYTHONDONTWRITEBYTECODE: '1' }, stdio: ['ignore', 'pipe', 'pipe'],
+      cwd: root,
+      env: { ...process.env, RAAS_NODE: process.execPath, PYTHONDONTWRITEBYTECODE: '1' },
+      stdio: ['ignore', 'pipe', 'pipe'],
     });
     let out = '';
     child.stdout.on('data', (d: Buffer) => (out += d.toString('utf8')));
@@ -43,7 +45,10 @@ function learn(args: string[]): Promise<{ code: number | null; out: string; step
     child.once('exit', (code) => {
       let steps: Step[] = [];
       try {
-        steps = readFileSync(metrics, 'utf8').trim().split('\n').map((l) => JSON.parse(l) as Step);
+        steps = readFileSync(metrics, 'utf8')
+          .trim()
+          .split('\n')
+          .map((l) => JSON.parse(l) as Step);
       } catch {
         // no metrics: the assertions below print the output
       }
@@ -62,7 +67,8 @@ function rolloutsToTarget(steps: Step[]): number {
   let prev = { rollouts: 0, reward: 1 / 11 }; // the uniform table before step 0
   for (const s of steps) {
     sum += s.jobs_submitted;
-    if (s.policy_reward >= TARGET) return prev.rollouts + ((sum - prev.rollouts) * (TARGET - prev.reward)) / (s.policy_reward - prev.reward);
+    if (s.policy_reward >= TARGET)
+      return prev.rollouts + ((sum - prev.rollouts) * (TARGET - prev.reward)) / (s.policy_reward - prev.reward);
     prev = { rollouts: sum, reward: s.policy_reward };
   }
   return Infinity;
@@ -73,7 +79,12 @@ function rolloutsToTarget(steps: Step[]): number {
 // 1027/1013, 1060/879, 1594/1500, 1248/1549 (totals 4929/4941). On this uniform task selection is
 // neutral; the claim made is that it does not cost learning, summed over four seeds within 10 %.
 // Its saving on skewed difficulty is measured by bench:select, not asserted here.
-const SEEDS = [[0, 'drain'], [1, 'none'], [2, 'drain'], [3, 'none']] as const;
+const SEEDS = [
+  [0, 'drain'],
+  [1, 'none'],
+  [2, 'drain'],
+  [3, 'none'],
+] as const;
 const TOLERANCE = 1.1;
 
 describe('examples/python/learn.py with selection: selection does not cost learning', () => {
@@ -96,7 +107,10 @@ describe('examples/python/learn.py with selection: selection does not cost learn
       rows.push({ seed, none: rolloutsToTarget(none.steps), history: rolloutsToTarget(hist.steps), skipped });
     }
     const total = (k: 'none' | 'history') => rows.reduce((x, r) => x + r[k], 0);
-    for (const r of rows) console.log(`seed ${r.seed}: rollouts to policy reward ${TARGET}: none ${r.none.toFixed(0)}, history ${r.history.toFixed(0)}; skipped ${r.skipped}`);
+    for (const r of rows)
+      console.log(
+        `seed ${r.seed}: rollouts to policy reward ${TARGET}: none ${r.none.toFixed(0)}, history ${r.history.toFixed(0)}; skipped ${r.skipped}`,
+      );
     console.log(`total: none ${total('none').toFixed(0)}, history ${total('history').toFixed(0)}`);
     for (const r of rows) {
       expect(r.none).toBeLessThan(Infinity);

@@ -47,7 +47,10 @@ function learn(args: string[]): Promise<{ code: number | null; out: string; step
     child.once('exit', (code) => {
       let steps: Step[] = [];
       try {
-        steps = readFileSync(metrics, 'utf8').trim().split('\n').map((l) => JSON.parse(l) as Step);
+        steps = readFileSync(metrics, 'utf8')
+          .trim()
+          .split('\n')
+          .map((l) => JSON.parse(l) as Step);
       } catch {
         // no metrics: the assertions below print the output
       }
@@ -65,7 +68,10 @@ function leftovers(): string[] {
 describe('examples/python/learn.py: the reward rises by learning (12 steps of 8 groups x 8 rollouts)', () => {
   // Two fixed seeds, once as a co-located trainer (the step runs inside pause_generation /
   // resume_generation) and once with generation going on while it trains.
-  for (const [seed, colocate] of [[0, 'drain'], [1, 'none']] as const) {
+  for (const [seed, colocate] of [
+    [0, 'drain'],
+    [1, 'none'],
+  ] as const) {
     it(`seed ${seed}, colocate ${colocate}: mean reward ≤ 0.3 at step 0 and ≥ 0.7 over the last two of 12 steps`, async () => {
       const r = await learn(['--steps', '12', '--seed', String(seed), '--colocate', colocate]);
       if (r.code !== 0 || r.steps.length !== 12) console.error(r.out);

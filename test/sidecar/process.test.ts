@@ -8,7 +8,12 @@ const here = path.dirname(fileURLToPath(import.meta.url));
 const fixture = path.join(here, 'fixtures/scripted-sidecar.mjs');
 
 /** The scripted sidecar as a real child process, with its stdout parsed strictly as protocol lines. */
-function start(env: Record<string, string> = {}): { child: ChildProcess; lines: any[]; stderr: () => string; exit: Promise<[number | null, string | null]> } {
+function start(env: Record<string, string> = {}): {
+  child: ChildProcess;
+  lines: any[];
+  stderr: () => string;
+  exit: Promise<[number | null, string | null]>;
+} {
   const child = spawn(process.execPath, [fixture], { env: { ...process.env, ...env }, stdio: ['pipe', 'pipe', 'pipe'] });
   const lines: any[] = [];
   let out = '';
@@ -46,7 +51,10 @@ describe('sidecar process (scripted backend)', () => {
     expect(s.stderr()).toContain('hello from a library');
     expect(s.lines[0]).toMatchObject({ event: 'warning' });
     expect(s.lines[0].data.message).toContain('stdout');
-    expect(s.lines.slice(1).map((l) => [l.id, l.ok])).toEqual([[1, true], [2, true]]);
+    expect(s.lines.slice(1).map((l) => [l.id, l.ok])).toEqual([
+      [1, true],
+      [2, true],
+    ]);
   });
 
   it('exits 0 on SIGTERM after answering the in-flight request', async () => {
@@ -55,7 +63,10 @@ describe('sidecar process (scripted backend)', () => {
     await until(() => s.lines.length > 0);
     s.child.kill('SIGTERM');
     expect(await s.exit).toEqual([0, null]);
-    expect(s.lines.map((l) => [l.id, l.error?.code])).toEqual([['h', undefined], ['b', 'cancelled']]);
+    expect(s.lines.map((l) => [l.id, l.error?.code])).toEqual([
+      ['h', undefined],
+      ['b', 'cancelled'],
+    ]);
   });
 
   it('writes a fatal event and exits 1 when the backend cannot be made (bad config)', async () => {

@@ -24,7 +24,10 @@ describe('LineSplitter', () => {
     const s = new LineSplitter(10);
     expect(s.push(Buffer.from('x'.repeat(8)))).toEqual([]);
     expect(s.push(Buffer.from('y'.repeat(50)))).toEqual([]);
-    expect(s.push(Buffer.from('zz\nok\n'))).toEqual([{ kind: 'too_long', bytes: 60 }, { kind: 'line', text: 'ok' }]);
+    expect(s.push(Buffer.from('zz\nok\n'))).toEqual([
+      { kind: 'too_long', bytes: 60 },
+      { kind: 'line', text: 'ok' },
+    ]);
   });
 });
 
@@ -35,8 +38,24 @@ describe('sidecar protocol (in-process, scripted backend)', () => {
     h.send({ id: 1, op: 'hello', client: 'test' });
     const a = await h.answer(1);
     expect(SidecarAnswer.parse(a).ok).toBe(true);
-    expect(HelloResult.parse(a.result)).toMatchObject({ protocol_version: SIDECAR_PROTOCOL_VERSION, batch_size: 3, group_size: 4, name: 'scripted' });
-    expect(a.result.ops).toEqual(['hello', 'next_batch', 'update_weights', 'pause_generation', 'resume_generation', 'status', 'checkpoint', 'resume', 'eval', 'shutdown']);
+    expect(HelloResult.parse(a.result)).toMatchObject({
+      protocol_version: SIDECAR_PROTOCOL_VERSION,
+      batch_size: 3,
+      group_size: 4,
+      name: 'scripted',
+    });
+    expect(a.result.ops).toEqual([
+      'hello',
+      'next_batch',
+      'update_weights',
+      'pause_generation',
+      'resume_generation',
+      'status',
+      'checkpoint',
+      'resume',
+      'eval',
+      'shutdown',
+    ]);
     expect(a.result.capabilities).toContain('pause_generation');
     h.send({ id: 's', op: 'status' });
     expect((await h.answer('s')).result).toEqual({ state: 'idle' });
@@ -132,7 +151,10 @@ describe('sidecar protocol (in-process, scripted backend)', () => {
       await h.answer('b');
       const events = h.lines.filter((l) => 'event' in l).map((l) => SidecarEvent.parse(l));
       expect(events.map((e) => e.event === 'step_progress' && [e.data.request_id, e.data.elapsed_s])).toEqual([
-        ['b', 0.025], ['b', 0.05], ['b', 0.075], ['b', 0.1],
+        ['b', 0.025],
+        ['b', 0.05],
+        ['b', 0.075],
+        ['b', 0.1],
       ]);
       expect(events[0].data).toHaveProperty('status', { step: 0, policy_version: 0, closed: false, paused: false });
       const after = h.lines.length;

@@ -46,7 +46,12 @@ describe('Python bridge (python3 -m unittest in bridges/python)', () => {
   }, 240_000);
 
   it('conformance with veRL and NeMo RL on a real run, and the logprobs modes', async () => {
-    const r = await unittest('/usr/bin/python3', ['-v', 'tests.test_conformance_verl', 'tests.test_conformance_nemo_rl', 'tests.test_logprobs_mode']);
+    const r = await unittest('/usr/bin/python3', [
+      '-v',
+      'tests.test_conformance_verl',
+      'tests.test_conformance_nemo_rl',
+      'tests.test_logprobs_mode',
+    ]);
     if (r.code !== 0) console.error(r.out);
     expect(r.out).toMatch(/\nOK/);
     // numpy and torch come from scripts/setup.sh: a skip here would hide the whole check.
@@ -54,7 +59,7 @@ describe('Python bridge (python3 -m unittest in bridges/python)', () => {
     expect(r.code).toBe(0);
   }, 180_000);
 
-  it('adaptive group sizes through veRL\'s and NeMo RL\'s advantage code on a real run (variable and fixed batches)', async () => {
+  it("adaptive group sizes through veRL's and NeMo RL's advantage code on a real run (variable and fixed batches)", async () => {
     const r = await unittest('/usr/bin/python3', ['-v', 'tests.test_conformance_group_sizes']);
     if (r.code !== 0) console.error(r.out);
     expect(r.out).toMatch(/\nOK/);
@@ -63,7 +68,11 @@ describe('Python bridge (python3 -m unittest in bridges/python)', () => {
   }, 180_000);
 
   const py = numpyPython();
-  it.runIf(py !== undefined)('adapters give the same answers with numpy arrays', async () => {
-    await expectPass(py!, ['tests.test_adapters']);
-  }, 30_000);
+  it.runIf(py !== undefined)(
+    'adapters give the same answers with numpy arrays',
+    async () => {
+      await expectPass(py!, ['tests.test_adapters']);
+    },
+    30_000,
+  );
 });

@@ -12,7 +12,7 @@ import { readFileSync } from 'node:fs';
 const ROOT = path.resolve(path.dirname(new URL(import.meta.url).pathname), '../..');
 const MATH = path.join(ROOT, 'configs/data/math.jsonl');
 
-describe('the simulator\'s difficulty models', () => {
+describe("the simulator's difficulty models", () => {
   it('beta (default): the Beta draw plus boost_per_update per update, capped at 1; an instance drawn at 0 stays unsolved', () => {
     const m = difficultyModel(SimDifficulty.parse({}), { seed: 0, boostPerUpdate: 0.05 });
     expect(m.passRate('x', 0.3, 4)).toBeCloseTo(0.5, 12);
@@ -53,20 +53,34 @@ describe('the simulator\'s difficulty models', () => {
     expect(keys.slice(0, 50).map((k) => other.passRate(k, 0.5, 3))).not.toEqual(keys.slice(0, 50).map((k) => logit.passRate(k, 0.5, 3)));
   });
 
-  it('drives the scripted policies: a simulated vLLM backend answers right at the model\'s rate, before and after weight updates', async () => {
+  it("drives the scripted policies: a simulated vLLM backend answers right at the model's rate, before and after weight updates", async () => {
     const tok = qwen3Tokenizer();
-    const rows = readFileSync(MATH, 'utf8').trim().split('\n').map((l) => JSON.parse(l) as { instance_id: string; problem: string; answer: string });
+    const rows = readFileSync(MATH, 'utf8')
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l) as { instance_id: string; problem: string; answer: string });
     const model = difficultyModel(SimDifficulty.parse({ model: 'logit' }), { seed: 5, boostPerUpdate: 0 });
     // the instance whose pass rate is nearest one half (so both outcomes show)
-    const row = rows.map((r) => ({ r, p: model.passRate(`math:${r.instance_id}`, 0, 0) })).sort((a, b) => Math.abs(a.p - 0.5) - Math.abs(b.p - 0.5))[0]!.r;
+    const row = rows
+      .map((r) => ({ r, p: model.passRate(`math:${r.instance_id}`, 0, 0) }))
+      .sort((a, b) => Math.abs(a.p - 0.5) - Math.abs(b.p - 0.5))[0]!.r;
     const sim = await startSim({ seed: 5, datasets: [MATH], difficulty: { model: 'logit' } });
     try {
-      const ids = tok.renderPrompt(firstMessages('s', mathPrompt(row.problem)), { tools: toolDefinitions(['execute_ipython_cell', 'think', 'finish']) });
+      const ids = tok.renderPrompt(firstMessages('s', mathPrompt(row.problem)), {
+        tools: toolDefinitions(['execute_ipython_cell', 'think', 'finish']),
+      });
       const rightShare = async (): Promise<number> => {
         let right = 0;
         let seen = 0;
         for (let i = 0; i < 300; i++) {
-          const out = await sim.generate({ api: 'vllm', request_id: `r${i}`, prompt_ids: ids, max_tokens: 512, seed: i, stop_token_ids: [] });
+          const out = await sim.generate({
+            api: 'vllm',
+            request_id: `r${i}`,
+            prompt_ids: ids,
+            max_tokens: 512,
+            seed: i,
+            stop_token_ids: [],
+          });
           const call = parseCalls(tok.decode(out.ids))[0];
           if (call?.name !== 'execute_ipython_cell') continue; // the plan that thinks first decides at its next turn
           seen++;
@@ -76,7 +90,8 @@ describe('the simulator\'s difficulty models', () => {
       };
       const p0 = model.passRate(`math:${row.instance_id}`, 0, 0);
       expect(Math.abs((await rightShare()) - p0)).toBeLessThan(0.12);
-      for (let u = 0; u < 10; u++) await fetch(`${sim.url}/finish_weight_update`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{}' });
+      for (let u = 0; u < 10; u++)
+        await fetch(`${sim.url}/finish_weight_update`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{}' });
       const p10 = model.passRate(`math:${row.instance_id}`, 0, 10);
       expect(Math.abs(p10 - p0)).toBeGreaterThan(0.05);
       expect(Math.abs((await rightShare()) - p10)).toBeLessThan(0.12);

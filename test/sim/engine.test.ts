@@ -14,7 +14,11 @@ import { untilRunning } from './helpers.js';
 
 const tok = qwen3Tokenizer();
 // Reads the (faked) timers at call time, so vi.useFakeTimers() drives the latency model.
-const fakeable: Clock = { now: () => Date.now(), setTimeout: (fn, ms) => setTimeout(fn, ms), clearTimeout: (h) => clearTimeout(h as never) };
+const fakeable: Clock = {
+  now: () => Date.now(),
+  setTimeout: (fn, ms) => setTimeout(fn, ms),
+  clearTimeout: (h) => clearTimeout(h as never),
+};
 const ids = (n: number, from = 1000): number[] => Array.from({ length: n }, (_, i) => from + i);
 
 describe('PrefixCache', () => {
@@ -37,7 +41,14 @@ describe('latency model (fake timers)', () => {
 
   const engine = (latency: Record<string, number>, extra: Record<string, unknown> = {}): SimEngine =>
     new SimEngine(SimOptions.parse({ latency, filler: { median_tokens: 10, sigma: 0, min_tokens: 10 }, ...extra }), tok, [], fakeable);
-  const req = (prompt: number[], id = 'r', max_tokens = 100) => ({ api: 'vllm' as const, request_id: id, prompt_ids: prompt, max_tokens, seed: 1, stop_token_ids: [] });
+  const req = (prompt: number[], id = 'r', max_tokens = 100) => ({
+    api: 'vllm' as const,
+    request_id: id,
+    prompt_ids: prompt,
+    max_tokens,
+    seed: 1,
+    stop_token_ids: [],
+  });
 
   it('charges overhead + uncached prefill + decode, and prefill only for what the prefix cache misses', async () => {
     const e = engine({ overhead_ms: 5, prefill_ms_per_token: 1, decode_ms_per_token: 2 });
@@ -113,9 +124,13 @@ describe('latency model (fake timers)', () => {
 describe('weight updates over HTTP', () => {
   it('SGLang /update_weights_from_disk and vLLM /finish_weight_update set the version; policies see the updates', async () => {
     const seen: PolicyContext[] = [];
-    const sim = await startSim({ boost_per_update: 0.05, latency: { decode_ms_per_token: 2 }, filler: { median_tokens: 300, sigma: 0, max_tokens: 300 } }, { policies: [{ name: 'spy', respond: (ctx) => void seen.push(ctx) }] });
+    const sim = await startSim(
+      { boost_per_update: 0.05, latency: { decode_ms_per_token: 2 }, filler: { median_tokens: 300, sigma: 0, max_tokens: 300 } },
+      { policies: [{ name: 'spy', respond: (ctx) => void seen.push(ctx) }] },
+    );
     try {
-      const post = (p: string, body: unknown): Promise<Response> => fetch(`${sim.url}${p}`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
+      const post = (p: string, body: unknown): Promise<Response> =>
+        fetch(`${sim.url}${p}`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
       const inflight = post('/generate', { input_ids: [1, 2, 3], sampling_params: { max_new_tokens: 400 } });
       await untilRunning(sim.url, 1);
       const upd = await post('/update_weights_from_disk', { model_path: '/ckpt/step-1', weight_version: 'step-1' });
@@ -147,7 +162,11 @@ describe('raas sim-llm --config', () => {
       writeFileSync(f, 'sim:\n  seed: 3\n  max_model_len: 8192\n  datasets: [data/math.jsonl]\n  latency:\n    decode_ms_per_token: 1.5\n');
       const opts = readSimConfig(f);
       expect(opts.datasets).toEqual([path.join(dir, 'data/math.jsonl')]);
-      expect(SimOptions.parse(opts)).toMatchObject({ seed: 3, max_model_len: 8192, latency: { decode_ms_per_token: 1.5, prefill_ms_per_token: 0 } });
+      expect(SimOptions.parse(opts)).toMatchObject({
+        seed: 3,
+        max_model_len: 8192,
+        latency: { decode_ms_per_token: 1.5, prefill_ms_per_token: 0 },
+      });
       expect(() => readSimConfig(path.join(dir, 'none.yaml'))).toThrow(/cannot read --config/);
     } finally {
       rmSync(dir, { recursive: true, force: true });

@@ -52,7 +52,12 @@ describe('simulated backend wire formats (real sim on port 0)', () => {
     for (const lp of c.logprobs.token_logprobs) expect(lp).toBeLessThanOrEqual(0);
     // The stop token leaves the text, which decodes the other ids.
     expect(c.text).toBe(qwen3Tokenizer().decode(c.token_ids.slice(0, -1)));
-    expect(json.usage).toEqual({ prompt_tokens: PROMPT.length, completion_tokens: c.token_ids.length, total_tokens: PROMPT.length + c.token_ids.length, prompt_tokens_details: null });
+    expect(json.usage).toEqual({
+      prompt_tokens: PROMPT.length,
+      completion_tokens: c.token_ids.length,
+      total_tokens: PROMPT.length + c.token_ids.length,
+      prompt_tokens_details: null,
+    });
   });
 
   it('a seed reproduces the same answer; another seed gives another', async () => {
@@ -83,7 +88,7 @@ describe('simulated backend wire formats (real sim on port 0)', () => {
     expect(c.stop_reason).toBe(stopId);
   });
 
-  it('context overflow answers 400 in vLLM\'s error shape', async () => {
+  it("context overflow answers 400 in vLLM's error shape", async () => {
     const tooMuch = await completion({ max_tokens: 4096 });
     expect(tooMuch.status).toBe(400);
     expect(tooMuch.json.error).toMatchObject({ type: 'BadRequestError', code: 400 });
@@ -97,12 +102,29 @@ describe('simulated backend wire formats (real sim on port 0)', () => {
   });
 
   it('SGLang /generate answers output_ids, logprob tuples and finish_reason objects', async () => {
-    const body = { input_ids: PROMPT, sampling_params: { max_new_tokens: 512, stop_token_ids: [IM_END], skip_special_tokens: false, no_stop_trim: true, sampling_seed: 1234 }, return_logprob: true, rid: 'r-1' };
+    const body = {
+      input_ids: PROMPT,
+      sampling_params: {
+        max_new_tokens: 512,
+        stop_token_ids: [IM_END],
+        skip_special_tokens: false,
+        no_stop_trim: true,
+        sampling_seed: 1234,
+      },
+      return_logprob: true,
+      rid: 'r-1',
+    };
     const { status, json } = await post(`${sim.url}/generate`, body);
     expect(status).toBe(200);
     expect(json.output_ids.at(-1)).toBe(IM_END);
     expect(json.text).toBe(qwen3Tokenizer().decode(json.output_ids));
-    expect(json.meta_info).toMatchObject({ id: 'r-1', finish_reason: { type: 'stop', matched: IM_END }, prompt_tokens: PROMPT.length, weight_version: 'default', completion_tokens: json.output_ids.length });
+    expect(json.meta_info).toMatchObject({
+      id: 'r-1',
+      finish_reason: { type: 'stop', matched: IM_END },
+      prompt_tokens: PROMPT.length,
+      weight_version: 'default',
+      completion_tokens: json.output_ids.length,
+    });
     expect(json.meta_info.output_token_logprobs.map((t: unknown[]) => t[1])).toEqual(json.output_ids);
     expect(json.meta_info.output_token_logprobs[0][2]).toBeNull();
     const len = await post(`${sim.url}/generate`, { ...body, sampling_params: { ...body.sampling_params, max_new_tokens: 2 } });
@@ -117,7 +139,13 @@ describe('simulated backend wire formats (real sim on port 0)', () => {
     const models = await (await fetch(`${sim.url}/v1/models`)).json();
     expect(models.data[0]).toMatchObject({ id: 'Qwen/Qwen3-8B', object: 'model', max_model_len: 4096 });
     const metrics = await (await fetch(`${sim.url}/metrics`)).text();
-    for (const name of ['vllm:num_requests_running{', 'vllm:num_requests_waiting{', 'vllm:prefix_cache_queries_total{', 'vllm:prefix_cache_hits_total{']) expect(metrics).toContain(name);
+    for (const name of [
+      'vllm:num_requests_running{',
+      'vllm:num_requests_waiting{',
+      'vllm:prefix_cache_queries_total{',
+      'vllm:prefix_cache_hits_total{',
+    ])
+      expect(metrics).toContain(name);
     // The same 19-token prompt was sent many times: its first 16-token block hits from the 2nd request on.
     const hits = Number(/vllm:prefix_cache_hits_total\{[^}]*\} (\d+)/.exec(metrics)![1]);
     expect(hits).toBeGreaterThanOrEqual(16);

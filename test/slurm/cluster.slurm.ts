@@ -3,7 +3,24 @@ import { mkdtempSync, readFileSync, readdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { ROOT, cancel, clusterNodes, hostOf, jobState, jsonLines, nodeState, processes, queued, setNodeState, sleep, submit, waitFile, waitJob, type JournalLine, type PlacementRecord } from './slurm.js';
+import {
+  ROOT,
+  cancel,
+  clusterNodes,
+  hostOf,
+  jobState,
+  jsonLines,
+  nodeState,
+  processes,
+  queued,
+  setNodeState,
+  sleep,
+  submit,
+  waitFile,
+  waitJob,
+  type JournalLine,
+  type PlacementRecord,
+} from './slurm.js';
 
 /**
  * configs/slurm/raas.sbatch — the project's template, not a copy — submitted with real sbatch to a
@@ -61,7 +78,9 @@ describe('raas.sbatch on a local multi-node Slurm cluster', () => {
   };
   const journalOf = (journal: string, node: string): JournalLine[] => jsonLines<JournalLine>(path.join(journal, node, 'results.jsonl'));
   const rolloutIds = (runDir: string): string[] =>
-    jsonLines<{ groups: Array<{ rollouts: Array<{ job_id: string }> }> }>(path.join(runDir, 'batches.jsonl')).flatMap((b) => b.groups.flatMap((g) => g.rollouts.map((r) => r.job_id)));
+    jsonLines<{ groups: Array<{ rollouts: Array<{ job_id: string }> }> }>(path.join(runDir, 'batches.jsonl')).flatMap((b) =>
+      b.groups.flatMap((g) => g.rollouts.map((r) => r.job_id)),
+    );
 
   beforeAll(() => {
     expect(N, 'the local cluster has at least 2 nodes (scripts/slurm-cluster.sh up)').toBeGreaterThanOrEqual(2);
@@ -75,7 +94,8 @@ describe('raas.sbatch on a local multi-node Slurm cluster', () => {
   afterEach(async () => {
     for (const id of jobs) if (!['COMPLETED', 'FAILED', 'CANCELLED', 'TIMEOUT'].includes(jobState(id).state)) cancel(id);
     for (let i = 0; i < 120; i++) {
-      if (queued().filter((j) => jobs.includes(j)).length === 0 && nodes.every((n) => processes(`--host ${n.address} `).length === 0)) return;
+      if (queued().filter((j) => jobs.includes(j)).length === 0 && nodes.every((n) => processes(`--host ${n.address} `).length === 0))
+        return;
       await sleep(250);
     }
   });
@@ -93,7 +113,10 @@ describe('raas.sbatch on a local multi-node Slurm cluster', () => {
     }
     for (const d of dirs) rmSync(d, { recursive: true, force: true });
     expect(left, 'jobs left in squeue').toEqual([]);
-    expect(procs.map((p) => p.cmd), 'raas processes left on the nodes').toEqual([]);
+    expect(
+      procs.map((p) => p.cmd),
+      'raas processes left on the nodes',
+    ).toEqual([]);
   });
 
   it(`runs the whole template on ${N} nodes: every inference server placed on the rollout server of its own node, and the rollouts ran there`, async () => {
@@ -108,22 +131,35 @@ describe('raas.sbatch on a local multi-node Slurm cluster', () => {
     const state = await waitJob(id, 480);
     await checks(dir, id, () => {
       expect(servers, 'one raas serve per node, each given --token-env RAAS_TOKEN').toHaveLength(N);
-      expect(withToken.map((p) => p.cmd), 'processes whose command line holds the token').toEqual([]);
+      expect(
+        withToken.map((p) => p.cmd),
+        'processes whose command line holds the token',
+      ).toEqual([]);
       expect(generated, "the coordinator's generated config").toHaveLength(1);
       expect(configText).toContain('token_env: RAAS_TOKEN');
       expect(configText).not.toContain(TOKEN);
       expect(state).toEqual({ state: 'COMPLETED', exit: '0:0' });
       const summary = json<{ steps: Array<{ step: number; groups: number }> }>(path.join(runDir, 'summary.json'));
-      expect(summary.steps.map((s) => [s.step, s.groups])).toEqual([[0, 4], [1, 4], [2, 4]]);
+      expect(summary.steps.map((s) => [s.step, s.groups])).toEqual([
+        [0, 4],
+        [1, 4],
+        [2, 4],
+      ]);
 
       for (const n of nodes) {
         // Each node's servers bound that node's own address (resolved from $SLURMD_NODENAME), same ports.
-        expect(readFileSync(path.join(runDir, `serve-${n.node}.log`), 'utf8')).toContain(`raas serve listening on http://${n.address}:8006`);
-        expect(readFileSync(path.join(runDir, `llm-0-${n.node}.log`), 'utf8')).toContain(`raas sim-llm listening on http://${n.address}:8000`);
+        expect(readFileSync(path.join(runDir, `serve-${n.node}.log`), 'utf8')).toContain(
+          `raas serve listening on http://${n.address}:8006`,
+        );
+        expect(readFileSync(path.join(runDir, `llm-0-${n.node}.log`), 'utf8')).toContain(
+          `raas sim-llm listening on http://${n.address}:8000`,
+        );
       }
 
       // The plan: every inference server in phase 1 (same node) on its node's rollout server.
-      const plan = json<{ plan: { assignments: Array<{ rollout_server: string; llm_servers: Array<{ address: string; phase: number }> }> } }>(path.join(runDir, 'placement-plan.json')).plan;
+      const plan = json<{
+        plan: { assignments: Array<{ rollout_server: string; llm_servers: Array<{ address: string; phase: number }> }> };
+      }>(path.join(runDir, 'placement-plan.json')).plan;
       expect(plan.assignments.map((a) => [hostOf(a.rollout_server), a.llm_servers.map((l) => [hostOf(l.address), l.phase])])).toEqual(
         nodes.map((n) => [n.address, [[n.address, 1]]]),
       );
@@ -149,7 +185,10 @@ describe('raas.sbatch on a local multi-node Slurm cluster', () => {
       }
       const ids = rolloutIds(runDir);
       expect(ids.length).toBe(3 * 4 * 4);
-      expect(ids.filter((j) => !ranOn.has(j)), 'batch rollouts not found in any node journal').toEqual([]);
+      expect(
+        ids.filter((j) => !ranOn.has(j)),
+        'batch rollouts not found in any node journal',
+      ).toEqual([]);
     });
   });
 
@@ -159,7 +198,10 @@ describe('raas.sbatch on a local multi-node Slurm cluster', () => {
     const { dir, id, runDir, journal } = start('--smoke --steps 5');
     await waitFile(path.join(runDir, 'batches', 'step-0.json'), id, 300);
     const serve = processes('cli.js serve', `--host ${victim.address} `);
-    expect(serve.map((p) => p.cmd), `exactly one raas serve on ${victim.node}`).toHaveLength(1);
+    expect(
+      serve.map((p) => p.cmd),
+      `exactly one raas serve on ${victim.node}`,
+    ).toHaveLength(1);
     process.kill(serve[0].pid, 'SIGKILL');
     const killedAt = Date.now();
 
@@ -178,7 +220,10 @@ describe('raas.sbatch on a local multi-node Slurm cluster', () => {
       for (const s of survivors) {
         const rec = byNode.get(s.node)!;
         expect(rec.reachable).toBe(true);
-        expect(rec.backends.map((b) => b.node), `${s.node} keeps its own inference server`).toContain(s.node);
+        expect(
+          rec.backends.map((b) => b.node),
+          `${s.node} keeps its own inference server`,
+        ).toContain(s.node);
         for (const b of rec.backends) expect(b.weight_version).toBe('4');
       }
       const held = survivors.flatMap((s) => byNode.get(s.node)!.backends.map((b) => b.node)).sort();
@@ -190,10 +235,18 @@ describe('raas.sbatch on a local multi-node Slurm cluster', () => {
       expect(after.length, 'rollouts finished on the survivors after the kill').toBeGreaterThan(0);
       const victimLines = journalOf(journal, victim.node);
       expect(victimLines.filter((l) => l.ended_at > killedAt + 1000)).toEqual([]);
-      const done = new Set(nodes.flatMap((n) => journalOf(journal, n.node)).filter((l) => l.state === 'done').map((l) => l.job_id));
+      const done = new Set(
+        nodes
+          .flatMap((n) => journalOf(journal, n.node))
+          .filter((l) => l.state === 'done')
+          .map((l) => l.job_id),
+      );
       const ids = rolloutIds(runDir);
       expect(ids.length).toBe(5 * 4 * 4);
-      expect(ids.filter((j) => !done.has(j)), 'batch rollouts not found in any node journal').toEqual([]);
+      expect(
+        ids.filter((j) => !done.has(j)),
+        'batch rollouts not found in any node journal',
+      ).toEqual([]);
     });
   });
 
@@ -231,10 +284,18 @@ describe('raas.sbatch on a local multi-node Slurm cluster', () => {
         expect(state).toEqual({ state: 'COMPLETED', exit: '0:0' });
         const summary = json<{ steps: Array<{ step: number; groups: number }> }>(path.join(runDir, 'summary.json'));
         expect(summary.steps.map((s) => [s.step, s.groups])).toEqual([0, 1, 2, 3, 4].map((s) => [s, 4]));
-        const done = new Set(nodes.flatMap((n) => journalOf(journal, n.node)).filter((l) => l.state === 'done').map((l) => l.job_id));
+        const done = new Set(
+          nodes
+            .flatMap((n) => journalOf(journal, n.node))
+            .filter((l) => l.state === 'done')
+            .map((l) => l.job_id),
+        );
         const ids = rolloutIds(runDir);
         expect(ids.length).toBe(5 * 4 * 4);
-        expect(ids.filter((j) => !done.has(j)), 'batch rollouts not found in any node journal').toEqual([]);
+        expect(
+          ids.filter((j) => !done.has(j)),
+          'batch rollouts not found in any node journal',
+        ).toEqual([]);
         const placed = json<PlacementRecord>(path.join(runDir, 'placement.json'));
         const victimRec = placed.nodes.find((n) => n.node === victim.node)!;
         const laterOnVictim = journalOf(journal, victim.node).filter((l) => l.state === 'done' && l.ended_at > at + 2000);

@@ -17,10 +17,12 @@ const run = (cmd: string, args: string[], opts: { cwd?: string; env?: NodeJS.Pro
 /** The idle nodes of the cluster, in name order, with the address each name resolves to. */
 export function clusterNodes(): Array<{ node: string; address: string }> {
   const names = run('sinfo', ['-h', '-N', '-o', '%N']).split('\n').filter(Boolean);
-  return [...new Set(names)].sort((a, b) => a.localeCompare(b, 'en', { numeric: true })).map((node) => ({
-    node,
-    address: run('getent', ['hosts', node]).split(/\s+/)[0],
-  }));
+  return [...new Set(names)]
+    .sort((a, b) => a.localeCompare(b, 'en', { numeric: true }))
+    .map((node) => ({
+      node,
+      address: run('getent', ['hosts', node]).split(/\s+/)[0],
+    }));
 }
 
 /** `sbatch --parsable` of the template from `cwd`, the job's environment extended by `env`; the job id. */
@@ -35,7 +37,17 @@ export function jobState(id: string): { state: string; exit: string } {
   return { state: /JobState=(\S+)/.exec(line)?.[1] ?? 'UNKNOWN', exit: /\bExitCode=(\S+)/.exec(line)?.[1] ?? '?' };
 }
 
-const TERMINAL = new Set(['COMPLETED', 'FAILED', 'CANCELLED', 'TIMEOUT', 'NODE_FAIL', 'OUT_OF_MEMORY', 'BOOT_FAIL', 'DEADLINE', 'PREEMPTED']);
+const TERMINAL = new Set([
+  'COMPLETED',
+  'FAILED',
+  'CANCELLED',
+  'TIMEOUT',
+  'NODE_FAIL',
+  'OUT_OF_MEMORY',
+  'BOOT_FAIL',
+  'DEADLINE',
+  'PREEMPTED',
+]);
 
 /** Polls until the job ends; past `timeoutS` the job is cancelled and the call throws. */
 export async function waitJob(id: string, timeoutS: number): Promise<{ state: string; exit: string }> {
@@ -87,7 +99,9 @@ export function queued(): string[] {
 
 /** Processes whose command line contains every one of `parts` (from /proc). */
 export function processes(...parts: string[]): Array<{ pid: number; cmd: string }> {
-  return processTable().filter((p) => p.pid !== process.pid && p.cmd && parts.every((x) => p.cmd.includes(x))).map(({ pid, cmd }) => ({ pid, cmd }));
+  return processTable()
+    .filter((p) => p.pid !== process.pid && p.cmd && parts.every((x) => p.cmd.includes(x)))
+    .map(({ pid, cmd }) => ({ pid, cmd }));
 }
 
 export const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
@@ -95,7 +109,10 @@ export const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeou
 /** JSON lines of a file (empty when it does not exist). */
 export function jsonLines<T>(file: string): T[] {
   if (!existsSync(file)) return [];
-  return readFileSync(file, 'utf8').split('\n').filter((l) => l.trim()).map((l) => JSON.parse(l) as T);
+  return readFileSync(file, 'utf8')
+    .split('\n')
+    .filter((l) => l.trim())
+    .map((l) => JSON.parse(l) as T);
 }
 
 /** One line of a rollout server's results journal (the fields the tests read). */
@@ -109,7 +126,13 @@ export interface JournalLine {
 /** placement.json as the template writes it. */
 export interface PlacementRecord {
   job_id: string;
-  nodes: Array<{ node: string; address: string; rollout_server: string; reachable: boolean; backends: Array<{ address: string; node: string | null; weight_version: string; assigned: number }> }>;
+  nodes: Array<{
+    node: string;
+    address: string;
+    rollout_server: string;
+    reachable: boolean;
+    backends: Array<{ address: string; node: string | null; weight_version: string; assigned: number }>;
+  }>;
 }
 
 /** The host part of a URL. */

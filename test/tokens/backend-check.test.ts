@@ -43,7 +43,11 @@ describe('the tokenizer setting', () => {
     expect(hfHubCache({ HF_HOME: home })).toBe(path.join(home, 'hub'));
     expect(hfHubCache({ HF_HUB_CACHE: '/x', HF_HOME: home })).toBe('/x');
     expect(hfHubCache({ HOME: '/h' }).endsWith(path.join('.cache', 'huggingface', 'hub'))).toBe(true);
-    expect(locateTokenizer('acme/tiny-model', dir, { HF_HOME: home })).toEqual({ kind: 'hf_cache', dir: snap, model_id: 'acme/tiny-model' });
+    expect(locateTokenizer('acme/tiny-model', dir, { HF_HOME: home })).toEqual({
+      kind: 'hf_cache',
+      dir: snap,
+      model_id: 'acme/tiny-model',
+    });
     const tok = resolveTokenizerSpec('acme/tiny-model', dir, { HF_HOME: home });
     expect(tok.name).toBe('acme/tiny-model');
     expect(tok.encode('hello world')).toEqual(loadTokenizer(FIXTURE).encode('hello world'));
@@ -60,11 +64,12 @@ describe('the tokenizer setting', () => {
   });
 });
 
-describe('the simulator\'s tokenize routes (vLLM /tokenize, SGLang /v1/tokenize)', () => {
-  it('answer the ids of its tokenizer in each server\'s shape', async () => {
+describe("the simulator's tokenize routes (vLLM /tokenize, SGLang /v1/tokenize)", () => {
+  it("answer the ids of its tokenizer in each server's shape", async () => {
     const s = await sim();
     const ids = qwen3Tokenizer().encode(TOKENIZER_PROBE);
-    const post = (p: string, body: unknown) => fetch(`${s.url}${p}`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
+    const post = (p: string, body: unknown) =>
+      fetch(`${s.url}${p}`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
     const v = await (await post('/tokenize', { model: 'Qwen/Qwen3-8B', prompt: TOKENIZER_PROBE, add_special_tokens: false })).json();
     expect(v).toEqual({ count: ids.length, max_model_len: 40960, tokens: ids, token_strs: null });
     const strs = await (await post('/tokenize', { prompt: 'hi there', return_token_strs: true })).json();
@@ -72,16 +77,23 @@ describe('the simulator\'s tokenize routes (vLLM /tokenize, SGLang /v1/tokenize)
     const chat = await (await post('/tokenize', { messages: [{ role: 'user', content: 'hi' }] })).json();
     expect(chat.tokens).toEqual(qwen3Tokenizer().encode(qwen3Tokenizer().renderText([{ role: 'user', content: 'hi' }])));
     const g = await (await post('/v1/tokenize', { prompt: ['a b', 'c'] })).json();
-    expect(g).toEqual({ tokens: [qwen3Tokenizer().encode('a b'), qwen3Tokenizer().encode('c')], count: [qwen3Tokenizer().encode('a b').length, 1], max_model_len: 40960 });
+    expect(g).toEqual({
+      tokens: [qwen3Tokenizer().encode('a b'), qwen3Tokenizer().encode('c')],
+      count: [qwen3Tokenizer().encode('a b').length, 1],
+      max_model_len: 40960,
+    });
     const bad = await post('/tokenize', { prompt: 3 });
     expect(bad.status).toBe(400);
     expect((await bad.json()).error).toMatchObject({ type: 'BadRequestError', code: 400 });
     const none = await sim({ tokenize_route: false });
-    expect((await fetch(`${none.url}/tokenize`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{"prompt":"x"}' })).status).toBe(404);
+    expect(
+      (await fetch(`${none.url}/tokenize`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{"prompt":"x"}' }))
+        .status,
+    ).toBe(404);
   });
 });
 
-describe('raas checks each backend\'s tokenizer against its own', () => {
+describe("raas checks each backend's tokenizer against its own", () => {
   it('checkBackendTokenizer: ids agree, ids differ, no route (served model name), no answer', async () => {
     const q = qwen3Tokenizer();
     expect(await checkBackendTokenizer((await sim()).url, 'vllm', q)).toMatchObject({ method: 'ids', match: true });
@@ -101,13 +113,20 @@ describe('raas checks each backend\'s tokenizer against its own', () => {
   it('add_llm_server refuses a backend that tokenizes differently (400 tokenizer_mismatch, nothing registered) and reports the check otherwise', async () => {
     const server = await startRolloutServer({ port: 0, log_level: 'silent' });
     try {
-      const add = (body: unknown) => fetch(`${server.url}/add_llm_server`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
+      const add = (body: unknown) =>
+        fetch(`${server.url}/add_llm_server`, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json' },
+          body: JSON.stringify(body),
+        });
       const other = await sim({ tokenizer: FIXTURE }); // a real, different tokenizer
       const r = await add({ address: other.url });
       expect(r.status).toBe(400);
       const e = await r.json();
       expect(e.error.code).toBe('tokenizer_mismatch');
-      expect(e.error.message).toMatch(new RegExp(`backend ${other.url} tokenizes differently from raas's tokenizer "qwen3" .*Set \`tokenizer\``));
+      expect(e.error.message).toMatch(
+        new RegExp(`backend ${other.url} tokenizes differently from raas's tokenizer "qwen3" .*Set \`tokenizer\``),
+      );
       expect((await (await fetch(`${server.url}/status`)).json()).backends).toEqual([]);
       const perturbed = await add({ address: (await sim({ tokenize_perturb: 1 })).url, api: 'sglang' });
       expect(perturbed.status).toBe(400);
@@ -123,10 +142,17 @@ describe('raas checks each backend\'s tokenizer against its own', () => {
 
   it('raas serve refuses to start with a configured backend whose tokenizer differs', async () => {
     const off = await sim({ tokenize_perturb: 3 });
-    await expect(startRolloutServer({ port: 0, log_level: 'silent', llm: { backends: [{ address: off.url }] } } as never)).rejects.toMatchObject({ code: 'tokenizer_mismatch' });
+    await expect(
+      startRolloutServer({ port: 0, log_level: 'silent', llm: { backends: [{ address: off.url }] } } as never),
+    ).rejects.toMatchObject({ code: 'tokenizer_mismatch' });
     // The same backend with the tokenizer it serves: accepted.
     const tiny = await sim({ tokenizer: FIXTURE });
-    const s = await startRolloutServer({ port: 0, log_level: 'silent', tokenizer: FIXTURE, llm: { backends: [{ address: tiny.url }] } } as never);
+    const s = await startRolloutServer({
+      port: 0,
+      log_level: 'silent',
+      tokenizer: FIXTURE,
+      llm: { backends: [{ address: tiny.url }] },
+    } as never);
     await s.close();
   });
 });

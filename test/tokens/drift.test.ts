@@ -29,7 +29,10 @@ describe('raas audit-drift', () => {
   const clean = tok.encode('Hello, my dog is cute');
   // The drift examples of wire-formats.md: "\n","\n" -> "\n\n"; "h","ello" -> "hello"; a split emoji.
   const lines = [
-    result('clean', [[...clean, 151645], [...clean, 151645]]),
+    result('clean', [
+      [...clean, 151645],
+      [...clean, 151645],
+    ]),
     result('newlines', [[...clean, 198, 198, 151645]]),
     result('hello', [clean, [71, 4791, 151645]]),
     result('emoji', [[9284, 151645]]),

@@ -8,11 +8,30 @@ import { call, scriptPolicy } from '../agent/script-policy.js';
 
 const tok = qwen3Tokenizer();
 const TOOLS: ToolDefinition[] = [
-  { type: 'function', function: { name: 'calc', description: 'Evaluates an expression.', parameters: { type: 'object', properties: { expr: { type: 'string' } } } } },
-  { type: 'function', function: { name: 'finish', description: 'Ends the task.', parameters: { type: 'object', properties: { answer: { type: 'string' } } } } },
+  {
+    type: 'function',
+    function: {
+      name: 'calc',
+      description: 'Evaluates an expression.',
+      parameters: { type: 'object', properties: { expr: { type: 'string' } } },
+    },
+  },
+  {
+    type: 'function',
+    function: { name: 'finish', description: 'Ends the task.', parameters: { type: 'object', properties: { answer: { type: 'string' } } } },
+  },
 ];
 // Texts that drift under a decode→encode round trip (wire-formats.md) or stress the template.
-const TRICKY = ['plain words', 'two\n\nnewlines', 'emoji 🫠 here', 'h ello', '\\frac{1}{2}', 'tabs\tand  spaces', '"quoted" {json}', 'ünïcödé'];
+const TRICKY = [
+  'plain words',
+  'two\n\nnewlines',
+  'emoji 🫠 here',
+  'h ello',
+  '\\frac{1}{2}',
+  'tabs\tand  spaces',
+  '"quoted" {json}',
+  'ünïcödé',
+];
 
 const fuzz = scriptPolicy({
   fuzz: [
@@ -39,8 +58,11 @@ function agentOpts(sim: SimHandle, i: number, thinking: boolean, cheap = false):
       { role: 'user', content: i % 4 === 3 ? `Chat with me (${i}).` : `Task ${i}. SCRIPT:fuzz` },
     ],
     tools: cheap ? [] : TOOLS,
-    execute: async (c) => (c.name === 'finish' ? { observation: 'ok', finish: true } : { observation: `result of ${JSON.stringify(c.arguments)} ${TRICKY[i % TRICKY.length]}` }),
-    samplingParams: { enable_thinking: thinking, max_iterations: 5, max_tokens_per_turn: 200, },
+    execute: async (c) =>
+      c.name === 'finish'
+        ? { observation: 'ok', finish: true }
+        : { observation: `result of ${JSON.stringify(c.arguments)} ${TRICKY[i % TRICKY.length]}` },
+    samplingParams: { enable_thinking: thinking, max_iterations: 5, max_tokens_per_turn: 200 },
     signal: new AbortController().signal,
     onNoToolCall: (_t, turn) => `continue ${turn}`,
   };
@@ -65,8 +87,12 @@ describe('token fidelity', () => {
   afterAll(() => sim.close());
 
   it('the first prompt and an observation are the real Qwen3 ids of wire-formats.md', () => {
-    expect(tok.renderPrompt([{ role: 'user', content: 'What is 2+2?' }], { enableThinking: false })).toEqual([151644, 872, 198, 3838, 374, 220, 17, 10, 17, 30, 151645, 198, 151644, 77091, 198, 151667, 271, 151668, 271]);
-    expect(tok.observationIds([{ role: 'tool', content: '4' }], { enableThinking: true })).toEqual([198, 151644, 872, 198, 151665, 198, 19, 198, 151666, 151645, 198, 151644, 77091, 198]);
+    expect(tok.renderPrompt([{ role: 'user', content: 'What is 2+2?' }], { enableThinking: false })).toEqual([
+      151644, 872, 198, 3838, 374, 220, 17, 10, 17, 30, 151645, 198, 151644, 77091, 198, 151667, 271, 151668, 271,
+    ]);
+    expect(tok.observationIds([{ role: 'tool', content: '4' }], { enableThinking: true })).toEqual([
+      198, 151644, 872, 198, 151665, 198, 19, 198, 151666, 151645, 198, 151644, 77091, 198,
+    ]);
   });
 
   for (const thinking of [false, true]) {
@@ -76,7 +102,9 @@ describe('token fidelity', () => {
         const ours = tok.decode([...t.tokens.prompt_ids, ...t.tokens.response_ids]);
         // Re-render our messages with the template from the tokenizer package (tool_calls are already in
         // the content, exactly as the model wrote them, so they are not rendered a second time).
-        const msgs: ChatMessage[] = t.messages.filter((_, k) => k < 2 || t.tokens.spans!.some((s) => s.message_index === k)).map((m) => ({ role: m.role, content: m.content }));
+        const msgs: ChatMessage[] = t.messages
+          .filter((_, k) => k < 2 || t.tokens.spans!.some((s) => s.message_index === k))
+          .map((m) => ({ role: m.role, content: m.content }));
         const official = tok.renderText(msgs, { tools: TOOLS, enableThinking: thinking, addGenerationPrompt: false });
         expect(normalise(ours)).toBe(normalise(official));
         if (!thinking && t.num_turns > 1) expect(ours).not.toBe(official); // the re-render drops earlier empty think blocks
@@ -88,7 +116,9 @@ describe('token fidelity', () => {
   async function sweep(n: number, offset: number, inProcess: boolean): Promise<AgentTrajectory[]> {
     const limit = pLimit(16);
     const before = sim.requestLog.length;
-    const trajs = await Promise.all(Array.from({ length: n }, (_, k) => limit(() => runAgent(agentOpts(sim, offset + k, k % 3 !== 0, inProcess)))));
+    const trajs = await Promise.all(
+      Array.from({ length: n }, (_, k) => limit(() => runAgent(agentOpts(sim, offset + k, k % 3 !== 0, inProcess)))),
+    );
     const byTraj = new Map<string, typeof sim.requestLog>();
     for (const e of sim.requestLog.slice(before)) {
       const key = e.request_id.slice(0, e.request_id.lastIndexOf('-'));
@@ -105,7 +135,10 @@ describe('token fidelity', () => {
         expect(sent[j]!.prompt_ids.slice(0, prev.length)).toEqual(prev);
       }
       const last = sent.at(-1)!;
-      expect([...t.tokens.prompt_ids, ...t.tokens.response_ids].slice(0, last.prompt_ids.length + last.ids.length)).toEqual([...last.prompt_ids, ...last.ids]);
+      expect([...t.tokens.prompt_ids, ...t.tokens.response_ids].slice(0, last.prompt_ids.length + last.ids.length)).toEqual([
+        ...last.prompt_ids,
+        ...last.ids,
+      ]);
     });
     return trajs;
   }

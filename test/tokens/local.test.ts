@@ -21,7 +21,10 @@ describe('a non-Qwen tokenizer from a local folder', () => {
     const text = 'the weather in 🫠 city\n\n';
     expect(tok.decode(tok.encode(text))).toBe(text);
     expect(tok.encode(' the')).toHaveLength(1); // a merge applies
-    const prompt = tok.renderPrompt([{ role: 'system', content: 'S' }, { role: 'user', content: 'hi' }]);
+    const prompt = tok.renderPrompt([
+      { role: 'system', content: 'S' },
+      { role: 'user', content: 'hi' },
+    ]);
     expect(tok.decode(prompt)).toBe('<|system|>\nS<|end|><|user|>\nhi<|end|><|assistant|>\n');
     expect(tok.decode(tok.observationIds([{ role: 'tool', content: '42' }]))).toBe('<|tool|>\n42<|end|><|assistant|>\n');
   });
@@ -38,7 +41,7 @@ describe('a non-Qwen tokenizer from a local folder', () => {
     });
     afterAll(() => sim.close());
 
-    it('runs a multi-turn trajectory whose ids are the tiny tokenizer\'s', async () => {
+    it("runs a multi-turn trajectory whose ids are the tiny tokenizer's", async () => {
       const t = await runAgent({
         llm: new SimSession(sim.url, 'vllm', 2),
         tokenizer: tok,

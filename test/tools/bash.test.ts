@@ -70,7 +70,9 @@ describe('PTY bash in the tool server (real node-pty, real bash)', () => {
   it('refuses a second command while one runs', async () => {
     const first = bash('sleep 0.5; echo first');
     await new Promise((r) => setTimeout(r, 50));
-    await expect(bash('echo second')).rejects.toSatisfy((e: unknown) => e instanceof RaasError && e.code === 'tool_error' && /one command at a time/.test(e.message));
+    await expect(bash('echo second')).rejects.toSatisfy(
+      (e: unknown) => e instanceof RaasError && e.code === 'tool_error' && /one command at a time/.test(e.message),
+    );
     expect((await first).output).toBe('first\n');
   });
 

@@ -4,7 +4,8 @@ import { startToolServer } from './helpers.js';
 
 describe('persistent python in the tool server (real /usr/bin/python3)', () => {
   let t: Awaited<ReturnType<typeof startToolServer>>;
-  const py = (code: string, o: Record<string, unknown> = {}): Promise<PythonResult> => t.client.call<PythonResult>('python', { code, ...o });
+  const py = (code: string, o: Record<string, unknown> = {}): Promise<PythonResult> =>
+    t.client.call<PythonResult>('python', { code, ...o });
   beforeAll(async () => {
     t = await startToolServer();
   });
@@ -27,7 +28,9 @@ describe('persistent python in the tool server (real /usr/bin/python3)', () => {
   });
 
   it('user code cannot corrupt the protocol through stdout, stdin or sys.exit', async () => {
-    const r = await py('import sys\nsys.stdout.write("{\\"id\\": 1}\\n")\ntry:\n    input()\nexcept EOFError:\n    print("eof")\nsys.exit(3)');
+    const r = await py(
+      'import sys\nsys.stdout.write("{\\"id\\": 1}\\n")\ntry:\n    input()\nexcept EOFError:\n    print("eof")\nsys.exit(3)',
+    );
     expect(r.stdout).toContain('eof');
     expect(r.error?.type).toBe('SystemExit');
     expect((await py('x')).result).toBe('20');

@@ -11,7 +11,8 @@ describe('tool server: bad input gets an error answer and the server keeps servi
     t = await startToolServer({ max_input_bytes: 64 * 1024 });
   });
   afterAll(async () => t.close());
-  const alive = async (): Promise<void> => expect((await t.client.call<BashResult>('bash', { command: 'echo alive' })).output).toBe('alive\n');
+  const alive = async (): Promise<void> =>
+    expect((await t.client.call<BashResult>('bash', { command: 'echo alive' })).output).toBe('alive\n');
 
   it('unknown tool', async () => {
     await expect(t.client.call('launch_missiles', {})).rejects.toSatisfy(isToolError(/unknown tool/));

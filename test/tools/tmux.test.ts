@@ -4,7 +4,8 @@ import { startToolServer } from './helpers.js';
 
 describe('tmux baseline backend (real tmux, OpenHands-style send-keys + capture-pane polling)', () => {
   let t: Awaited<ReturnType<typeof startToolServer>>;
-  const bash = (command: string, o: Record<string, unknown> = {}): Promise<BashResult> => t.client.call<BashResult>('bash', { command, ...o });
+  const bash = (command: string, o: Record<string, unknown> = {}): Promise<BashResult> =>
+    t.client.call<BashResult>('bash', { command, ...o });
   beforeAll(async () => {
     t = await startToolServer({ bash_backend: 'tmux', tmux_poll_ms: 20, tools: ['bash'] });
   });

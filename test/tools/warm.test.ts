@@ -20,7 +20,9 @@ describe('tool server: warm, then configure', () => {
     await t.client.call('configure', { env: { PATH: '/usr/bin:/bin', A: '1' }, tools: ['bash'] });
     const b = await t.client.call<BashResult>('bash', { command: 'echo $A' });
     expect(b.output).toBe('1\n');
-    await expect(t.client.call('python', { code: '1' })).rejects.toSatisfy((e: unknown) => e instanceof RaasError && /not enabled/.test(e.message));
+    await expect(t.client.call('python', { code: '1' })).rejects.toSatisfy(
+      (e: unknown) => e instanceof RaasError && /not enabled/.test(e.message),
+    );
   });
 
   it('a new environment or limits restarts the warmed tools with them (nothing of the old ones is left)', async () => {
@@ -35,6 +37,8 @@ describe('tool server: warm, then configure', () => {
     // The old bash and python were stopped: as many children as after the warm, not twice as many.
     await expect.poll(children).toBe(warmed);
     // Once a command ran, configure is refused as before.
-    await expect(t.client.call('configure', { env: { A: '3' } })).rejects.toSatisfy((e: unknown) => e instanceof RaasError && /before the first bash or python call/.test(e.message));
+    await expect(t.client.call('configure', { env: { A: '3' } })).rejects.toSatisfy(
+      (e: unknown) => e instanceof RaasError && /before the first bash or python call/.test(e.message),
+    );
   });
 });

@@ -31,15 +31,19 @@ export async function runAgent(opts: AgentOptions): Promise<AgentTrajectory> {
   const { llm, tokenizer: tok, samplingParams: sp, signal } = opts;
   const enableThinking = sp.enable_thinking ?? true;
   const maxIterations = sp.max_iterations ?? opts.defaults?.max_iterations ?? AGENT_DEFAULTS.max_iterations;
-  const perTurn = sp.max_tokens_per_turn ?? sp.max_output_tokens ?? opts.defaults?.max_tokens_per_turn ?? AGENT_DEFAULTS.max_tokens_per_turn;
+  const perTurn =
+    sp.max_tokens_per_turn ?? sp.max_output_tokens ?? opts.defaults?.max_tokens_per_turn ?? AGENT_DEFAULTS.max_tokens_per_turn;
   const responseBudget = sp.max_response_tokens ?? opts.defaults?.max_response_tokens ?? Number.POSITIVE_INFINITY;
   const stopIds = sp.stop_token_ids ?? [...tok.stopIds];
   const withInputIds = sp.token_level_generation === true || sp.return_message_ids === true;
 
   // Long texts (a problem statement, a tool's flood of output) are encoded off the event loop when
   // the server runs a tokenizer pool.
-  const encode = (chunks: Chunk[]): Promise<number[]> => (tok.encodeChunksAsync ? tok.encodeChunksAsync(chunks, signal) : Promise.resolve(tok.encodeChunks(chunks)));
-  const traj = new TrajectoryBuilder(opts.promptIds ? [...opts.promptIds] : await encode(tok.promptChunks(opts.messages, { tools: opts.tools, enableThinking })));
+  const encode = (chunks: Chunk[]): Promise<number[]> =>
+    tok.encodeChunksAsync ? tok.encodeChunksAsync(chunks, signal) : Promise.resolve(tok.encodeChunks(chunks));
+  const traj = new TrajectoryBuilder(
+    opts.promptIds ? [...opts.promptIds] : await encode(tok.promptChunks(opts.messages, { tools: opts.tools, enableThinking })),
+  );
   for (const m of opts.messages) traj.addPromptMessage(toMessage(m));
   const turns: AgentTurn[] = [];
   let generated = 0;
@@ -114,7 +118,11 @@ export async function runAgent(opts: AgentOptions): Promise<AgentTrajectory> {
         if ('error' in p) {
           malformed++;
           calls.push({ name: INVALID_TOOL_CALL, arguments: { error: p.error }, id });
-          results.push({ role: 'tool', content: `ERROR: could not run this tool call: ${p.error}. Write each call as <tool_call>{"name": "<tool>", "arguments": {...}}</tool_call>.`, tool_call_id: id });
+          results.push({
+            role: 'tool',
+            content: `ERROR: could not run this tool call: ${p.error}. Write each call as <tool_call>{"name": "<tool>", "arguments": {...}}</tool_call>.`,
+            tool_call_id: id,
+          });
           continue;
         }
         calls.push({ name: p.call.name, arguments: p.call.arguments, id });
@@ -143,7 +151,13 @@ export async function runAgent(opts: AgentOptions): Promise<AgentTrajectory> {
       let next: Message[] = results;
       if (parsed.length === 0) {
         // A turn cut by a limit is that limit's finish, not the model's own.
-        const limit = endedWithEos ? undefined : generated >= responseBudget ? 'max_response_tokens' : traj.length >= maxModelLen ? 'max_model_len' : undefined;
+        const limit = endedWithEos
+          ? undefined
+          : generated >= responseBudget
+            ? 'max_response_tokens'
+            : traj.length >= maxModelLen
+              ? 'max_model_len'
+              : undefined;
         if (limit) {
           finishReason = limit;
           break;
@@ -158,9 +172,21 @@ export async function runAgent(opts: AgentOptions): Promise<AgentTrajectory> {
 
       // The observation: the template's end-of-turn for a turn that did not end with eos, the
       // messages as the template renders them, and the generation prompt.
-      const obs = await encode(tok.observationChunks(next.map((m) => ({ role: m.role, content: m.content })), { enableThinking }));
+      const obs = await encode(
+        tok.observationChunks(
+          next.map((m) => ({ role: m.role, content: m.content })),
+          { enableThinking },
+        ),
+      );
       const ids = endedWithEos ? obs : [tok.eosId, ...obs];
-      const stop = turns.length >= maxIterations ? 'max_iterations' : generated >= responseBudget ? 'max_response_tokens' : traj.length + ids.length >= maxModelLen ? 'max_model_len' : undefined;
+      const stop =
+        turns.length >= maxIterations
+          ? 'max_iterations'
+          : generated >= responseBudget
+            ? 'max_response_tokens'
+            : traj.length + ids.length >= maxModelLen
+              ? 'max_model_len'
+              : undefined;
       if (stop) {
         traj.addUnsent(next);
         finishReason = stop;
@@ -206,7 +232,11 @@ async function generateTurn(opts: AgentOptions, prompt: number[], budget: number
     if (res.finish_reason !== 'abort' || out.ids.length >= budget) return;
     if (res.ids.length > 0 && stopIds.includes(res.ids[res.ids.length - 1]!)) return;
     idle = res.ids.length === 0 ? idle + 1 : 0;
-    if (idle > MAX_IDLE_ABORTS) throw new RaasError('backend_unavailable', `backend ${res.backend} aborted the turn ${idle} times in a row without generating anything`);
+    if (idle > MAX_IDLE_ABORTS)
+      throw new RaasError(
+        'backend_unavailable',
+        `backend ${res.backend} aborted the turn ${idle} times in a row without generating anything`,
+      );
   }
 }
 

@@ -22,7 +22,8 @@ export function jsonDepth(text: string): number {
   for (let i = 0; i < text.length; i++) {
     const c = text.charCodeAt(i);
     if (inString) {
-      if (c === 92) i++; // backslash: skip the escaped character
+      if (c === 92)
+        i++; // backslash: skip the escaped character
       else if (c === 34) inString = false;
     } else if (c === 34) inString = true;
     else if (c === 123 || c === 91) max = Math.max(max, ++depth);
@@ -50,28 +51,33 @@ export function parseToolCalls(text: string): ToolCallParse[] {
 }
 
 function parseOne(raw: string): ToolCallParse {
-  if (raw.length > MAX_CALL_CHARS) return { raw: raw.slice(0, 200), error: `the tool call is ${raw.length} characters long; at most ${MAX_CALL_CHARS} are read` };
+  if (raw.length > MAX_CALL_CHARS)
+    return { raw: raw.slice(0, 200), error: `the tool call is ${raw.length} characters long; at most ${MAX_CALL_CHARS} are read` };
   const depth = jsonDepth(raw);
-  if (depth > MAX_CALL_DEPTH) return { raw: raw.slice(0, 200), error: `the tool call nests ${depth} levels deep; at most ${MAX_CALL_DEPTH} are read` };
+  if (depth > MAX_CALL_DEPTH)
+    return { raw: raw.slice(0, 200), error: `the tool call nests ${depth} levels deep; at most ${MAX_CALL_DEPTH} are read` };
   let value: unknown;
   try {
     value = JSON.parse(raw);
   } catch (err) {
     return { raw, error: `the tool call is not valid JSON (${(err as Error).message})` };
   }
-  if (typeof value !== 'object' || value === null || Array.isArray(value)) return { raw, error: 'the tool call must be a JSON object {"name": ..., "arguments": {...}}' };
+  if (typeof value !== 'object' || value === null || Array.isArray(value))
+    return { raw, error: 'the tool call must be a JSON object {"name": ..., "arguments": {...}}' };
   const v = value as Record<string, unknown>;
   if (typeof v.name !== 'string' || v.name === '') return { raw, error: 'the tool call has no "name" string' };
   // Some models emit the arguments as a JSON string, or under "parameters" (older Hermes prompts).
   let args = v.arguments ?? v.parameters ?? {};
   if (typeof args === 'string') {
-    if (jsonDepth(args) > MAX_CALL_DEPTH) return { raw: raw.slice(0, 200), error: `the "arguments" of ${v.name} nest more than ${MAX_CALL_DEPTH} levels deep` };
+    if (jsonDepth(args) > MAX_CALL_DEPTH)
+      return { raw: raw.slice(0, 200), error: `the "arguments" of ${v.name} nest more than ${MAX_CALL_DEPTH} levels deep` };
     try {
       args = JSON.parse(args);
     } catch {
       return { raw, error: `the "arguments" of ${v.name} is a string that is not JSON` };
     }
   }
-  if (typeof args !== 'object' || args === null || Array.isArray(args)) return { raw, error: `the "arguments" of ${v.name} must be a JSON object` };
+  if (typeof args !== 'object' || args === null || Array.isArray(args))
+    return { raw, error: `the "arguments" of ${v.name} must be a JSON object` };
   return { raw, call: { name: v.name, arguments: args as Record<string, unknown> } };
 }

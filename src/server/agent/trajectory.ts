@@ -52,7 +52,8 @@ export class TrajectoryBuilder {
       this.response_mask.push(0);
       this.logprobs.push(0);
     }
-    const bounds = cuts && cuts.length === messages.length - 1 ? [0, ...cuts, ids.length] : [0, ids.length, ...messages.slice(1).map(() => ids.length)];
+    const bounds =
+      cuts && cuts.length === messages.length - 1 ? [0, ...cuts, ids.length] : [0, ids.length, ...messages.slice(1).map(() => ids.length)];
     messages.forEach((m, k) => {
       this.spans.push({ message_index: this.messages.length, start: base + bounds[k]!, end: base + bounds[k + 1]! });
       this.messages.push(m);

@@ -92,7 +92,13 @@ async function runChat(ctx: RunContext<ChatInstance>): Promise<RunResult> {
       generated += r.ids.length;
       append(tokens, r.ids, 1, r.logprobs, messages.length);
       const text = tokenizer.decode(r.ids[r.ids.length - 1] === tokenizer.eosId ? r.ids.slice(0, -1) : r.ids);
-      messages.push({ role: 'assistant', content: text, token_ids: r.ids, logprobs: r.logprobs, ...(withInputIds ? { input_ids: prompt } : {}) });
+      messages.push({
+        role: 'assistant',
+        content: text,
+        token_ids: r.ids,
+        logprobs: r.logprobs,
+        ...(withInputIds ? { input_ids: prompt } : {}),
+      });
       if (r.finish_reason === 'length' && next.cause !== 'per_turn') {
         finish = next.cause === 'response' ? 'max_response_tokens' : 'max_model_len';
         break;

@@ -16,10 +16,13 @@ export async function loadHandlerModules(paths: readonly string[], baseDir = pro
     try {
       mod = await import(pathToFileURL(file).href);
     } catch (err) {
-      throw new RaasError('config_invalid', `handler_modules: cannot load ${file}: ${err instanceof Error ? err.message : String(err)}`, { cause: err });
+      throw new RaasError('config_invalid', `handler_modules: cannot load ${file}: ${err instanceof Error ? err.message : String(err)}`, {
+        cause: err,
+      });
     }
     const exported = mod.default;
-    if (exported === undefined) throw new RaasError('config_invalid', `handler_modules: ${file} has no default export: export a handler or an array of handlers`);
+    if (exported === undefined)
+      throw new RaasError('config_invalid', `handler_modules: ${file} has no default export: export a handler or an array of handlers`);
     const list = Array.isArray(exported) ? exported : [exported];
     list.forEach((h, i) => assertHandler(h, `handler_modules: ${file}${Array.isArray(exported) ? `[${i}]` : ''}`));
     out.push(...(list as AgentHandler<unknown>[]));

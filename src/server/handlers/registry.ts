@@ -41,7 +41,11 @@ export class HandlerRegistry {
     const names = [handler.name, ...(handler.aliases ?? [])];
     if (!opts.replace) {
       const taken = names.filter((n) => this.byName.has(n));
-      if (taken.length) throw new RaasError('config_invalid', `handler name ${taken.map((n) => JSON.stringify(n)).join(', ')} is already registered: rename the handler or drop the duplicate module`);
+      if (taken.length)
+        throw new RaasError(
+          'config_invalid',
+          `handler name ${taken.map((n) => JSON.stringify(n)).join(', ')} is already registered: rename the handler or drop the duplicate module`,
+        );
     }
     for (const n of names) this.byName.set(n, handler);
   }
@@ -52,7 +56,8 @@ export class HandlerRegistry {
    * name nothing matches: /process answers 400 unknown_data_source (ProRL: 500).
    */
   resolve(dataSource: string): AgentHandler<unknown> | undefined {
-    const direct = this.byName.get(dataSource) ?? (Object.hasOwn(PRORL_NAMES, dataSource) ? this.byName.get(PRORL_NAMES[dataSource]!) : undefined);
+    const direct =
+      this.byName.get(dataSource) ?? (Object.hasOwn(PRORL_NAMES, dataSource) ? this.byName.get(PRORL_NAMES[dataSource]!) : undefined);
     if (direct || !isDeepcoderName(dataSource)) return direct;
     return this.byName.get('deepcoder') ?? this.byName.get('code');
   }
@@ -67,9 +72,11 @@ export class HandlerRegistry {
 export function assertHandler(h: unknown, where: string): asserts h is AgentHandler<unknown> {
   const x = h as Partial<AgentHandler<unknown>> | undefined;
   const missing: string[] = [];
-  if (!x || typeof x !== 'object') throw new RaasError('config_invalid', `${where}: a handler must be an object with name, instance, init, run and eval`);
+  if (!x || typeof x !== 'object')
+    throw new RaasError('config_invalid', `${where}: a handler must be an object with name, instance, init, run and eval`);
   if (typeof x.name !== 'string' || !x.name) missing.push('name (string)');
-  if (!x.instance || typeof (x.instance as { '~standard'?: unknown })['~standard'] !== 'object') missing.push('instance (a Standard Schema, e.g. a zod 4 schema)');
+  if (!x.instance || typeof (x.instance as { '~standard'?: unknown })['~standard'] !== 'object')
+    missing.push('instance (a Standard Schema, e.g. a zod 4 schema)');
   for (const k of ['init', 'run', 'eval'] as const) if (typeof x[k] !== 'function') missing.push(`${k}()`);
   if (missing.length) throw new RaasError('config_invalid', `${where}: handler is missing ${missing.join(', ')}`);
 }

@@ -124,7 +124,14 @@ export class GenerationGate {
     }
     await this.idleWithin(Number.POSITIVE_INFINITY);
     const count = (o: Entry['outcome']): number => inFlight.filter((c) => c.outcome === o).length;
-    return { status: 'paused', mode, in_flight: inFlight.length, aborted: count('abort'), disconnected: count('dropped'), held: this.waiting.size };
+    return {
+      status: 'paused',
+      mode,
+      in_flight: inFlight.length,
+      aborted: count('abort'),
+      disconnected: count('dropped'),
+      held: this.waiting.size,
+    };
   }
 
   /** Lets held jobs go on. Safe when not paused. */

@@ -3,7 +3,8 @@ import https from 'node:https';
 import { ContextLengthError, RaasError } from '../../protocol/errors.js';
 
 /** vLLM and SGLang word their context-length 400s differently by release; match on these. */
-const CONTEXT_LENGTH_RE = /maximum context length|context length is only|maximum model length|longer than the model's context length|context length/i;
+const CONTEXT_LENGTH_RE =
+  /maximum context length|context length is only|maximum model length|longer than the model's context length|context length/i;
 
 /** Normalises a backend address: adds `http://`, drops a trailing slash and ProRL's `/v1` suffix. */
 export function normalizeAddress(address: string): string {
@@ -60,11 +61,21 @@ export async function getJson(url: string, signal: AbortSignal | undefined, time
  */
 export async function probe(url: string, timeoutMs: number): Promise<void> {
   const r = await request(url, 'GET', undefined, undefined, timeoutMs);
-  if (r.status >= 500) throw new RaasError('backend_unavailable', `LLM backend ${url} answered ${r.status}: ${errorMessage(r.text).slice(0, 200)}`, { retryable: true, status: 502 });
+  if (r.status >= 500)
+    throw new RaasError('backend_unavailable', `LLM backend ${url} answered ${r.status}: ${errorMessage(r.text).slice(0, 200)}`, {
+      retryable: true,
+      status: 502,
+    });
 }
 
 /** One HTTP exchange: the status and the body text, or BackendUnreachableError when no answer came. */
-function request(url: string, method: string, body: string | undefined, signal: AbortSignal | undefined, timeoutMs: number): Promise<{ status: number; text: string }> {
+function request(
+  url: string,
+  method: string,
+  body: string | undefined,
+  signal: AbortSignal | undefined,
+  timeoutMs: number,
+): Promise<{ status: number; text: string }> {
   return new Promise((resolve, reject) => {
     if (signal?.aborted) return reject(signal.reason);
     const u = new URL(url);
@@ -77,13 +88,17 @@ function request(url: string, method: string, body: string | undefined, signal: 
       signal?.removeEventListener('abort', onAbort);
       fn();
     };
-    const fail = (why: string, cause?: unknown): void => finish(() => reject(new BackendUnreachableError(`LLM backend ${url} failed: ${why}`, cause)));
+    const fail = (why: string, cause?: unknown): void =>
+      finish(() => reject(new BackendUnreachableError(`LLM backend ${url} failed: ${why}`, cause)));
     const req = mod.request(
       u,
       {
         method,
         agent: u.protocol === 'https:' ? agents.https : agents.http,
-        headers: body === undefined ? { accept: 'application/json' } : { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body), accept: 'application/json' },
+        headers:
+          body === undefined
+            ? { accept: 'application/json' }
+            : { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body), accept: 'application/json' },
       },
       (res) => {
         const chunks: Buffer[] = [];
@@ -119,12 +134,18 @@ function answer(url: string, status: number, text: string): unknown {
     const message = errorMessage(text);
     if (status === 400 && CONTEXT_LENGTH_RE.test(message)) throw new ContextLengthError(`${url}: ${message}`);
     const retryable = status >= 500 || status === 429;
-    throw new RaasError('backend_unavailable', `LLM backend ${url} answered ${status}: ${message.slice(0, 500)}`, { retryable, status: 502 });
+    throw new RaasError('backend_unavailable', `LLM backend ${url} answered ${status}: ${message.slice(0, 500)}`, {
+      retryable,
+      status: 502,
+    });
   }
   try {
     return text === '' ? null : JSON.parse(text);
   } catch (err) {
-    throw new RaasError('backend_unavailable', `LLM backend ${url} answered non-JSON: ${text.slice(0, 200)}`, { cause: err, retryable: true });
+    throw new RaasError('backend_unavailable', `LLM backend ${url} answered non-JSON: ${text.slice(0, 200)}`, {
+      cause: err,
+      retryable: true,
+    });
   }
 }
 

@@ -9,7 +9,10 @@ export interface LengthLimits {
 }
 
 /** Reads the limits from sampling params, with a handler's defaults where they are silent. */
-export function lengthLimits(sp: SamplingParams, defaults: { max_tokens_per_turn?: number; max_response_tokens?: number } = {}): LengthLimits {
+export function lengthLimits(
+  sp: SamplingParams,
+  defaults: { max_tokens_per_turn?: number; max_response_tokens?: number } = {},
+): LengthLimits {
   return {
     perTurn: sp.max_tokens_per_turn ?? sp.max_output_tokens ?? defaults.max_tokens_per_turn ?? 1024,
     response: sp.max_response_tokens ?? defaults.max_response_tokens ?? Number.POSITIVE_INFINITY,
@@ -31,6 +34,11 @@ export function nextMaxTokens(
   const contextLeft = maxModelLen === undefined ? Number.POSITIVE_INFINITY : maxModelLen - promptLen;
   if (contextLeft <= 0) return { finish: 'max_model_len' };
   const max = Math.min(limits.perTurn, responseLeft, contextLeft);
-  const cause = max === contextLeft && contextLeft < Math.min(limits.perTurn, responseLeft) ? 'model_len' : max === responseLeft && responseLeft < limits.perTurn ? 'response' : 'per_turn';
+  const cause =
+    max === contextLeft && contextLeft < Math.min(limits.perTurn, responseLeft)
+      ? 'model_len'
+      : max === responseLeft && responseLeft < limits.perTurn
+        ? 'response'
+        : 'per_turn';
   return { max_tokens: max, cause };
 }

@@ -42,7 +42,14 @@ export class Backend implements Watched {
     public client: BackendClient,
   ) {}
   info(): BackendInfo {
-    return { address: this.address, api: this.api, weight_version: this.weightVersion, active: this.active, assigned: this.assigned, healthy: this.healthy };
+    return {
+      address: this.address,
+      api: this.api,
+      weight_version: this.weightVersion,
+      active: this.active,
+      assigned: this.assigned,
+      healthy: this.healthy,
+    };
   }
 }
 
@@ -251,8 +258,13 @@ export class BackendPool {
 
   private opened(b: Backend): void {
     this.place(b);
-    this.log?.warn({ backend: b.address, failures: b.failures, last: b.lastError }, 'LLM backend marked unhealthy: no new work until a probe answers');
-    const reason = new BackendUnreachableError(`LLM backend ${b.address} was marked unhealthy after ${b.failures} consecutive failures (last: ${b.lastError})`);
+    this.log?.warn(
+      { backend: b.address, failures: b.failures, last: b.lastError },
+      'LLM backend marked unhealthy: no new work until a probe answers',
+    );
+    const reason = new BackendUnreachableError(
+      `LLM backend ${b.address} was marked unhealthy after ${b.failures} consecutive failures (last: ${b.lastError})`,
+    );
     for (const c of [...b.calls]) c.abort(reason);
   }
 

@@ -11,7 +11,9 @@ export async function probeBackend(address: string, api: LlmApi, timeoutMs: numb
   const base = normalizeAddress(address);
   try {
     if (api === 'vllm') {
-      const r = (await getJson(`${base}/v1/models`, signal, timeoutMs)) as { data?: Array<{ id?: unknown; max_model_len?: unknown }> } | null;
+      const r = (await getJson(`${base}/v1/models`, signal, timeoutMs)) as {
+        data?: Array<{ id?: unknown; max_model_len?: unknown }>;
+      } | null;
       const m = r?.data?.[0];
       if (!m) return { answered: true, warning: `${base}/v1/models listed no model: is this a vLLM server?` };
       return { answered: true, ...fields(m.id, m.max_model_len) };
@@ -24,8 +26,13 @@ export async function probeBackend(address: string, api: LlmApi, timeoutMs: numb
   } catch (err) {
     const why = err instanceof Error ? err.message : String(err);
     const other = api === 'vllm' ? 'sglang' : 'vllm';
-    const hint = /answered 404/.test(why) ? ` (is it a ${other === 'sglang' ? 'SGLang' : 'vLLM'} server? register it with "api": "${other}")` : '';
-    return { answered: false, warning: `the backend did not answer the model probe: ${why}${hint}; it is registered anyway and the health probes decide when it gets work` };
+    const hint = /answered 404/.test(why)
+      ? ` (is it a ${other === 'sglang' ? 'SGLang' : 'vLLM'} server? register it with "api": "${other}")`
+      : '';
+    return {
+      answered: false,
+      warning: `the backend did not answer the model probe: ${why}${hint}; it is registered anyway and the health probes decide when it gets work`,
+    };
   }
 }
 

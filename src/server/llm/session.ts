@@ -89,7 +89,8 @@ export class JobLlmSession implements LlmSession {
     const limit = await this.maxModelLen(req.signal);
     if (limit !== undefined) {
       const left = limit - req.prompt_ids.length;
-      if (left <= 0) throw new ContextLengthError(`the prompt has ${req.prompt_ids.length} tokens and max_model_len is ${limit}: no room to generate`);
+      if (left <= 0)
+        throw new ContextLengthError(`the prompt has ${req.prompt_ids.length} tokens and max_model_len is ${limit}: no room to generate`);
       maxTokens = Math.min(maxTokens, left);
     }
     for (;;) {
@@ -141,10 +142,13 @@ export class JobLlmSession implements LlmSession {
   /** The error of a job left without a backend; it names the last failure, so a crashed backend can be told from a slow or garbled one. */
   private noBackend(): RaasError {
     const unhealthy = this.o.pool.unhealthy();
-    if (!this.dead.size && !unhealthy.length) return new RaasError('backend_unavailable', 'no LLM backend is registered: POST /add_llm_server');
+    if (!this.dead.size && !unhealthy.length)
+      return new RaasError('backend_unavailable', 'no LLM backend is registered: POST /add_llm_server');
     const counts = [`${this.dead.size} tried`, ...(unhealthy.length ? [`${unhealthy.length} marked unhealthy`] : [])].join(', ');
     const last = this.lastError?.message ?? unhealthy[0]?.lastError;
-    return new RaasError('backend_unavailable', `every LLM backend stopped answering (${counts}${last ? `; last: ${last}` : ''})`, { cause: this.lastError });
+    return new RaasError('backend_unavailable', `every LLM backend stopped answering (${counts}${last ? `; last: ${last}` : ''})`, {
+      cause: this.lastError,
+    });
   }
 
   private async callWithRetries(backend: Backend, req: GenerateRequest, seed: number, turn: number) {
@@ -161,7 +165,15 @@ export class JobLlmSession implements LlmSession {
     }
   }
 
-  private async attempts(backend: Backend, req: GenerateRequest, seed: number, requestId: string, timeoutMs: number, breaker: AbortSignal, stop: AbortSignal) {
+  private async attempts(
+    backend: Backend,
+    req: GenerateRequest,
+    seed: number,
+    requestId: string,
+    timeoutMs: number,
+    breaker: AbortSignal,
+    stop: AbortSignal,
+  ) {
     const cfg = this.o.pool.config;
     const random = this.o.random ?? Math.random;
     const gate = gateOf(this.o.pool);
@@ -176,7 +188,14 @@ export class JobLlmSession implements LlmSession {
         // The breaker opened while the call waited at a paused gate: move instead of calling.
         if (breaker.aborted) throw breaker.reason;
         const signal = AbortSignal.any([stop, call.signal]);
-        const r = await backend.client.generate({ ...req, signal, timeout_ms: timeoutMs, seed, sampling: this.o.sampling, request_id: requestId });
+        const r = await backend.client.generate({
+          ...req,
+          signal,
+          timeout_ms: timeoutMs,
+          seed,
+          sampling: this.o.sampling,
+          request_id: requestId,
+        });
         this.o.pool.succeeded(backend);
         this.o.observer?.llmCall?.(backend.api, (this.o.clock.now() - t0) / 1000);
         cut = r.finish_reason === 'abort';

@@ -25,7 +25,11 @@ export class SglangClient implements BackendClient {
     this.timeoutMs = opts.requestTimeoutMs ?? 3_600_000;
     this.info = new BackendMetadata(async (signal) => {
       const r = await getJson(`${this.address}/get_server_info`, signal, 10_000);
-      return typeof r?.context_length === 'number' ? r.context_length : typeof r?.max_req_input_len === 'number' ? r.max_req_input_len : undefined;
+      return typeof r?.context_length === 'number'
+        ? r.context_length
+        : typeof r?.max_req_input_len === 'number'
+          ? r.max_req_input_len
+          : undefined;
     }, opts.metadata);
   }
 
@@ -57,7 +61,8 @@ export class SglangClient implements BackendClient {
       stream: false,
     };
     const res = await postJson(`${this.address}/generate`, body, req.signal, req.timeout_ms ?? this.timeoutMs);
-    if (!res || !Array.isArray(res.output_ids)) throw new RaasError('backend_unavailable', `SGLang ${this.address} answered without output_ids`, { retryable: true });
+    if (!res || !Array.isArray(res.output_ids))
+      throw new RaasError('backend_unavailable', `SGLang ${this.address} answered without output_ids`, { retryable: true });
     const ids: number[] = res.output_ids;
     const tuples: Array<[number | null, number, unknown]> = res.meta_info?.output_token_logprobs ?? [];
     const logprobs = ids.map((_, i) => tuples[i]?.[0] ?? 0);

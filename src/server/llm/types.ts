@@ -43,7 +43,9 @@ export interface LlmSession {
 export interface BackendClient {
   readonly address: string;
   readonly api: LlmApi;
-  generate(req: GenerateRequest & { seed: number; sampling: Record<string, unknown>; request_id: string }): Promise<Omit<GenerateResult, 'weight_version' | 'backend'>>;
+  generate(
+    req: GenerateRequest & { seed: number; sampling: Record<string, unknown>; request_id: string },
+  ): Promise<Omit<GenerateResult, 'weight_version' | 'backend'>>;
   maxModelLen(signal?: AbortSignal): Promise<number | undefined>;
   /** A cheap liveness check (GET /health): resolves when the backend answers below 500. Without it the pool cannot probe. */
   probe?(timeoutMs: number): Promise<void>;

@@ -19,7 +19,12 @@ type ClientRequest = GenerateRequest & { seed: number; sampling: Record<string, 
 /** Parses vLLM's `"token_id:N"` placeholders (return_tokens_as_token_ids). */
 export function parseTokenIdPlaceholder(token: string): number {
   const m = /^token_id:(\d+)$/.exec(token);
-  if (!m) throw new RaasError('backend_unavailable', `vLLM returned token ${JSON.stringify(token)} instead of "token_id:N": is return_tokens_as_token_ids supported?`, { retryable: false });
+  if (!m)
+    throw new RaasError(
+      'backend_unavailable',
+      `vLLM returned token ${JSON.stringify(token)} instead of "token_id:N": is return_tokens_as_token_ids supported?`,
+      { retryable: false },
+    );
   return Number(m[1]);
 }
 
@@ -38,13 +43,19 @@ export class VllmClient implements BackendClient {
   private readonly models: BackendMetadata<{ id?: string; maxModelLen?: number }>;
   private readonly timeoutMs: number;
 
-  constructor(address: string, private readonly opts: ClientOptions = {}) {
+  constructor(
+    address: string,
+    private readonly opts: ClientOptions = {},
+  ) {
     this.address = normalizeAddress(address);
     this.timeoutMs = opts.requestTimeoutMs ?? 3_600_000;
     this.models = new BackendMetadata(async (signal) => {
       const r = await getJson(`${this.address}/v1/models`, signal, 10_000);
       const m = r?.data?.[0];
-      return { id: typeof m?.id === 'string' ? m.id : undefined, maxModelLen: typeof m?.max_model_len === 'number' ? m.max_model_len : undefined };
+      return {
+        id: typeof m?.id === 'string' ? m.id : undefined,
+        maxModelLen: typeof m?.max_model_len === 'number' ? m.max_model_len : undefined,
+      };
     }, opts.metadata);
   }
 

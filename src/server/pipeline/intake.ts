@@ -29,15 +29,26 @@ export function admissionEnv(sandbox: Record<string, unknown> = {}): AdmissionEn
  * Unknown top-level keys are dropped, as ProRL's request model drops them, and reported to
  * `ignored`; a missing `data_source` means `swebench`, as in ProRL.
  */
-export async function admit(body: unknown, registry: HandlerRegistry, env: AdmissionEnv = admissionEnv(), ignored?: (key: string) => void): Promise<Admitted> {
+export async function admit(
+  body: unknown,
+  registry: HandlerRegistry,
+  env: AdmissionEnv = admissionEnv(),
+  ignored?: (key: string) => void,
+): Promise<Admitted> {
   const request = parseOrThrow(ProcessRequest, body);
   if (ignored) for (const k of Object.keys(body as object)) if (!PROCESS_KEYS.has(k)) ignored(k);
   const given = request.instance.data_source ?? request.instance.task;
   const name = given ?? DEFAULT_DATA_SOURCE;
   const handler = registry.resolve(name);
   if (!handler) {
-    const names = registry.names().map((n) => JSON.stringify(n)).join(', ');
-    const why = given === undefined ? `instance.data_source is missing, which means ${JSON.stringify(name)} (as in ProRL), and no handler has that name` : `instance.data_source ${JSON.stringify(name)} names no handler`;
+    const names = registry
+      .names()
+      .map((n) => JSON.stringify(n))
+      .join(', ');
+    const why =
+      given === undefined
+        ? `instance.data_source is missing, which means ${JSON.stringify(name)} (as in ProRL), and no handler has that name`
+        : `instance.data_source ${JSON.stringify(name)} names no handler`;
     throw new RaasError('unknown_data_source', `${why}: use one of ${names}`);
   }
   const std = handler.instance['~standard'];
@@ -47,7 +58,9 @@ export async function admit(body: unknown, registry: HandlerRegistry, env: Admis
     out = r instanceof Promise ? await r : r;
   } catch (err) {
     // A schema that throws instead of reporting issues is still the instance's fault, not a 500.
-    throw new RaasError('invalid_instance', `${handler.name} instance: ${err instanceof Error ? err.message : String(err)}`, { cause: err });
+    throw new RaasError('invalid_instance', `${handler.name} instance: ${err instanceof Error ? err.message : String(err)}`, {
+      cause: err,
+    });
   }
   if (out.issues) {
     const msg = out.issues
@@ -62,7 +75,9 @@ export async function admit(body: unknown, registry: HandlerRegistry, env: Admis
     checked = await handler.checkInstance(out.value, env);
   } catch (err) {
     if (err instanceof RaasError) throw err;
-    throw new RaasError('invalid_instance', `${handler.name} instance: ${err instanceof Error ? err.message : String(err)}`, { cause: err });
+    throw new RaasError('invalid_instance', `${handler.name} instance: ${err instanceof Error ? err.message : String(err)}`, {
+      cause: err,
+    });
   }
   return { request, handler, instance: checked ?? out.value };
 }

@@ -67,7 +67,10 @@ export class ResultsJournal {
         // A torn last line (crash mid-write), a foreign line or an expired result is skipped.
         if (!e || wallNow - e.ended_at > ttlMs) return;
         winners.delete(e.job_id); // re-inserted: the map stays in file order of each id's last line
-        winners.set(e.job_id, { src: offset, entry: { job_id: e.job_id, state: e.state, ended_at: e.ended_at, instance_hash: e.instance_hash, at: { offset: 0, length: 0 } } });
+        winners.set(e.job_id, {
+          src: offset,
+          entry: { job_id: e.job_id, state: e.state, ended_at: e.ended_at, instance_hash: e.instance_hash, at: { offset: 0, length: 0 } },
+        });
       });
     } catch (err) {
       if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
@@ -102,7 +105,9 @@ export class ResultsJournal {
   /** Appends one finished result, given as JSON text (buffered; never blocks the answer). Returns where its line sits. */
   append(jobId: string, state: JobState, endedAt: number, instanceHash: string, resultJson: string): JournalLocation | undefined {
     if (!this.stream || this.closing) return undefined;
-    const line = Buffer.from(`{"job_id":${JSON.stringify(jobId)},"state":"${state}","ended_at":${endedAt},"instance_hash":"${instanceHash}","result":${resultJson}}\n`);
+    const line = Buffer.from(
+      `{"job_id":${JSON.stringify(jobId)},"state":"${state}","ended_at":${endedAt},"instance_hash":"${instanceHash}","result":${resultJson}}\n`,
+    );
     const at = { offset: this.size, length: line.length - 1 };
     this.size += line.length;
     this.stream.write(line, (err) => {

@@ -52,10 +52,22 @@ type StageEnd<C, T> = { kind: 'ok'; ctx: C; value: T } | { kind: 'failed'; ctx: 
  * Never throws for anything a handler does.
  */
 export async function runJob(job: Job, env: LifecycleEnv): Promise<Outcome> {
-  const deps: ContextDeps = { config: env.config.handlers[job.handler.name] ?? {}, log: env.log, sandboxes: env.sandboxes, tokenizer: env.tokenizer };
+  const deps: ContextDeps = {
+    config: env.config.handlers[job.handler.name] ?? {},
+    log: env.log,
+    sandboxes: env.sandboxes,
+    tokenizer: env.tokenizer,
+  };
   const h = job.handler;
   try {
-    const init = await stage(job, env, 'init', () => new StageCtx(job, deps), (ctx) => h.init(ctx), (v) => v?.runtime);
+    const init = await stage(
+      job,
+      env,
+      'init',
+      () => new StageCtx(job, deps),
+      (ctx) => h.init(ctx),
+      (v) => v?.runtime,
+    );
     if (init.kind === 'aborted') return aborted(job);
     if (init.kind === 'failed') {
       failure(job, env, 'init', init.error, () => h.initException?.(init.ctx, init.error));
@@ -64,7 +76,13 @@ export async function runJob(job: Job, env: LifecycleEnv): Promise<Outcome> {
     job.init = init.value ?? {};
 
     transition(job, 'queued_run');
-    const run = await stage(job, env, 'run', () => new RunCtx(job, deps, job.runtime, job.init ?? {}, openSession(job, env)), (ctx) => h.run(ctx));
+    const run = await stage(
+      job,
+      env,
+      'run',
+      () => new RunCtx(job, deps, job.runtime, job.init ?? {}, openSession(job, env)),
+      (ctx) => h.run(ctx),
+    );
     if (run.kind === 'aborted') {
       if (run.value) job.run = run.value;
       return aborted(job);
@@ -75,7 +93,13 @@ export async function runJob(job: Job, env: LifecycleEnv): Promise<Outcome> {
     } else job.run = run.value;
 
     transition(job, 'queued_eval');
-    const ev = await stage(job, env, 'eval', () => new EvalCtx(job, deps, job.run ?? fallbackRun()), (ctx) => h.eval(ctx));
+    const ev = await stage(
+      job,
+      env,
+      'eval',
+      () => new EvalCtx(job, deps, job.run ?? fallbackRun()),
+      (ctx) => h.eval(ctx),
+    );
     if (ev.kind === 'aborted') return aborted(job);
     if (ev.kind === 'failed') failure(job, env, 'eval', ev.error, () => h.evalException?.(ev.ctx, ev.error));
     patch(job, env, 'finalResult', () => h.finalResult?.(ev.ctx));
@@ -97,7 +121,13 @@ function aborted(job: Job): Outcome {
 
 function openSession(job: Job, env: LifecycleEnv): JobLlmSession {
   job.session = new JobLlmSession({
-    pool: env.pool, jobId: job.key, groupId: job.request.group_id, sampling: job.request.sampling_params, seed: job.seed, clock: env.clock, observer: env.observer,
+    pool: env.pool,
+    jobId: job.key,
+    groupId: job.request.group_id,
+    sampling: job.request.sampling_params,
+    seed: job.seed,
+    clock: env.clock,
+    observer: env.observer,
     // Time held by a paused server is not the job's: its timeout counts stage time only.
     onHold: (held) => (held ? job.timer.pause() : job.timer.resume()),
   });
@@ -110,7 +140,14 @@ function openSession(job: Job, env: LifecycleEnv): JobLlmSession {
  * time, calls the handler, closes the sandboxes the stage opened (all but the runtime INIT
  * returns), and after RUN the session and the runtime.
  */
-async function stage<C extends StageCtx, T>(job: Job, env: LifecycleEnv, name: Stage, makeCtx: () => C, call: (ctx: C) => Promise<T>, keep?: (value: T) => Sandbox | undefined): Promise<StageEnd<C, T>> {
+async function stage<C extends StageCtx, T>(
+  job: Job,
+  env: LifecycleEnv,
+  name: Stage,
+  makeCtx: () => C,
+  call: (ctx: C) => Promise<T>,
+  keep?: (value: T) => Sandbox | undefined,
+): Promise<StageEnd<C, T>> {
   let release: () => void;
   try {
     release = await env.limiters[name].acquire(job.signal);

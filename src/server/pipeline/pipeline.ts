@@ -79,13 +79,25 @@ export class Pipeline {
   constructor(private readonly o: PipelineOptions) {
     this.wallNow = o.wallNow ?? Date.now;
     this.state = o.config.autostart ? 'running' : 'stopped';
-    this.done = new ResultStore({ ttlMs: o.config.result_ttl_s * 1000, max: o.config.max_kept_results, journal: o.journal, wallNow: this.wallNow });
+    this.done = new ResultStore({
+      ttlMs: o.config.result_ttl_s * 1000,
+      max: o.config.max_kept_results,
+      journal: o.journal,
+      wallNow: this.wallNow,
+    });
     this.sandboxes = new LazySandboxRuntime(o.config.sandbox, o.log, o.clock);
     this.admission = admissionEnv(o.config.sandbox);
     const w = o.config.workers;
     this.pools = { init: new StageLimiter('init', w.init), run: new StageLimiter('run', w.run), eval: new StageLimiter('eval', w.eval) };
     this.env = {
-      config: o.config, limiters: this.pools, pool: o.pool, sandboxes: this.sandboxes, tokenizer: o.tokenizer, clock: o.clock, log: o.log, observer: o.observer,
+      config: o.config,
+      limiters: this.pools,
+      pool: o.pool,
+      sandboxes: this.sandboxes,
+      tokenizer: o.tokenizer,
+      clock: o.clock,
+      log: o.log,
+      observer: o.observer,
       background: (p) => this.track(p),
     };
     if (o.config.result_ttl_s > 0) {
@@ -117,14 +129,18 @@ export class Pipeline {
       if (known) return known;
     }
     if (this.state !== 'running') throw stoppedError();
-    if (this.o.pool.size === 0) throw new RaasError('no_llm_backends', 'no LLM backend is registered: POST /add_llm_server {"address": "http://host:port"} first');
-    if (this.queued() >= this.o.config.max_queued_jobs) throw new RaasError('queue_full', `max_queued_jobs (${this.o.config.max_queued_jobs}) jobs are waiting: retry later`);
+    if (this.o.pool.size === 0)
+      throw new RaasError('no_llm_backends', 'no LLM backend is registered: POST /add_llm_server {"address": "http://host:port"} first');
+    if (this.queued() >= this.o.config.max_queued_jobs)
+      throw new RaasError('queue_full', `max_queued_jobs (${this.o.config.max_queued_jobs}) jobs are waiting: retry later`);
     const same = this.live.get(id);
     // A second live job under one id gets its own key, so its LLM requests stay apart.
     const key = same ? `${id}#${randomUUID().slice(0, 8)}` : id;
     const job = new Job(id, key, a.request, a.handler, a.instance, this.o.clock.now());
     const limitMs = (a.request.timeout_s ?? this.o.config.timeout_s) * 1000;
-    job.timer = new PausableTimer(limitMs, this.o.clock, () => job.abort(new TimeoutError(`the job used its timeout_s of ${limitMs / 1000} s of counted stage time`)));
+    job.timer = new PausableTimer(limitMs, this.o.clock, () =>
+      job.abort(new TimeoutError(`the job used its timeout_s of ${limitMs / 1000} s of counted stage time`)),
+    );
     if (same) same.push(job);
     else this.live.set(id, [job]);
     this.liveCount++;
@@ -184,7 +200,11 @@ export class Pipeline {
     if (job) return JSON.stringify({ job_id: id, state: job.state });
     const f = this.done.record(id);
     const json = f && (await this.done.json(id, f));
-    if (!f || json === undefined) throw new RaasError('job_not_found', `job_id ${JSON.stringify(id)} is unknown (never seen, expired, or in flight at a restart): resubmit it with the same id and attach: true`);
+    if (!f || json === undefined)
+      throw new RaasError(
+        'job_not_found',
+        `job_id ${JSON.stringify(id)} is unknown (never seen, expired, or in flight at a restart): resubmit it with the same id and attach: true`,
+      );
     return `{"job_id":${JSON.stringify(id)},"state":"${f.state}","result":${json}}`;
   }
 
@@ -225,7 +245,8 @@ export class Pipeline {
   /** GET /status without the backends. */
   status(): Omit<StatusResponse, 'backends'> {
     const inStage = { init: 0, run: 0, eval: 0 };
-    for (const jobs of this.live.values()) for (const j of jobs) if (j.state === 'init' || j.state === 'run' || j.state === 'eval') inStage[j.state]++;
+    for (const jobs of this.live.values())
+      for (const j of jobs) if (j.state === 'init' || j.state === 'run' || j.state === 'eval') inStage[j.state]++;
     const p = this.pools;
     return {
       status: this.state,
@@ -286,8 +307,17 @@ export class Pipeline {
     const queued = Math.max(0, (now - job.createdAt) / 1000 - (init + run + ev));
     const counted = job.timer.elapsedMs() / 1000;
     const timing = {
-      init_time: init, run_time: run, eval_time: ev, others_time: queued, counted_elapsed: counted, timeout_triggered: job.state === 'timed_out',
-      queued_s: queued, init_s: init, run_s: run, eval_s: ev, counted_s: counted,
+      init_time: init,
+      run_time: run,
+      eval_time: ev,
+      others_time: queued,
+      counted_elapsed: counted,
+      timeout_triggered: job.state === 'timed_out',
+      queued_s: queued,
+      init_s: init,
+      run_s: run,
+      eval_s: ev,
+      counted_s: counted,
     };
     try {
       return JSON.stringify(buildResult(job, { eval: outcome.eval }, timing));
@@ -295,7 +325,7 @@ export class Pipeline {
       job.run = undefined;
       job.patches = [];
       job.criticalError ??= 'eval';
-      job.errorMessage = `the result could not be serialized (${(err instanceof Error ? err.message : String(err)).split("\n")[0]}); it is answered without its messages, tokens and handler fields`;
+      job.errorMessage = `the result could not be serialized (${(err instanceof Error ? err.message : String(err)).split('\n')[0]}); it is answered without its messages, tokens and handler fields`;
       return JSON.stringify(buildResult(job, {}, timing));
     }
   }
@@ -321,7 +351,10 @@ export class Pipeline {
 }
 
 function conflict(id: string): RaasError {
-  return new RaasError('job_conflict', `attach: true, but job_id ${JSON.stringify(id)} belongs to a job with a different instance: use a new job_id, or drop attach to start a new job`);
+  return new RaasError(
+    'job_conflict',
+    `attach: true, but job_id ${JSON.stringify(id)} belongs to a job with a different instance: use a new job_id, or drop attach to start a new job`,
+  );
 }
 
 /** What every route ProRL guards answers while intake is closed (503, ProRL's detail text, and the fix). */

@@ -22,7 +22,11 @@ const PROPER: ReadonlySet<FinishReason> = new Set(['finish', 'max_iterations', '
  * resolved false, `filter` as ProRL's final_result sets it, messages end with the last assistant
  * message, and token fields on messages only when the client asked for them.
  */
-export function buildResult(job: Job, parts: { eval?: { reward: number; resolved: boolean; details?: Record<string, unknown>; filter_reason?: string } }, timing: Result['timing']): Result {
+export function buildResult(
+  job: Job,
+  parts: { eval?: { reward: number; resolved: boolean; details?: Record<string, unknown>; filter_reason?: string } },
+  timing: Result['timing'],
+): Result {
   const inst = job.instance as { instance_id?: string | number; trajectory_id?: string | number };
   const raw = job.request.instance as { instance_id?: string | number; trajectory_id?: string | number };
   const run = job.run;

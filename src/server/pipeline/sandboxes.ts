@@ -36,7 +36,9 @@ export class LazySandboxRuntime {
   /** Validates the sandbox settings now (at server start) so a bad key fails fast, not at the first open. */
   async validate(): Promise<void> {
     const mod = (await import('../sandbox/index.js')) as Record<string, unknown>;
-    const schema = mod.SandboxConfig as { safeParse?(v: unknown): { success: boolean; error?: { issues: Array<{ path: PropertyKey[]; message: string }> } } } | undefined;
+    const schema = mod.SandboxConfig as
+      | { safeParse?(v: unknown): { success: boolean; error?: { issues: Array<{ path: PropertyKey[]; message: string }> } } }
+      | undefined;
     const r = schema?.safeParse?.(this.config);
     if (r && !r.success) {
       const i = r.error!.issues[0];
@@ -70,7 +72,8 @@ export class LazySandboxRuntime {
     const mod = (await import('../sandbox/index.js')) as Record<string, unknown>;
     const create = mod.createSandboxRuntime as ((config: unknown, opts?: { log?: Logger; clock?: Clock }) => SandboxRuntime) | undefined;
     const schema = mod.SandboxConfig as { parse(v: unknown): unknown } | undefined;
-    if (typeof create !== 'function') throw new RaasError('sandbox_unavailable', 'this build has no sandbox runtime (src/server/sandbox exports no createSandboxRuntime)');
+    if (typeof create !== 'function')
+      throw new RaasError('sandbox_unavailable', 'this build has no sandbox runtime (src/server/sandbox exports no createSandboxRuntime)');
     let config: unknown = this.config;
     try {
       config = schema ? schema.parse(this.config) : this.config;

@@ -175,12 +175,20 @@ export class CgroupManager {
     const setting = opts.setting ?? 'auto';
     const parent = (opts.parent ?? 'raas').replace(/^\/+|\/+$/g, '');
     const fallback = (reason: string): CgroupManager => {
-      if (setting === 'required') throw new RaasError('sandbox_unavailable', `sandbox.cgroup is "required" but cgroup limits are unavailable: ${reason}`, { retryable: false });
+      if (setting === 'required')
+        throw new RaasError('sandbox_unavailable', `sandbox.cgroup is "required" but cgroup limits are unavailable: ${reason}`, {
+          retryable: false,
+        });
       return new CgroupManager('rlimit', [], parent, undefined, reason);
     };
-    if (setting === 'off') return new CgroupManager('rlimit', [], parent, undefined, 'sandbox.cgroup is "off": only the in-sandbox ulimits apply');
+    if (setting === 'off')
+      return new CgroupManager('rlimit', [], parent, undefined, 'sandbox.cgroup is "off": only the in-sandbox ulimits apply');
     if (!parent || parent.split('/').some((s) => s === '..' || s === '.' || s === '')) {
-      throw new RaasError('config_invalid', `sandbox.cgroup_parent "${opts.parent}" must be a relative group path without "." or ".." (e.g. "raas")`, { retryable: false });
+      throw new RaasError(
+        'config_invalid',
+        `sandbox.cgroup_parent "${opts.parent}" must be a relative group path without "." or ".." (e.g. "raas")`,
+        { retryable: false },
+      );
     }
     let text = opts.mountinfo;
     if (text === undefined) {
@@ -211,12 +219,17 @@ export class CgroupManager {
       }
     }
     if (!mode) {
-      return fallback(`no mounted cgroup hierarchy offers the ${required.join(' and ')} controllers (cgroup2 mounts: ${mounts.v2.join(', ') || 'none'}; v1: ${mounts.v1.map((h) => h.mount).join(', ') || 'none'})`);
+      return fallback(
+        `no mounted cgroup hierarchy offers the ${required.join(' and ')} controllers (cgroup2 mounts: ${mounts.v2.join(', ') || 'none'}; v1: ${mounts.v1.map((h) => h.mount).join(', ') || 'none'})`,
+      );
     }
     let setpriv: string | undefined;
     if (opts.identity) {
       setpriv = findBinary('setpriv') ?? findBinary('/usr/bin/setpriv');
-      if (!setpriv) return fallback('setpriv (util-linux) is not on PATH; the server needs it to join a cgroup as root and then drop to sandbox.user: install util-linux');
+      if (!setpriv)
+        return fallback(
+          'setpriv (util-linux) is not on PATH; the server needs it to join a cgroup as root and then drop to sandbox.user: install util-linux',
+        );
     }
     try {
       if (mode === 'cgroup-v2') hierarchies[0].controllers = enableV2(hierarchies[0].mount, parent, hierarchies[0].controllers, required);
@@ -236,8 +249,14 @@ export class CgroupManager {
   describe(): CgroupDescription {
     const controllers = [...new Set(this.hierarchies.flatMap((h) => h.controllers))];
     const missing = this.mode === 'rlimit' ? [] : WANTED.filter((c) => !controllers.includes(c));
-    const reason = this.reason ?? (missing.length ? `no ${missing.join(', ')} controller: that limit is not enforced by the cgroup` : undefined);
-    return { mode: this.mode, controllers, parents: this.hierarchies.map((h) => path.join(h.mount, this.parentRel)), ...(reason ? { reason } : {}) };
+    const reason =
+      this.reason ?? (missing.length ? `no ${missing.join(', ')} controller: that limit is not enforced by the cgroup` : undefined);
+    return {
+      mode: this.mode,
+      controllers,
+      parents: this.hierarchies.map((h) => path.join(h.mount, this.parentRel)),
+      ...(reason ? { reason } : {}),
+    };
   }
 
   /**
@@ -255,7 +274,11 @@ export class CgroupManager {
       group.setLimits(limits);
     } catch (e) {
       group.removeSync();
-      throw new RaasError('sandbox_error', `cannot create the sandbox's cgroup (${errText(e)}): check sandbox.cgroup_parent, or set sandbox.cgroup to "off"`, { cause: e });
+      throw new RaasError(
+        'sandbox_error',
+        `cannot create the sandbox's cgroup (${errText(e)}): check sandbox.cgroup_parent, or set sandbox.cgroup to "off"`,
+        { cause: e },
+      );
     }
     return group;
   }
@@ -281,7 +304,13 @@ export class CgroupManager {
       const owner = Number(name.slice(0, name.indexOf('-')));
       if (owner === process.pid || alive(owner)) continue;
       const dirs = this.hierarchies.map((h) => ({ dir: path.join(h.mount, this.parentRel, name), controllers: h.controllers }));
-      if (await new SandboxCgroup(this.mode, dirs, this.setpriv, this.clock).remove().then(() => true, () => false)) removed++;
+      if (
+        await new SandboxCgroup(this.mode, dirs, this.setpriv, this.clock).remove().then(
+          () => true,
+          () => false,
+        )
+      )
+        removed++;
     }
     return removed;
   }
@@ -375,7 +404,11 @@ export class SandboxCgroup {
       const swap = this.file('memory', 'memory.swap.max');
       if (swap && fs.existsSync(swap)) writeFile(swap, '0');
       write('pids', 'pids.max', Math.max(1, Math.floor(l.processes)));
-      write('cpu', 'cpu.max', l.cpus > 0 ? `${Math.max(1000, Math.round(l.cpus * CFS_PERIOD_US))} ${CFS_PERIOD_US}` : `max ${CFS_PERIOD_US}`);
+      write(
+        'cpu',
+        'cpu.max',
+        l.cpus > 0 ? `${Math.max(1000, Math.round(l.cpus * CFS_PERIOD_US))} ${CFS_PERIOD_US}` : `max ${CFS_PERIOD_US}`,
+      );
     } else {
       // memsw (memory + swap) must stay >= the memory limit: raise it first, lower it last.
       const memsw = this.file('memory', 'memory.memsw.limit_in_bytes');
@@ -435,7 +468,12 @@ export class SandboxCgroup {
     if (has('memory')) {
       if (this.mode === 'cgroup-v2') {
         const ev = keyed(f('memory', 'memory.events'));
-        r.memory = { limit_bytes: num(f('memory', 'memory.max')), peak_bytes: num(f('memory', 'memory.peak')), oom_kills: ev.get('oom_kill') ?? 0, limit_hits: ev.get('max') ?? 0 };
+        r.memory = {
+          limit_bytes: num(f('memory', 'memory.max')),
+          peak_bytes: num(f('memory', 'memory.peak')),
+          oom_kills: ev.get('oom_kill') ?? 0,
+          limit_hits: ev.get('max') ?? 0,
+        };
       } else {
         const oom = keyed(f('memory', 'memory.oom_control'));
         r.memory = {
@@ -476,10 +514,14 @@ export class SandboxCgroup {
     const forks = report.pids?.refused_forks ?? 0;
     if (oom > this.seen.oom_kills) {
       const mb = report.memory?.limit_bytes ? Math.round(report.memory.limit_bytes / 1048576) : this.limits?.memory_mb;
-      notes.push(`memory limit hit: the kernel killed ${oom - this.seen.oom_kills} process(es) of the sandbox (limit ${mb} MiB, sandbox.limits.memory_mb; files in /workspace and /tmp count against it)`);
+      notes.push(
+        `memory limit hit: the kernel killed ${oom - this.seen.oom_kills} process(es) of the sandbox (limit ${mb} MiB, sandbox.limits.memory_mb; files in /workspace and /tmp count against it)`,
+      );
     }
     if (forks > this.seen.refused_forks) {
-      notes.push(`process limit hit: ${forks - this.seen.refused_forks} fork(s) refused (limit ${report.pids?.limit ?? this.limits?.processes} tasks, sandbox.limits.processes)`);
+      notes.push(
+        `process limit hit: ${forks - this.seen.refused_forks} fork(s) refused (limit ${report.pids?.limit ?? this.limits?.processes} tasks, sandbox.limits.processes)`,
+      );
     }
     this.seen = { oom_kills: oom, refused_forks: forks };
     return notes.length ? notes.join('; ') : undefined;
@@ -518,7 +560,10 @@ export class SandboxCgroup {
     while (!this.removeSync()) {
       for (const pid of this.pids()) killed.add(pid);
       if (this.clock.now() > until) {
-        throw new RaasError('sandbox_error', `cgroup ${this.dirs.map((d) => d.dir).join(', ')} still has processes ${this.pids().join(' ')} after ${timeoutMs} ms`);
+        throw new RaasError(
+          'sandbox_error',
+          `cgroup ${this.dirs.map((d) => d.dir).join(', ')} still has processes ${this.pids().join(' ')} after ${timeoutMs} ms`,
+        );
       }
       await sleep(20, undefined, this.clock);
     }

@@ -125,7 +125,9 @@ export class ToolClient {
     const sock = this.sock!;
     sock.on('data', (d: Buffer | string) => this.onData(typeof d === 'string' ? Buffer.from(d) : d));
     sock.on('error', () => undefined);
-    sock.on('close', () => this.fail(new RaasError('sandbox_error', 'the tool server closed its connection (the sandbox stopped or was closed)')));
+    sock.on('close', () =>
+      this.fail(new RaasError('sandbox_error', 'the tool server closed its connection (the sandbox stopped or was closed)')),
+    );
   }
 
   /** Splits bytes into lines; only the new chunk is scanned, and an unfinished line never grows past the cap. */

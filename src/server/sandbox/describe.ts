@@ -6,7 +6,10 @@ import { strategyFor } from './runtimes/index.js';
  * What isolation and which limits are in force for a sandbox config on this host: /status shows it
  * and the server logs it at start, so an operator can check rather than assume.
  */
-export function describeSandbox(input: SandboxConfig | SandboxConfigInput = {}, inForce?: { limits?: CgroupDescription }): Record<string, unknown> {
+export function describeSandbox(
+  input: SandboxConfig | SandboxConfigInput = {},
+  inForce?: { limits?: CgroupDescription },
+): Record<string, unknown> {
   const c = SandboxConfig.parse(input);
   const st = strategyFor(c);
   const { limits, ...isolation } = st.describe();

@@ -59,9 +59,13 @@ export function resolveIdentity(user: string): SandboxIdentity | undefined {
     );
   }
   if (uid === 0) {
-    throw new RaasError('sandbox_unavailable', `sandbox.user "${user}" is uid 0: choose an unprivileged user (scripts/setup.sh creates raas-sandbox)`, {
-      retryable: false,
-    });
+    throw new RaasError(
+      'sandbox_unavailable',
+      `sandbox.user "${user}" is uid 0: choose an unprivileged user (scripts/setup.sh creates raas-sandbox)`,
+      {
+        retryable: false,
+      },
+    );
   }
   return { uid, gid, name: user };
 }
@@ -107,6 +111,10 @@ export function checkReadableByOthers(bin: string, what: string, fix: string): v
   }
   if ((fs.statSync(real).mode & 0o005) !== 0o005) blocked.push(real);
   if (blocked.length) {
-    throw new RaasError('sandbox_unavailable', `${what} ${real} is not readable by the sandbox user (no access for others at ${blocked.join(', ')}): ${fix}`, { retryable: false });
+    throw new RaasError(
+      'sandbox_unavailable',
+      `${what} ${real} is not readable by the sandbox user (no access for others at ${blocked.join(', ')}): ${fix}`,
+      { retryable: false },
+    );
   }
 }

@@ -39,23 +39,31 @@ export class ImageCache {
 
   private def(name: string): ImageDefinition {
     const d = this.o.runtime.config.images[name];
-    if (!d) throw new RaasError('bad_request', `SandboxSpec.image "${name}" is not defined: add it under sandbox.images in the server config`, { retryable: false });
+    if (!d)
+      throw new RaasError('bad_request', `SandboxSpec.image "${name}" is not defined: add it under sandbox.images in the server config`, {
+        retryable: false,
+      });
     return d;
   }
 
   /** The cache key of an image: what must change for it to be rebuilt (undefined for scratch). */
   key(name: string, seen: string[] = []): string | undefined {
     const d = this.def(name);
-    if (seen.includes(name)) throw new RaasError('bad_request', `sandbox.images: base cycle ${[...seen, name].join(' → ')}`, { retryable: false });
+    if (seen.includes(name))
+      throw new RaasError('bad_request', `sandbox.images: base cycle ${[...seen, name].join(' → ')}`, { retryable: false });
     const h = createHash('sha256').update(name);
     if (d.mode === 'scratch') return undefined;
     if (d.mode === 'lock') {
       if (!d.lockfile || d.files[d.lockfile] === undefined) {
-        throw new RaasError('bad_request', `sandbox.images.${name}: lock mode needs lockfile naming one of its files`, { retryable: false });
+        throw new RaasError('bad_request', `sandbox.images.${name}: lock mode needs lockfile naming one of its files`, {
+          retryable: false,
+        });
       }
       h.update('lock').update(d.files[d.lockfile]);
     } else {
-      h.update('versioned').update(d.version).update(this.o.frameworkVersion ?? RAAS_VERSION);
+      h.update('versioned')
+        .update(d.version)
+        .update(this.o.frameworkVersion ?? RAAS_VERSION);
     }
     if (d.base) h.update('base').update(this.key(d.base, [...seen, name]) ?? 'scratch');
     return h.digest('hex').slice(0, 16);
@@ -118,19 +126,34 @@ export class ImageCache {
     // The build binds its output directory; the host never reads the tree, it only renames it.
     const tmp = `${dir}.tmp-${process.pid}`;
     fs.rmSync(tmp, { recursive: true, force: true });
-    const sb = await this.o.runtime.openBuild({ image: d.base, files: { ...d.files, [script]: d.setup }, network: d.network, tools: ['bash'] }, tmp, signal);
+    const sb = await this.o.runtime.openBuild(
+      { image: d.base, files: { ...d.files, [script]: d.setup }, network: d.network, tools: ['bash'] },
+      tmp,
+      signal,
+    );
     let ok = false;
     try {
       const r = await sb.bash(`bash ${script}; rc=$?; rm -f ${script}; (exit $rc)`, { timeout_s: BUILD_TIMEOUT_S, signal });
       if (r.exit_code !== 0) {
-        throw new RaasError('sandbox_error', `image "${name}": setup script failed (exit ${r.exit_code}${r.timed_out ? ', timed out' : ''}):\n${r.output.slice(-2000)}`);
+        throw new RaasError(
+          'sandbox_error',
+          `image "${name}": setup script failed (exit ${r.exit_code}${r.timed_out ? ', timed out' : ''}):\n${r.output.slice(-2000)}`,
+        );
       }
       ok = true;
     } finally {
       await sb.close();
       if (!ok) fs.rmSync(tmp, { recursive: true, force: true });
     }
-    fs.writeFileSync(`${dir}.json`, JSON.stringify({ name, mode: d.mode, built_at: new Date().toISOString(), build_ms: Math.round((this.o.clock ?? systemClock).now() - started) }) + '\n');
+    fs.writeFileSync(
+      `${dir}.json`,
+      JSON.stringify({
+        name,
+        mode: d.mode,
+        built_at: new Date().toISOString(),
+        build_ms: Math.round((this.o.clock ?? systemClock).now() - started),
+      }) + '\n',
+    );
     fs.renameSync(tmp, dir);
   }
 
@@ -138,7 +161,10 @@ export class ImageCache {
   apptainerBuild(name: string, base = 'debian:12-slim'): { argv: string[]; sif: string; definition: string } {
     const d = this.def(name);
     const sif = path.join(this.o.root, `${name}-${this.key(name) ?? 'scratch'}.sif`);
-    const setup = d.setup.split('\n').map((l) => `    ${l}`).join('\n');
+    const setup = d.setup
+      .split('\n')
+      .map((l) => `    ${l}`)
+      .join('\n');
     const definition = renderDefinition(d.definition ?? DEFAULT_DEFINITION, { base, setup });
     return { argv: apptainerBuildArgs(sif, `${sif}.def`, this.o.runtime.config.apptainer.fakeroot), sif, definition };
   }

@@ -20,12 +20,26 @@ export { ImageCache } from './image-cache.js';
 export { bwrapArgs, INSIDE } from './bwrap.js';
 export { apptainerArgs, apptainerBuildArgs, renderDefinition } from './apptainer.js';
 export { checkSocketPath, MAX_SOCKET_PATH_BYTES, defaultRoot, resolveIdentity } from './host.js';
-export type { Sandbox, SandboxRuntime, SandboxSpec, SandboxLimits, BashOptions, BashResult, PythonOptions, PythonResult, EditOp, EditResult } from './types.js';
+export type {
+  Sandbox,
+  SandboxRuntime,
+  SandboxSpec,
+  SandboxLimits,
+  BashOptions,
+  BashResult,
+  PythonOptions,
+  PythonResult,
+  EditOp,
+  EditResult,
+} from './types.js';
 
 /**
  * Creates the sandbox runtime the config names. Nothing happens until the first open(): then it
  * checks the binary and the sandbox user and installs the tool server under `sandbox.root`.
  */
-export function createSandboxRuntime(config: SandboxConfig | SandboxConfigInput = {}, opts: { log?: Logger; clock?: Clock } = {}): SandboxRuntime & Runtime {
+export function createSandboxRuntime(
+  config: SandboxConfig | SandboxConfigInput = {},
+  opts: { log?: Logger; clock?: Clock } = {},
+): SandboxRuntime & Runtime {
   return new Runtime(SandboxConfig.parse(config), opts.log, opts.clock);
 }

@@ -35,7 +35,11 @@ const LOCK_WAIT_MS = 5_000;
 export class LoopbackLeases {
   private readonly lock: string;
 
-  constructor(private readonly file: string, private readonly ttlMs: number, private readonly now: () => number = Date.now) {
+  constructor(
+    private readonly file: string,
+    private readonly ttlMs: number,
+    private readonly now: () => number = Date.now,
+  ) {
     this.lock = `${file}.lock`;
   }
 
@@ -113,7 +117,8 @@ export class LoopbackLeases {
       } catch {
         /* released meanwhile */
       }
-      if (Date.now() > deadline) throw new RaasError('sandbox_error', `lease lock ${this.lock} held too long; remove it if no raas process runs`);
+      if (Date.now() > deadline)
+        throw new RaasError('sandbox_error', `lease lock ${this.lock} held too long; remove it if no raas process runs`);
       Atomics.wait(nap, 0, 0, 2);
     }
   }

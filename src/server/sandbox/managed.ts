@@ -3,7 +3,18 @@ import { createInterface } from 'node:readline';
 import type { Readable } from 'node:stream';
 import { RaasError } from '../../protocol/errors.js';
 import type { Logger } from '../../util/logger.js';
-import type { BashOptions, BashResult, EditOp, EditResult, ExecOptions, ExecResult, PythonOptions, PythonResult, ReadFileOptions, Sandbox } from './types.js';
+import type {
+  BashOptions,
+  BashResult,
+  EditOp,
+  EditResult,
+  ExecOptions,
+  ExecResult,
+  PythonOptions,
+  PythonResult,
+  ReadFileOptions,
+  Sandbox,
+} from './types.js';
 import { ToolClient, type ToolClientOptions } from './client.js';
 import type { SandboxCgroup } from './cgroup.js';
 import { startUserNet, type UserNet } from './network.js';
@@ -100,7 +111,10 @@ export class ManagedSandbox implements Sandbox {
   readonly isolated: boolean;
   private readonly clock: Clock;
 
-  private constructor(private readonly child: ChildProcess, private readonly meta: SandboxMeta) {
+  private constructor(
+    private readonly child: ChildProcess,
+    private readonly meta: SandboxMeta,
+  ) {
     this.id = meta.id;
     this.workspace = meta.workspace;
     this.address = meta.address;
@@ -144,7 +158,9 @@ export class ManagedSandbox implements Sandbox {
     if (plan.network) {
       const known = new Promise<number>((r) => (pidKnown = r));
       const sync = (this.child.stdio as unknown as Readable[])[plan.network.syncFd]!;
-      this.netStart = known.then((pid) => startUserNet({ pid, uid: plan.network!.uid, gid: plan.network!.gid, sync, signal, clock: this.clock }));
+      this.netStart = known.then((pid) =>
+        startUserNet({ pid, uid: plan.network!.uid, gid: plan.network!.gid, sync, signal, clock: this.clock }),
+      );
       this.netStart.catch(() => undefined);
     }
     if (plan.statusFd) {
@@ -165,13 +181,22 @@ export class ManagedSandbox implements Sandbox {
     return new Promise<void>((resolve, reject) => {
       const lines = child.stdout ? createInterface({ input: child.stdout }) : undefined;
       const timer = this.clock.setTimeout(
-        () => done(new RaasError('sandbox_error', `the tool server did not start within ${this.meta.startTimeoutMs} ms (sandbox.start_timeout_s); stderr: ${this.stderrTail.trim() || '(empty)'}`)),
+        () =>
+          done(
+            new RaasError(
+              'sandbox_error',
+              `the tool server did not start within ${this.meta.startTimeoutMs} ms (sandbox.start_timeout_s); stderr: ${this.stderrTail.trim() || '(empty)'}`,
+            ),
+          ),
         this.meta.startTimeoutMs,
       );
       const onAbort = (): void => done(signal!.reason);
       const onExit = (code: number | null): void =>
-        done(new RaasError('sandbox_error', `the sandbox exited during start (code ${code}); stderr: ${this.stderrTail.trim() || '(empty)'}`));
-      const onError = (e: Error): void => done(new RaasError('sandbox_unavailable', `cannot start ${plan.file}: ${e.message}`, { cause: e, retryable: false }));
+        done(
+          new RaasError('sandbox_error', `the sandbox exited during start (code ${code}); stderr: ${this.stderrTail.trim() || '(empty)'}`),
+        );
+      const onError = (e: Error): void =>
+        done(new RaasError('sandbox_unavailable', `cannot start ${plan.file}: ${e.message}`, { cause: e, retryable: false }));
       let settled = false;
       const done = (err?: unknown): void => {
         if (settled) return;
@@ -249,7 +274,8 @@ export class ManagedSandbox implements Sandbox {
       value = await call;
     } catch (e) {
       const note = this.meta.cgroup?.limitNote();
-      if (note && e instanceof RaasError && e.code === 'sandbox_error') throw new RaasError('sandbox_limit', `${e.message}: ${note}`, { cause: e, retryable: false });
+      if (note && e instanceof RaasError && e.code === 'sandbox_error')
+        throw new RaasError('sandbox_limit', `${e.message}: ${note}`, { cause: e, retryable: false });
       throw e;
     }
     return { value, note: this.meta.cgroup?.limitNote() };
@@ -276,7 +302,9 @@ export class ManagedSandbox implements Sandbox {
 
   async exec(argv: string[], opts: ExecOptions = {}): Promise<ExecResult> {
     const { signal, maxOutputBytes, ...rest } = opts;
-    const r = await this.noted(this.tools().call('exec', { argv, ...rest, ...(maxOutputBytes ? { max_output_bytes: maxOutputBytes } : {}) }, signal));
+    const r = await this.noted(
+      this.tools().call('exec', { argv, ...rest, ...(maxOutputBytes ? { max_output_bytes: maxOutputBytes } : {}) }, signal),
+    );
     return r.note ? { ...r.value, stderr: `${r.value.stderr}\n[raas: ${r.note}]` } : r.value;
   }
 

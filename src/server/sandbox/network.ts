@@ -158,7 +158,13 @@ export function checkUserNet(tool: UserNetTool = 'slirp4netns', ids: { uid?: num
 function binaries(tool: UserNetTool): Binaries {
   const cached = resolved.get(tool);
   if (cached) return cached;
-  const pkg: Record<string, string> = { perl: 'perl-base', nsenter: 'util-linux', ip: 'iproute2', slirp4netns: 'slirp4netns', pasta: 'passt' };
+  const pkg: Record<string, string> = {
+    perl: 'perl-base',
+    nsenter: 'util-linux',
+    ip: 'iproute2',
+    slirp4netns: 'slirp4netns',
+    pasta: 'passt',
+  };
   const found: Record<string, string> = {};
   for (const name of ['perl', 'nsenter', 'ip', tool]) {
     const p = which(name);
@@ -184,9 +190,13 @@ function checkTun(uid: number, gid: number): void {
   try {
     st = fs.statSync(dev);
   } catch {
-    throw new RaasError('sandbox_unavailable', `${dev} is missing, which sandboxes with network: true need: load the tun module ("modprobe tun"), or give the handler network: false`, {
-      retryable: false,
-    });
+    throw new RaasError(
+      'sandbox_unavailable',
+      `${dev} is missing, which sandboxes with network: true need: load the tun module ("modprobe tun"), or give the handler network: false`,
+      {
+        retryable: false,
+      },
+    );
   }
   const m = st.mode;
   const ok = uid === 0 || (m & 0o006) === 0o006 || (st.gid === gid && (m & 0o060) === 0o060) || (st.uid === uid && (m & 0o600) === 0o600);
@@ -256,14 +266,36 @@ function resolvConfTarget(): string {
 function helperArgv(tool: UserNetTool, b: Binaries): string[] {
   if (tool === 'pasta') {
     return [
-      b.helper, '-f', '-q', '-e', '--config-net', '-4', '--no-map-gw', '--no-dhcp',
+      b.helper,
+      '-f',
+      '-q',
+      '-e',
+      '--config-net',
+      '-4',
+      '--no-map-gw',
+      '--no-dhcp',
       // No port forwarding either way: 'auto' (the default) would forward the host's loopback ports into
       // the sandbox (-T/-U) and let the sandbox open ports on the host (-t/-u).
-      '-t', 'none', '-u', 'none', '-T', 'none', '-U', 'none',
-      '--dns-forward', PASTA_DNS, '--mtu', String(MTU), '--userns', '@USERNS@', '--netns', '@NETNS@',
+      '-t',
+      'none',
+      '-u',
+      'none',
+      '-T',
+      'none',
+      '-U',
+      'none',
+      '--dns-forward',
+      PASTA_DNS,
+      '--mtu',
+      String(MTU),
+      '--userns',
+      '@USERNS@',
+      '--netns',
+      '@NETNS@',
       // pasta writes its pid file once it has configured the namespace (addresses, routes, MTU): the
       // file is a pipe of the shim, which passes the news on to our fd 4, as slirp4netns's --ready-fd.
-      '--pid', '@READY@',
+      '--pid',
+      '@READY@',
     ];
   }
   // nsenter enters the owning user namespace (where we are uid 0) so slirp4netns keeps its capabilities
@@ -271,12 +303,22 @@ function helperArgv(tool: UserNetTool, b: Binaries): string[] {
   // capabilities dropped but CAP_NET_BIND_SERVICE) works; slirp4netns 1.2.0 skips the user namespace
   // for --enable-sandbox with --netns-type=path.
   return [
-    b.nsenter, '--preserve-credentials', '--user=@USERNS@',
-    b.helper, '--configure', `--mtu=${MTU}`, '--disable-host-loopback', '--enable-sandbox', '--enable-seccomp',
-    '--exit-fd=3', '--ready-fd=4', '--netns-type=path', '@NETNS@', 'tap0',
+    b.nsenter,
+    '--preserve-credentials',
+    '--user=@USERNS@',
+    b.helper,
+    '--configure',
+    `--mtu=${MTU}`,
+    '--disable-host-loopback',
+    '--enable-sandbox',
+    '--enable-seccomp',
+    '--exit-fd=3',
+    '--ready-fd=4',
+    '--netns-type=path',
+    '@NETNS@',
+    'tap0',
   ];
 }
-
 
 /**
  * Starts the helper for the sandbox whose pid 1 is `pid` and waits until the sandbox's interface is
@@ -290,7 +332,9 @@ export async function startUserNet(o: UserNetOptions): Promise<UserNet> {
   for (const d of deny) {
     const [addr, bits, ...rest] = d.split('/');
     if (!net.isIP(addr) || rest.length || (bits !== undefined && !/^\d{1,3}$/.test(bits))) {
-      throw new RaasError('config_invalid', `network deny entry "${d}" is not an IP address or CIDR (e.g. 192.0.2.2 or 10.0.0.0/8)`, { retryable: false });
+      throw new RaasError('config_invalid', `network deny entry "${d}" is not an IP address or CIDR (e.g. 192.0.2.2 or 10.0.0.0/8)`, {
+        retryable: false,
+      });
     }
   }
   const argv = [b.perl, '-e', SHIM, String(o.pid), deny.join(','), tool === 'pasta' ? '1' : '0', ...helperArgv(tool, b)];
@@ -367,7 +411,10 @@ class HelperProcess implements UserNet {
   /** The ready fd (slirp4netns's --ready-fd, pasta's pid file), then for pasta the default route in the sandbox's namespace. */
   async ready(sandboxPid: number, timeoutMs: number, signal?: AbortSignal): Promise<void> {
     const fail = (why: string): RaasError =>
-      new RaasError('sandbox_error', `the sandbox's network helper (${this.tool}) ${why}; stderr: ${this.stderr.trim().slice(-1500) || '(empty)'}`);
+      new RaasError(
+        'sandbox_error',
+        `the sandbox's network helper (${this.tool}) ${why}; stderr: ${this.stderr.trim().slice(-1500) || '(empty)'}`,
+      );
     const deadline = this.clock.now() + timeoutMs;
     if (this.done) throw fail(`exited during start (code ${this.code})`);
     {
@@ -432,7 +479,11 @@ function kill(pid: number, sig: NodeJS.Signals): void {
 /** True once the namespace of `pid` has a default IPv4 route (read from the host's /proc). */
 function hasDefaultRoute(pid: number): boolean {
   try {
-    return fs.readFileSync(`/proc/${pid}/net/route`, 'utf8').split('\n').slice(1).some((l) => l.split('\t')[1] === '00000000');
+    return fs
+      .readFileSync(`/proc/${pid}/net/route`, 'utf8')
+      .split('\n')
+      .slice(1)
+      .some((l) => l.split('\t')[1] === '00000000');
   } catch {
     return false;
   }
@@ -441,7 +492,12 @@ function hasDefaultRoute(pid: number): boolean {
 /** The host's default-route interface address and gateway (what pasta copies into the sandbox). */
 function hostRoute(): { address?: string; gateway?: string } {
   try {
-    const line = fs.readFileSync('/proc/net/route', 'utf8').split('\n').slice(1).map((l) => l.split('\t')).find((f) => f[1] === '00000000');
+    const line = fs
+      .readFileSync('/proc/net/route', 'utf8')
+      .split('\n')
+      .slice(1)
+      .map((l) => l.split('\t'))
+      .find((f) => f[1] === '00000000');
     if (!line) return {};
     const hex = line[2];
     const gateway = [3, 2, 1, 0].map((i) => parseInt(hex.slice(i * 2, i * 2 + 2), 16)).join('.');

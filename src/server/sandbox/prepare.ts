@@ -56,7 +56,10 @@ export function installExecOnlyNode(root: string, node: string): string {
     real = fs.realpathSync(node);
     st = fs.statSync(real);
   } catch (e) {
-    throw new RaasError('sandbox_unavailable', `node binary ${node} not found: set sandbox.node to an existing node binary`, { cause: e, retryable: false });
+    throw new RaasError('sandbox_unavailable', `node binary ${node} not found: set sandbox.node to an existing node binary`, {
+      cause: e,
+      retryable: false,
+    });
   }
   const key = createHash('sha256').update(`${real}\0${st.size}\0${st.mtimeMs}`).digest('hex').slice(0, 16);
   const base = path.join(root, 'node');
@@ -87,7 +90,11 @@ export function installExecOnlyNode(root: string, node: string): string {
     fs.rmSync(tmp, { recursive: true, force: true });
     // Another process installed the same binary first.
     if (fs.existsSync(target)) return target;
-    throw new RaasError('sandbox_unavailable', `cannot install the sandbox node under ${base}: ${(e as Error).message}; check that sandbox.root is writable`, { cause: e, retryable: false });
+    throw new RaasError(
+      'sandbox_unavailable',
+      `cannot install the sandbox node under ${base}: ${(e as Error).message}; check that sandbox.root is writable`,
+      { cause: e, retryable: false },
+    );
   }
   return target;
 }
@@ -134,7 +141,11 @@ function readSources(): Array<[string, Buffer]> {
   ].sort();
   for (let attempt = 0; ; attempt++) {
     const out: Array<[string, Buffer]> = [];
-    for (const f of fs.readdirSync(src).filter((n) => n.endsWith('.js')).sort()) out.push([f, fs.readFileSync(path.join(src, f))]);
+    for (const f of fs
+      .readdirSync(src)
+      .filter((n) => n.endsWith('.js'))
+      .sort())
+      out.push([f, fs.readFileSync(path.join(src, f))]);
     out.push(['package.json', Buffer.from(JSON.stringify({ name: 'raas-tool-server', private: true, type: 'module' }) + '\n')]);
     for (const f of ptyFiles) out.push([path.join('node_modules/node-pty', f), fs.readFileSync(path.join(pty, f))]);
     if (out.every(([, b]) => b.length > 0) || attempt >= 20) return out;
@@ -168,6 +179,9 @@ function nodePtyDir(): string {
   try {
     return path.dirname(createRequire(import.meta.url).resolve('node-pty/package.json'));
   } catch (e) {
-    throw new RaasError('sandbox_unavailable', 'node-pty is not installed: run "npm ci" (scripts/setup.sh)', { cause: e, retryable: false });
+    throw new RaasError('sandbox_unavailable', 'node-pty is not installed: run "npm ci" (scripts/setup.sh)', {
+      cause: e,
+      retryable: false,
+    });
   }
 }

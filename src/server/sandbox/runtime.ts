@@ -72,7 +72,11 @@ export class Runtime implements SandboxRuntime {
     const { binary, identity } = this.strategy.locate();
     const node = c.node ?? process.execPath;
     if (identity) {
-      checkReadableByOthers(node, 'node', 'install node system-wide (e.g. /usr/bin/node from Debian or NodeSource), or set sandbox.node to a node binary under a world-readable path');
+      checkReadableByOthers(
+        node,
+        'node',
+        'install node system-wide (e.g. /usr/bin/node from Debian or NodeSource), or set sandbox.node to a node binary under a world-readable path',
+      );
     }
     ensureDir(root);
     for (const d of ['ws', 'run', 'owners', 'tool-server', 'net']) ensureDir(path.join(root, d));
@@ -115,7 +119,11 @@ export class Runtime implements SandboxRuntime {
     for (const rel of Object.keys(spec.files ?? {})) checkFileKey(rel);
     for (const b of spec.readOnly ?? []) {
       if (!path.isAbsolute(b.host) || !path.isAbsolute(b.inside) || b.inside === '/' || b.inside.startsWith(INSIDE.workspace)) {
-        throw new RaasError('bad_request', `SandboxSpec.readOnly: ${JSON.stringify(b)} needs absolute host and inside paths, inside not / or the workspace`, { retryable: false });
+        throw new RaasError(
+          'bad_request',
+          `SandboxSpec.readOnly: ${JSON.stringify(b)} needs absolute host and inside paths, inside not / or the workspace`,
+          { retryable: false },
+        );
       }
     }
     const imageDir = spec.image ? await this.images!.resolve(spec.image, signal) : undefined;
@@ -199,23 +207,46 @@ export class Runtime implements SandboxRuntime {
   }
 
   /** Starts one sandbox: directories, loopback lease, the runtime's command line, the tool server. */
-  private start(p: Prepared, spec: SandboxSpec, imageDir: string | undefined, signal?: AbortSignal, buildDir?: string): Promise<ManagedSandbox> {
+  private start(
+    p: Prepared,
+    spec: SandboxSpec,
+    imageDir: string | undefined,
+    signal?: AbortSignal,
+    buildDir?: string,
+  ): Promise<ManagedSandbox> {
     if (this.closing) return Promise.reject(new RaasError('sandbox_error', 'the sandbox runtime is closed'));
     // close() aborts starts in flight and waits for them, so it never resolves with a workspace left.
     const ac = new AbortController();
     const started = this.startOne(p, spec, imageDir, signal ? AbortSignal.any([signal, ac.signal]) : ac.signal, buildDir);
-    const entry = { ac, done: started.then(() => undefined, () => undefined) };
+    const entry = {
+      ac,
+      done: started.then(
+        () => undefined,
+        () => undefined,
+      ),
+    };
     this.starting.add(entry);
     void entry.done.then(() => this.starting.delete(entry));
     return started;
   }
 
-  private async startOne(p: Prepared, spec: SandboxSpec, imageDir: string | undefined, signal: AbortSignal, buildDir?: string): Promise<ManagedSandbox> {
+  private async startOne(
+    p: Prepared,
+    spec: SandboxSpec,
+    imageDir: string | undefined,
+    signal: AbortSignal,
+    buildDir?: string,
+  ): Promise<ManagedSandbox> {
     const id = `${Date.now().toString(36)}-${randomBytes(4).toString('hex')}`;
     // A private workspace (bwrap: a tmpfs) needs only the owner record on the host (and the
     // directory an image build binds); a host workspace is created and seeded before anything runs.
     const st = this.strategy;
-    const dirs = createDirs(p.root, id, p.identity, buildDir ? { mode: 'bind', dir: buildDir } : st.hostWorkspace ? { mode: 'host', imageDir } : { mode: 'private' });
+    const dirs = createDirs(
+      p.root,
+      id,
+      p.identity,
+      buildDir ? { mode: 'bind', dir: buildDir } : st.hostWorkspace ? { mode: 'host', imageDir } : { mode: 'private' },
+    );
     // Runtimes that share the host network get their own loopback address.
     const sharesNet = st.sharesHostNetwork(spec);
     st.check(spec, p.identity);

@@ -80,18 +80,34 @@ export const DENIED_SYSCALLS: readonly DeniedSyscall[] = [
   { name: 'unshare', errno: 'EPERM', why: NS },
   { name: 'setns', errno: 'EPERM', why: NS },
   { name: 'clone', errno: 'EPERM', when: { arg: 0, anyBit: CLONE_NEW_FLAGS }, why: NS + '; plain fork and threads are allowed' },
-  { name: 'clone3', errno: 'ENOSYS', why: 'its flags sit behind a pointer seccomp cannot read; ENOSYS makes glibc fall back to clone(), which is checked' },
+  {
+    name: 'clone3',
+    errno: 'ENOSYS',
+    why: 'its flags sit behind a pointer seccomp cannot read; ENOSYS makes glibc fall back to clone(), which is checked',
+  },
   { name: 'keyctl', errno: 'EPERM', why: KEYS },
   { name: 'add_key', errno: 'EPERM', why: KEYS },
   { name: 'request_key', errno: 'EPERM', why: KEYS },
   { name: 'bpf', errno: 'EPERM', why: 'eBPF verifier and maps: a large, often exploited kernel surface' },
   { name: 'perf_event_open', errno: 'EPERM', why: 'performance counters: a large, often exploited kernel surface and a side channel' },
   { name: 'userfaultfd', errno: 'EPERM', why: 'lets a process stall the kernel on a page fault, the usual tool for winning kernel races' },
-  { name: 'io_uring_setup', errno: 'ENOSYS', why: 'io_uring: disabled by Google on ChromeOS, Android and its servers for its exploit record; callers fall back to normal I/O' },
+  {
+    name: 'io_uring_setup',
+    errno: 'ENOSYS',
+    why: 'io_uring: disabled by Google on ChromeOS, Android and its servers for its exploit record; callers fall back to normal I/O',
+  },
   { name: 'io_uring_enter', errno: 'ENOSYS', why: 'io_uring (see io_uring_setup)' },
   { name: 'io_uring_register', errno: 'ENOSYS', why: 'io_uring (see io_uring_setup)' },
-  { name: 'io_setup', errno: 'ENOSYS', why: 'Linux AIO (io_submit and the rest need a context from it): a kernel surface with a record of bugs, denied by Docker before 5.x kernels; libaio users fall back to normal I/O' },
-  { name: 'memfd_secret', errno: 'ENOSYS', why: 'memory removed from the kernel direct map, which not even the host can inspect; nothing a task needs' },
+  {
+    name: 'io_setup',
+    errno: 'ENOSYS',
+    why: 'Linux AIO (io_submit and the rest need a context from it): a kernel surface with a record of bugs, denied by Docker before 5.x kernels; libaio users fall back to normal I/O',
+  },
+  {
+    name: 'memfd_secret',
+    errno: 'ENOSYS',
+    why: 'memory removed from the kernel direct map, which not even the host can inspect; nothing a task needs',
+  },
   { name: 'kexec_load', errno: 'EPERM', why: ADMIN },
   { name: 'kexec_file_load', errno: 'EPERM', why: ADMIN },
   { name: 'init_module', errno: 'EPERM', why: ADMIN },
@@ -124,7 +140,7 @@ export const DENIED_SYSCALLS: readonly DeniedSyscall[] = [
     name: 'personality',
     errno: 'EPERM',
     when: { arg: 0, notIn: PERSONALITY_ALLOWED },
-    why: 'execution-domain flags that weaken the process (no ASLR, READ_IMPLIES_EXEC, MMAP_PAGE_ZERO); Docker\'s allowed values stay allowed',
+    why: "execution-domain flags that weaken the process (no ASLR, READ_IMPLIES_EXEC, MMAP_PAGE_ZERO); Docker's allowed values stay allowed",
   },
   {
     name: 'ioctl',
@@ -247,9 +263,13 @@ export function syscallNumber(name: string, arch: SeccompArch): number | undefin
 /** Maps `process.arch` to the program's architecture; throws for one it does not cover. */
 export function seccompArch(arch: string = process.arch): SeccompArch {
   if (arch === 'x64' || arch === 'arm64') return arch;
-  throw new RaasError('sandbox_unavailable', `no seccomp filter for CPU architecture "${arch}" (only x64 and arm64): set sandbox.seccomp to false to run bwrap sandboxes without it`, {
-    retryable: false,
-  });
+  throw new RaasError(
+    'sandbox_unavailable',
+    `no seccomp filter for CPU architecture "${arch}" (only x64 and arm64): set sandbox.seccomp to false to run bwrap sandboxes without it`,
+    {
+      retryable: false,
+    },
+  );
 }
 
 /**
@@ -297,9 +317,7 @@ export function decodeProgram(buf: Buffer): SockFilter[] {
 
 /** A jump target: a label, or `next` (fall through). */
 type Target = string | 'next';
-type Asm =
-  | { label: string }
-  | { code: number; k: number; jt?: Target; jf?: Target };
+type Asm = { label: string } | { code: number; k: number; jt?: Target; jf?: Target };
 
 const ld = (off: number): Asm => ({ code: LD_W_ABS, k: off });
 const ret = (k: number): Asm => ({ code: RET_K, k });

@@ -62,7 +62,11 @@ function chownTree(dir: string, uid: number, gid: number): void {
 export function checkFileKey(rel: string): void {
   const parts = rel.split(/[\\/]+/);
   if (rel === '' || path.isAbsolute(rel) || parts.includes('..') || rel.includes('\0')) {
-    throw new RaasError('bad_request', `SandboxSpec.files key "${rel}" must be a relative path inside the workspace (no "..", not absolute)`, { retryable: false });
+    throw new RaasError(
+      'bad_request',
+      `SandboxSpec.files key "${rel}" must be a relative path inside the workspace (no "..", not absolute)`,
+      { retryable: false },
+    );
   }
 }
 

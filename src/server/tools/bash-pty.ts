@@ -76,7 +76,9 @@ export class PtyBash {
     });
     // The setup line itself is echoed (echo is still on); everything before the first sentinel is dropped.
     // readonly: a command that assigns PROMPT_COMMAND gets an error instead of silencing the sentinel.
-    pty.write(`stty -echo -onlcr; PROMPT_COMMAND='printf "\\036RAAS_${this.nonce}_%s\\037" "$?"'; readonly PROMPT_COMMAND; PS1=''; PS2=''\n`);
+    pty.write(
+      `stty -echo -onlcr; PROMPT_COMMAND='printf "\\036RAAS_${this.nonce}_%s\\037" "$?"'; readonly PROMPT_COMMAND; PS1=''; PS2=''\n`,
+    );
     await ready;
     this.waiter = undefined;
     this.out = new CappedText(this.opts.output_cap ?? 30_000);
@@ -132,7 +134,9 @@ export class PtyBash {
     if (req.is_input || (command === '' && this.running)) {
       if (!this.running) {
         if (this.finished) return this.answer(this.takeFinished(), false);
-        throw new ToolInputError('no command is running: is_input sends keystrokes to a running program; send the command without is_input');
+        throw new ToolInputError(
+          'no command is running: is_input sends keystrokes to a running program; send the command without is_input',
+        );
       }
       if (command) pty.write(KEYS[command] ?? command + '\n');
     } else {
@@ -193,21 +197,25 @@ export class PtyBash {
       };
       this.waiter = {
         onMarker: (code) => done(this.answer(code, false)),
-        onExit: () => done({ ...this.answer(null, false), output: this.out.toString() + '\n[bash exited; a new shell starts with the next command]' }),
+        onExit: () =>
+          done({ ...this.answer(null, false), output: this.out.toString() + '\n[bash exited; a new shell starts with the next command]' }),
       };
       const hard = (req.timeout_s ?? DEFAULT_TIMEOUT_S) * 1000;
       timers.push(setTimeout(() => this.onTimeout(done, () => settled), hard));
       // The no-change timeout answers without interrupting; the command keeps running.
       const ncMs = req.no_change_timeout_s ? req.no_change_timeout_s * 1000 : 0;
       let since = Date.now();
-      const watch = setInterval(() => {
-        if (!ncMs) return;
-        const len = this.out.length;
-        if (len !== lastLen) {
-          lastLen = len;
-          since = Date.now();
-        } else if (Date.now() - since >= ncMs) done(this.answer(null, false));
-      }, Math.max(10, Math.min(250, ncMs / 4)));
+      const watch = setInterval(
+        () => {
+          if (!ncMs) return;
+          const len = this.out.length;
+          if (len !== lastLen) {
+            lastLen = len;
+            since = Date.now();
+          } else if (Date.now() - since >= ncMs) done(this.answer(null, false));
+        },
+        Math.max(10, Math.min(250, ncMs / 4)),
+      );
     });
   }
 

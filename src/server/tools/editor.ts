@@ -18,7 +18,10 @@ export class Editor {
   private readonly root: string;
   private readonly history = new Map<string, string[]>();
 
-  constructor(workspace: string, private readonly cap = 30_000) {
+  constructor(
+    workspace: string,
+    private readonly cap = 30_000,
+  ) {
     this.root = fs.realpathSync(workspace);
   }
 
@@ -75,7 +78,8 @@ export class Editor {
     if (fs.statSync(p).isDirectory()) {
       if (range !== undefined) throw new EditRefused('view_range applies to files, not directories');
       const lines = listTwoLevels(p, this.root);
-      return capText(`Files and directories up to 2 levels deep in ${this.show(p)}, hidden items excluded:\n${lines.join('\n')}`, this.cap).text;
+      return capText(`Files and directories up to 2 levels deep in ${this.show(p)}, hidden items excluded:\n${lines.join('\n')}`, this.cap)
+        .text;
     }
     const text = this.read(p);
     const all = text.split('\n');
@@ -94,7 +98,8 @@ export class Editor {
   }
 
   private create(p: string, text: string): string {
-    if (fs.existsSync(p)) throw new EditRefused(`${this.show(p)} already exists: create refuses to overwrite; use str_replace, or view it first`);
+    if (fs.existsSync(p))
+      throw new EditRefused(`${this.show(p)} already exists: create refuses to overwrite; use str_replace, or view it first`);
     fs.mkdirSync(path.dirname(p), { recursive: true });
     fs.writeFileSync(p, text);
     this.push(p, undefined);
@@ -113,7 +118,9 @@ export class Editor {
         lines.push(text.slice(0, at).split('\n').length);
         at = text.indexOf(oldStr, at + 1);
       }
-      throw new EditRefused(`No replacement was performed: old_str occurs ${count} times in ${this.show(p)} (lines ${lines.join(', ')}); make it unique.`);
+      throw new EditRefused(
+        `No replacement was performed: old_str occurs ${count} times in ${this.show(p)} (lines ${lines.join(', ')}); make it unique.`,
+      );
     }
     const at = text.indexOf(oldStr);
     const next = text.slice(0, at) + newStr + text.slice(at + oldStr.length);
@@ -143,7 +150,9 @@ export class Editor {
     // A NUL-prefixed sentinel marks "the file did not exist before create" (file text never holds NUL).
     if (prev === '\0created') fs.rmSync(p, { force: true });
     else fs.writeFileSync(p, prev);
-    return prev === '\0created' ? `Undid the creation of ${this.show(p)}` : `Last edit to ${this.show(p)} undone successfully. ${this.snippet(prev, 1, 0)}`;
+    return prev === '\0created'
+      ? `Undid the creation of ${this.show(p)}`
+      : `Last edit to ${this.show(p)} undone successfully. ${this.snippet(prev, 1, 0)}`;
   }
 
   private push(p: string, prev: string | undefined): void {

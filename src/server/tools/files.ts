@@ -38,19 +38,22 @@ export function readFileCapped(workspace: string, p: unknown, maxBytes: number):
   try {
     const st = fs.fstatSync(fd);
     if (!st.isFile()) throw new ToolInputError(`${file} is not a regular file (${kind(st)}); only regular files can be read`);
-    if (st.size > maxBytes) throw new ToolLimitError(`${file} is ${st.size} bytes, over the read limit of ${maxBytes} bytes (sandbox.max_read_bytes)`);
+    if (st.size > maxBytes)
+      throw new ToolLimitError(`${file} is ${st.size} bytes, over the read limit of ${maxBytes} bytes (sandbox.max_read_bytes)`);
     const buf = Buffer.allocUnsafe(Math.min(maxBytes + 1, Math.max(st.size + 1, 64 * 1024)));
     let n = 0;
     for (;;) {
       if (n === buf.length) {
-        if (n > maxBytes) throw new ToolLimitError(`${file} grew past the read limit of ${maxBytes} bytes while it was read (sandbox.max_read_bytes)`);
+        if (n > maxBytes)
+          throw new ToolLimitError(`${file} grew past the read limit of ${maxBytes} bytes while it was read (sandbox.max_read_bytes)`);
         break;
       }
       const r = fs.readSync(fd, buf, n, buf.length - n, null);
       if (r === 0) break;
       n += r;
     }
-    if (n > maxBytes) throw new ToolLimitError(`${file} grew past the read limit of ${maxBytes} bytes while it was read (sandbox.max_read_bytes)`);
+    if (n > maxBytes)
+      throw new ToolLimitError(`${file} grew past the read limit of ${maxBytes} bytes while it was read (sandbox.max_read_bytes)`);
     return { data: buf.subarray(0, n).toString('base64'), bytes: n };
   } finally {
     fs.closeSync(fd);
@@ -71,11 +74,13 @@ function kind(st: fs.Stats): string {
  * stay inside the workspace.
  */
 export function writeFiles(workspace: string, files: unknown, append = false): { written: number } {
-  if (!files || typeof files !== 'object' || Array.isArray(files)) throw new ToolInputError('files must be an object of relative path → content');
+  if (!files || typeof files !== 'object' || Array.isArray(files))
+    throw new ToolInputError('files must be an object of relative path → content');
   let written = 0;
   for (const [rel, content] of Object.entries(files as Record<string, unknown>)) {
     if (typeof content !== 'string') throw new ToolInputError(`files["${rel}"] must be a string`);
-    if (path.isAbsolute(rel) || rel.split(/[\\/]+/).includes('..') || rel === '') throw new ToolInputError(`files key "${rel}" must be a relative path inside the workspace`);
+    if (path.isAbsolute(rel) || rel.split(/[\\/]+/).includes('..') || rel === '')
+      throw new ToolInputError(`files key "${rel}" must be a relative path inside the workspace`);
     const target = path.join(workspace, rel);
     fs.mkdirSync(path.dirname(target), { recursive: true });
     if (append) fs.appendFileSync(target, content);

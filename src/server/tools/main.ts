@@ -9,7 +9,8 @@ import { copySeed } from './files.js';
 
 async function main(): Promise<void> {
   const opts = JSON.parse(process.argv[2] ?? '{}') as ToolServerOptions;
-  if ((!opts.socket && opts.conn_fd === undefined) || !opts.workspace) throw new Error('tool server: options need socket (or conn_fd) and workspace');
+  if ((!opts.socket && opts.conn_fd === undefined) || !opts.workspace)
+    throw new Error('tool server: options need socket (or conn_fd) and workspace');
   if (opts.seed_dir) copySeed(opts.seed_dir, opts.workspace);
   const server = new ToolServer(opts, () => process.exit(0));
   await server.listen();

@@ -79,7 +79,10 @@ export interface ExecRequest {
  */
 export interface ToolCalls {
   ping: { args: Record<string, never>; answer: { pong: true } };
-  configure: { args: { env?: Record<string, string>; limits?: ToolServerOptions['limits']; tools?: ToolServerOptions['tools'] }; answer: { configured: true } };
+  configure: {
+    args: { env?: Record<string, string>; limits?: ToolServerOptions['limits']; tools?: ToolServerOptions['tools'] };
+    answer: { configured: true };
+  };
   warm: { args: Record<string, never>; answer: unknown };
   shutdown: { args: Record<string, never>; answer: { stopping: true } };
   cancel: { args: { target: number }; answer: { cancelled: boolean } };

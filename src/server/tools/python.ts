@@ -131,7 +131,9 @@ export class PythonKernel {
         stderr: '',
         error: {
           type: timedOut ? 'TimeoutError' : 'InterpreterExited',
-          message: timedOut ? 'the cell ignored the interrupt; the interpreter was restarted and its state is lost' : 'the interpreter exited; its state is lost',
+          message: timedOut
+            ? 'the cell ignored the interrupt; the interpreter was restarted and its state is lost'
+            : 'the interpreter exited; its state is lost',
           traceback: '',
         },
         timed_out: timedOut,

@@ -40,7 +40,10 @@ export class ToolServer {
   /** Warm the tools once the first answer is out (set by main; tests start tools on demand). */
   warmAfterFirstAnswer = false;
 
-  constructor(private opts: ToolServerOptions, private readonly onShutdown: () => void = () => undefined) {
+  constructor(
+    private opts: ToolServerOptions,
+    private readonly onShutdown: () => void = () => undefined,
+  ) {
     this.build();
     this.maxInput = opts.max_input_bytes ?? DEFAULT_MAX_INPUT;
     this.server = net.createServer((sock) => this.serve(sock));
@@ -69,11 +72,18 @@ export class ToolServer {
       throw new ToolInputError('tools must be a list of bash, python, editor');
     }
     const before = this.opts;
-    this.opts = { ...this.opts, ...(env ? { env } : {}), ...(req.limits ? { limits: req.limits as ToolServerOptions['limits'] } : {}), ...(tools ? { tools } : {}) };
+    this.opts = {
+      ...this.opts,
+      ...(env ? { env } : {}),
+      ...(req.limits ? { limits: req.limits as ToolServerOptions['limits'] } : {}),
+      ...(tools ? { tools } : {}),
+    };
     // Only a warmed bash or python (a pooled sandbox) exists here: none has run a command. With the
     // same environment and limits they stay (a tool no longer enabled is stopped); otherwise they
     // are stopped and started again with the new ones.
-    const same = JSON.stringify(before.env ?? {}) === JSON.stringify(this.opts.env ?? {}) && JSON.stringify(before.limits ?? {}) === JSON.stringify(this.opts.limits ?? {});
+    const same =
+      JSON.stringify(before.env ?? {}) === JSON.stringify(this.opts.env ?? {}) &&
+      JSON.stringify(before.limits ?? {}) === JSON.stringify(this.opts.limits ?? {});
     const want = this.opts.tools ?? ['bash', 'python', 'editor'];
     if (same) {
       if (!want.includes('bash')) this.bash?.close();
@@ -152,7 +162,14 @@ export class ToolServer {
       if (buf.length > this.maxInput + 4096) {
         buf = '';
         skipping = true;
-        send({ id: null, ok: false, error: { code: 'tool_error', message: `request line longer than ${this.maxInput} bytes; send smaller commands or write the content with the editor in parts` } });
+        send({
+          id: null,
+          ok: false,
+          error: {
+            code: 'tool_error',
+            message: `request line longer than ${this.maxInput} bytes; send smaller commands or write the content with the editor in parts`,
+          },
+        });
       }
     });
   }
@@ -163,7 +180,11 @@ export class ToolServer {
       req = JSON.parse(line) as Record<string, unknown>;
       if (!req || typeof req !== 'object' || Array.isArray(req)) throw new Error('not an object');
     } catch (e) {
-      return send({ id: null, ok: false, error: { code: 'tool_error', message: `malformed request (not a JSON object): ${(e as Error).message}` } });
+      return send({
+        id: null,
+        ok: false,
+        error: { code: 'tool_error', message: `malformed request (not a JSON object): ${(e as Error).message}` },
+      });
     }
     const id = typeof req.id === 'number' ? req.id : null;
     try {
@@ -193,7 +214,8 @@ export class ToolServer {
     };
     const bytes = (s: unknown, name: string): string => {
       if (typeof s !== 'string') throw new ToolInputError(`${name} must be a string`);
-      if (Buffer.byteLength(s) > this.maxInput) throw new ToolInputError(`${name} is ${Buffer.byteLength(s)} bytes, over the limit of ${this.maxInput}`);
+      if (Buffer.byteLength(s) > this.maxInput)
+        throw new ToolInputError(`${name} is ${Buffer.byteLength(s)} bytes, over the limit of ${this.maxInput}`);
       return s;
     };
     const seconds = (v: unknown, name: string): number | undefined => {
@@ -237,7 +259,10 @@ export class ToolServer {
         return this.checkDisk(await ed.run(op));
       }
       case 'read_file': {
-        const max = typeof req.max_bytes === 'number' && req.max_bytes > 0 ? Math.floor(req.max_bytes) : (this.opts.max_read_bytes ?? DEFAULT_MAX_READ);
+        const max =
+          typeof req.max_bytes === 'number' && req.max_bytes > 0
+            ? Math.floor(req.max_bytes)
+            : (this.opts.max_read_bytes ?? DEFAULT_MAX_READ);
         return readFileCapped(this.opts.workspace, req.path, max);
       }
       case 'write_files':
@@ -266,7 +291,9 @@ export class ToolServer {
         setImmediate(() => void this.close().then(this.onShutdown));
         return { stopping: true };
       default:
-        throw new ToolInputError(`unknown tool ${JSON.stringify(tool)}: use bash, python, edit, read_file, write_files, exec, ping, configure, warm, cancel or shutdown`);
+        throw new ToolInputError(
+          `unknown tool ${JSON.stringify(tool)}: use bash, python, edit, read_file, write_files, exec, ping, configure, warm, cancel or shutdown`,
+        );
     }
   }
 

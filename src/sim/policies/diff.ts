@@ -48,7 +48,8 @@ export function parseUnifiedDiff(patch: string): FileDiff[] {
   }
   // The patch's final empty line is its trailing newline, not context; a trailing blank context
   // line is dropped too (less context still replaces the same text).
-  for (const f of files) for (const h of f.hunks) while (h.length > 1 && h[h.length - 1]!.tag === ' ' && h[h.length - 1]!.text === '') h.pop();
+  for (const f of files)
+    for (const h of f.hunks) while (h.length > 1 && h[h.length - 1]!.tag === ' ' && h[h.length - 1]!.text === '') h.pop();
   return files;
 }
 
@@ -60,7 +61,13 @@ function stripPrefix(p: string): string | null {
 
 /** The text a hunk replaces and the text it writes (context included), joined with newlines. */
 export function hunkTexts(h: HunkLine[]): { oldText: string; newText: string } {
-  const oldText = h.filter((l) => l.tag !== '+').map((l) => l.text).join('\n');
-  const newText = h.filter((l) => l.tag !== '-').map((l) => l.text).join('\n');
+  const oldText = h
+    .filter((l) => l.tag !== '+')
+    .map((l) => l.text)
+    .join('\n');
+  const newText = h
+    .filter((l) => l.tag !== '-')
+    .map((l) => l.text)
+    .join('\n');
   return { oldText, newText };
 }

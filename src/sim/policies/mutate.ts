@@ -34,7 +34,11 @@ const RULES: Rule[] = [
  * `eligible` and whose result `accept` takes; returns the new lines and the rule's name, or
  * undefined when no rule applies.
  */
-export function mutateLines(lines: string[], eligible: (i: number) => boolean = () => true, accept: (lines: string[]) => boolean = () => true): { lines: string[]; rule: string } | undefined {
+export function mutateLines(
+  lines: string[],
+  eligible: (i: number) => boolean = () => true,
+  accept: (lines: string[]) => boolean = () => true,
+): { lines: string[]; rule: string } | undefined {
   for (const rule of RULES) {
     for (let i = 0; i < lines.length; i++) {
       if (!eligible(i)) continue;

@@ -53,9 +53,18 @@ export class ScriptedPolicy<R extends TaskRow> implements SimPolicy {
         if (consistent(steps, t)) candidates.push({ right, variant: v, steps });
       }
     }
-    const pRight = ctx.passRate ? ctx.passRate(`${row.task}:${row.key}`, row.p) : row.p === 0 ? 0 : Math.min(1, row.p + ctx.boostPerUpdate * ctx.updates);
+    const pRight = ctx.passRate
+      ? ctx.passRate(`${row.task}:${row.key}`, row.p)
+      : row.p === 0
+        ? 0
+        : Math.min(1, row.p + ctx.boostPerUpdate * ctx.updates);
     const wantRight = ctx.rng() < pRight;
-    const pool = candidates.length === 0 ? [] : candidates.filter((c) => c.right === wantRight).length > 0 ? candidates.filter((c) => c.right === wantRight) : candidates;
+    const pool =
+      candidates.length === 0
+        ? []
+        : candidates.filter((c) => c.right === wantRight).length > 0
+          ? candidates.filter((c) => c.right === wantRight)
+          : candidates;
     let steps: Step[];
     let at: number;
     if (pool.length === 0) {
@@ -111,7 +120,10 @@ class Matcher<R extends TaskRow> {
 
   constructor(rows: R[]) {
     // Longest first: a problem that contains another's text wins.
-    this.rows = rows.map((row) => ({ text: problemOf(row).trim(), row })).filter((r) => r.text.length > 0).sort((a, b) => b.text.length - a.text.length);
+    this.rows = rows
+      .map((row) => ({ text: problemOf(row).trim(), row }))
+      .filter((r) => r.text.length > 0)
+      .sort((a, b) => b.text.length - a.text.length);
   }
 
   find(user: string): R | undefined {
@@ -131,6 +143,9 @@ function problemOf(row: TaskRow): string {
 
 /** The last non-empty line of a text (a printed value, a test summary). */
 export function lastLine(text: string | undefined): string | undefined {
-  const lines = (text ?? '').split('\n').map((l) => l.trim()).filter((l) => l.length > 0);
+  const lines = (text ?? '')
+    .split('\n')
+    .map((l) => l.trim())
+    .filter((l) => l.length > 0);
   return lines[lines.length - 1];
 }

@@ -17,20 +17,33 @@ export const mathPlan: PlanBuilder<MathRow> = (row, right, variant) => {
   const steps: Step[] = [];
   if (variant === 1) {
     steps.push({
-      call: { name: 'think', arguments: { thought: `I need to work out: ${firstSentence(row.instance.problem)} I will compute it and check the value with Python.` } },
+      call: {
+        name: 'think',
+        arguments: {
+          thought: `I need to work out: ${firstSentence(row.instance.problem)} I will compute it and check the value with Python.`,
+        },
+      },
       say: ['Let me plan before computing.', 'First, a moment to plan.'],
       think: 'Plan the computation first.',
     });
   }
   steps.push({
-    call: { name: 'execute_ipython_cell', arguments: { code: `# compute and check the result\nanswer = ${JSON.stringify(chosen)}\nprint(answer)` } },
+    call: {
+      name: 'execute_ipython_cell',
+      arguments: { code: `# compute and check the result\nanswer = ${JSON.stringify(chosen)}\nprint(answer)` },
+    },
     say: ['I will compute the result with Python.', 'Let me verify the value in Python.', 'Computing this step by step in Python.'],
     think: 'Compute the value, then check it.',
   });
-  steps.push(finalStep((out) => {
-    const value = lastLine(out[0]) ?? chosen;
-    return { say: `The computation gives ${value}, so the final answer is $\\boxed{${value}}$.`, call: { name: 'finish', arguments: { answer: value } } };
-  }, 'The printed value is the answer.'));
+  steps.push(
+    finalStep((out) => {
+      const value = lastLine(out[0]) ?? chosen;
+      return {
+        say: `The computation gives ${value}, so the final answer is $\\boxed{${value}}$.`,
+        call: { name: 'finish', arguments: { answer: value } },
+      };
+    }, 'The printed value is the answer.'),
+  );
   return steps;
 };
 
@@ -41,21 +54,34 @@ export const codePlan: PlanBuilder<CodeRow> = (row, right, variant) => {
   // Run the statement's own example when it has one (what a model can see); else the first test.
   const example = statementExample(row.instance.problem) ?? row.instance.tests[0]!.input;
   const steps: Step[] = [];
-  if (variant === 1) steps.push({ call: { name: 'execute_bash', arguments: { command: 'ls -la' } }, say: ['Let me look at the workspace first.'], think: 'Check the workspace.' });
+  if (variant === 1)
+    steps.push({
+      call: { name: 'execute_bash', arguments: { command: 'ls -la' } },
+      say: ['Let me look at the workspace first.'],
+      think: 'Check the workspace.',
+    });
   steps.push({
     call: { name: 'str_replace_editor', arguments: { command: 'create', path: `${WS}/solution.py`, file_text: source } },
     say: ['I will write the solution to solution.py.', 'Here is my solution.', 'Writing the program now.'],
     think: 'Read the input, compute, print the output.',
   });
   steps.push({
-    call: { name: 'execute_bash', arguments: { command: `python3 solution.py <<'RAAS_EOF'\n${example.endsWith('\n') ? example : `${example}\n`}RAAS_EOF` } },
+    call: {
+      name: 'execute_bash',
+      arguments: { command: `python3 solution.py <<'RAAS_EOF'\n${example.endsWith('\n') ? example : `${example}\n`}RAAS_EOF` },
+    },
     say: ['Let me run it on the example input.', 'Testing on the example.'],
     think: 'Run the example to check.',
   });
-  steps.push(finalStep((out) => {
-    const got = lastLine(out[0]?.replace(/\[The command [^\]]*\]/g, '')) ?? 'nothing';
-    return { say: `On the example the program prints ${JSON.stringify(got)}. The solution is in solution.py.`, call: { name: 'finish', arguments: { message: 'solution.py is ready' } } };
-  }, 'The program works on the example.'));
+  steps.push(
+    finalStep((out) => {
+      const got = lastLine(out[0]?.replace(/\[The command [^\]]*\]/g, '')) ?? 'nothing';
+      return {
+        say: `On the example the program prints ${JSON.stringify(got)}. The solution is in solution.py.`,
+        call: { name: 'finish', arguments: { message: 'solution.py is ready' } },
+      };
+    }, 'The program works on the example.'),
+  );
   return steps;
 };
 
@@ -64,29 +90,69 @@ export const swePlan: PlanBuilder<SweRow> = (row, right, variant) => {
   const inst = row.instance;
   const files = parseUnifiedDiff(inst.gold_patch ?? '');
   const steps: Step[] = [];
-  if (variant === 1) steps.push({ call: { name: 'execute_bash', arguments: { command: "find . -name '*.py' -not -path './.git/*' | sort" } }, say: ['Let me see the layout of the repository.'], think: 'Find the relevant module.' });
+  if (variant === 1)
+    steps.push({
+      call: { name: 'execute_bash', arguments: { command: "find . -name '*.py' -not -path './.git/*' | sort" } },
+      say: ['Let me see the layout of the repository.'],
+      think: 'Find the relevant module.',
+    });
   const first = files.find((f) => f.oldPath)?.oldPath;
-  if (first) steps.push({ call: { name: 'execute_bash', arguments: { command: `cat ${first}` } }, say: [`Let me read ${first}.`, `The bug is probably in ${first}; reading it.`], think: 'Read the code around the bug.' });
+  if (first)
+    steps.push({
+      call: { name: 'execute_bash', arguments: { command: `cat ${first}` } },
+      say: [`Let me read ${first}.`, `The bug is probably in ${first}; reading it.`],
+      think: 'Read the code around the bug.',
+    });
   const hunks = right ? files : nearMiss(files);
   for (const f of hunks) {
     const path = `${WS}/${f.newPath ?? f.oldPath}`;
     if (f.newPath === null) {
-      steps.push({ call: { name: 'execute_bash', arguments: { command: `rm ${f.oldPath}` } }, say: ['This file is no longer needed.'], think: 'Remove it.' });
+      steps.push({
+        call: { name: 'execute_bash', arguments: { command: `rm ${f.oldPath}` } },
+        say: ['This file is no longer needed.'],
+        think: 'Remove it.',
+      });
     } else if (f.oldPath === null) {
-      const text = f.hunks.flat().filter((l) => l.tag !== '-').map((l) => l.text).join('\n') + '\n';
-      steps.push({ call: { name: 'str_replace_editor', arguments: { command: 'create', path, file_text: text } }, say: ['Adding the new file.'], think: 'Create it.' });
+      const text =
+        f.hunks
+          .flat()
+          .filter((l) => l.tag !== '-')
+          .map((l) => l.text)
+          .join('\n') + '\n';
+      steps.push({
+        call: { name: 'str_replace_editor', arguments: { command: 'create', path, file_text: text } },
+        say: ['Adding the new file.'],
+        think: 'Create it.',
+      });
     } else {
       for (const h of f.hunks) {
         const { oldText, newText } = hunkTexts(h);
-        steps.push({ call: { name: 'str_replace_editor', arguments: { command: 'str_replace', path, old_str: oldText, new_str: newText } }, say: ['Fixing the code here.', 'This is the faulty part; editing it.'], think: 'Apply the fix.' });
+        steps.push({
+          call: { name: 'str_replace_editor', arguments: { command: 'str_replace', path, old_str: oldText, new_str: newText } },
+          say: ['Fixing the code here.', 'This is the faulty part; editing it.'],
+          think: 'Apply the fix.',
+        });
       }
     }
   }
-  steps.push({ call: { name: 'execute_bash', arguments: { command: `${inst.test_command} ${inst.FAIL_TO_PASS.join(' ')}` } }, say: ['Now the failing tests.', 'Running the tests from the issue.'], think: 'Check the fix with the tests.' });
-  steps.push(finalStep((out) => {
-    const summary = (out[0] ?? '').split('\n').map((l) => l.trim()).find((l) => /^(OK|FAILED)\b/.test(l)) ?? 'no test summary';
-    return { say: `The tests report: ${summary}.`, call: { name: 'finish', arguments: { message: `Fixed the issue; tests: ${summary}` } } };
-  }, 'The tests ran; done.'));
+  steps.push({
+    call: { name: 'execute_bash', arguments: { command: `${inst.test_command} ${inst.FAIL_TO_PASS.join(' ')}` } },
+    say: ['Now the failing tests.', 'Running the tests from the issue.'],
+    think: 'Check the fix with the tests.',
+  });
+  steps.push(
+    finalStep((out) => {
+      const summary =
+        (out[0] ?? '')
+          .split('\n')
+          .map((l) => l.trim())
+          .find((l) => /^(OK|FAILED)\b/.test(l)) ?? 'no test summary';
+      return {
+        say: `The tests report: ${summary}.`,
+        call: { name: 'finish', arguments: { message: `Fixed the issue; tests: ${summary}` } },
+      };
+    }, 'The tests ran; done.'),
+  );
   return steps;
 };
 
@@ -97,10 +163,17 @@ export const swePlan: PlanBuilder<SweRow> = (row, right, variant) => {
 function nearMiss(files: ReturnType<typeof parseUnifiedDiff>): ReturnType<typeof parseUnifiedDiff> {
   const flat: HunkLine[] = files.flatMap((f) => f.hunks.flat());
   const changes = (texts: string[]): boolean => {
-    const old = flat.filter((l) => l.tag !== '+').map((l) => l.text).join('\n');
+    const old = flat
+      .filter((l) => l.tag !== '+')
+      .map((l) => l.text)
+      .join('\n');
     return texts.filter((_, i) => flat[i]!.tag !== '-').join('\n') !== old;
   };
-  const r = mutateLines(flat.map((l) => l.text), (i) => flat[i]!.tag === '+', changes);
+  const r = mutateLines(
+    flat.map((l) => l.text),
+    (i) => flat[i]!.tag === '+',
+    changes,
+  );
   if (!r) return [];
   let i = 0;
   return files.map((f) => ({ ...f, hunks: f.hunks.map((h) => h.map((l) => ({ tag: l.tag, text: r.lines[i++]! }))) }));

@@ -57,7 +57,11 @@ export function parseCalls(text: string): PolicyCall[] {
   for (const m of text.matchAll(/<tool_call>\s*([\s\S]*?)\s*<\/tool_call>/g)) {
     try {
       const v = JSON.parse(m[1]!) as { name?: unknown; arguments?: unknown };
-      if (typeof v.name === 'string') calls.push({ name: v.name, arguments: v.arguments && typeof v.arguments === 'object' ? (v.arguments as Record<string, unknown>) : {} });
+      if (typeof v.name === 'string')
+        calls.push({
+          name: v.name,
+          arguments: v.arguments && typeof v.arguments === 'object' ? (v.arguments as Record<string, unknown>) : {},
+        });
     } catch {
       // a malformed call does not match any plan step
     }

@@ -73,7 +73,9 @@ export async function cliProcess(args: string[], env: Record<string, string> = {
   const child = spawn(process.execPath, [CLI, ...args], { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, ...env } });
   track(child);
   let buf = '';
-  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((r) => child.once('exit', (code, signal) => r({ code, signal })));
+  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((r) =>
+    child.once('exit', (code, signal) => r({ code, signal })),
+  );
   // A loaded 2-core machine can take tens of seconds to load the CLI and the tokenizer.
   const url = await new Promise<string>((resolve, reject) => {
     const onData = (c: Buffer): void => {
@@ -83,8 +85,13 @@ export async function cliProcess(args: string[], env: Record<string, string> = {
     };
     child.stdout!.on('data', onData);
     child.stderr!.on('data', onData);
-    void exited.then(({ code, signal }) => reject(new Error(`${args[0]} exited (${code ?? signal}) before listening: ${buf.slice(-2000)}`)));
-    setTimeout(() => reject(new Error(`${args[0]} did not print its URL within ${START_TIMEOUT_MS / 1000} s: ${buf.slice(-2000)}`)), START_TIMEOUT_MS).unref();
+    void exited.then(({ code, signal }) =>
+      reject(new Error(`${args[0]} exited (${code ?? signal}) before listening: ${buf.slice(-2000)}`)),
+    );
+    setTimeout(
+      () => reject(new Error(`${args[0]} did not print its URL within ${START_TIMEOUT_MS / 1000} s: ${buf.slice(-2000)}`)),
+      START_TIMEOUT_MS,
+    ).unref();
   }).catch((err: unknown) => {
     // Never leave a half-started child behind.
     if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
@@ -127,8 +134,19 @@ export interface Answer {
 }
 
 /** One HTTP request with a hard timeout; the body is parsed as JSON when it is JSON. */
-export async function request(url: string, init: { method?: string; body?: string | Buffer | Uint8Array; headers?: Record<string, string>; timeoutMs?: number; signal?: AbortSignal } = {}): Promise<Answer> {
-  const signal = init.signal ? AbortSignal.any([init.signal, AbortSignal.timeout(init.timeoutMs ?? 30_000)]) : AbortSignal.timeout(init.timeoutMs ?? 30_000);
+export async function request(
+  url: string,
+  init: {
+    method?: string;
+    body?: string | Buffer | Uint8Array;
+    headers?: Record<string, string>;
+    timeoutMs?: number;
+    signal?: AbortSignal;
+  } = {},
+): Promise<Answer> {
+  const signal = init.signal
+    ? AbortSignal.any([init.signal, AbortSignal.timeout(init.timeoutMs ?? 30_000)])
+    : AbortSignal.timeout(init.timeoutMs ?? 30_000);
   const res = await fetch(url, { method: init.method ?? 'GET', body: init.body as string | undefined, headers: init.headers, signal });
   const text = await res.text();
   let body: unknown = null;
@@ -141,8 +159,18 @@ export async function request(url: string, init: { method?: string; body?: strin
 }
 
 /** POSTs a JSON value. */
-export function postJson(url: string, value: unknown, opts: { headers?: Record<string, string>; timeoutMs?: number; signal?: AbortSignal } = {}): Promise<Answer> {
-  return request(url, { method: 'POST', body: JSON.stringify(value), headers: { 'content-type': 'application/json', ...opts.headers }, timeoutMs: opts.timeoutMs, signal: opts.signal });
+export function postJson(
+  url: string,
+  value: unknown,
+  opts: { headers?: Record<string, string>; timeoutMs?: number; signal?: AbortSignal } = {},
+): Promise<Answer> {
+  return request(url, {
+    method: 'POST',
+    body: JSON.stringify(value),
+    headers: { 'content-type': 'application/json', ...opts.headers },
+    timeoutMs: opts.timeoutMs,
+    signal: opts.signal,
+  });
 }
 
 /** What the server still holds: every number must be 0 once the load has drained. */
@@ -162,7 +190,12 @@ export interface Internals {
  * src/server makes `undefined` show up here and the assertions fail loudly rather than pass.
  */
 export function internals(server: RolloutServer): Internals {
-  const p = server.pipeline as unknown as { live: Map<string, unknown>; done: Map<string, unknown>; pending: Set<unknown>; pools: Record<string, { depth: number; busy: number }> };
+  const p = server.pipeline as unknown as {
+    live: Map<string, unknown>;
+    done: Map<string, unknown>;
+    pending: Set<unknown>;
+    pools: Record<string, { depth: number; busy: number }>;
+  };
   const pool = server.pool as unknown as { groups: Map<string, unknown> };
   const pools = Object.values(p.pools);
   return {
@@ -215,7 +248,8 @@ async function readAnswer(res: http.IncomingMessage): Promise<Answer> {
 
 function httpRequest(url: string, method: string, data: string | undefined, agent: http.Agent, timeoutMs: number): Promise<Answer> {
   return new Promise((resolve, reject) => {
-    const headers: Record<string, string | number> = data === undefined ? {} : { 'content-type': 'application/json', 'content-length': Buffer.byteLength(data) };
+    const headers: Record<string, string | number> =
+      data === undefined ? {} : { 'content-type': 'application/json', 'content-length': Buffer.byteLength(data) };
     const req = http.request(url, { method, agent, timeout: timeoutMs, headers }, (res) => {
       readAnswer(res).then(resolve, reject);
     });

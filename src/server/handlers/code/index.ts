@@ -56,9 +56,11 @@ export const codeHandler: AgentHandler<CodeInstance> = {
   },
   async eval(ctx) {
     const limit = ctx.run.artifacts.solution_error;
-    if (typeof limit === 'string') throw new RaasError('sandbox_limit', `code: /workspace/${SOLUTION_FILE} was not graded: ${limit}`, { retryable: false });
+    if (typeof limit === 'string')
+      throw new RaasError('sandbox_limit', `code: /workspace/${SOLUTION_FILE} was not graded: ${limit}`, { retryable: false });
     const code = ctx.run.artifacts.solution;
-    if (typeof code !== 'string' || code.trim() === '') return { reward: 0, resolved: false, details: { reason: `no /workspace/${SOLUTION_FILE} was written` } };
+    if (typeof code !== 'string' || code.trim() === '')
+      return { reward: 0, resolved: false, details: { reason: `no /workspace/${SOLUTION_FILE} was written` } };
     const mode = ctx.config.reward === 'fraction' ? 'fraction' : 'all_or_nothing';
     const r = await runHiddenTests(ctx as StageContext<CodeInstance>, code, {
       timeLimitS: ctx.job.instance.time_limit_s,
@@ -69,7 +71,12 @@ export const codeHandler: AgentHandler<CodeInstance> = {
     const reward = mode === 'fraction' ? r.passed / r.total : r.passed === r.total ? 1 : 0;
     const resolved = r.passed === r.total;
     const filter = firstFilter(ctx.config, agentOomReason(ctx.run), limitReason(ctx.run, resolved));
-    return { reward, resolved, details: { passed: r.passed, total: r.total, reward_mode: mode, tests: r.results }, ...(filter ? { filter_reason: filter } : {}) };
+    return {
+      reward,
+      resolved,
+      details: { passed: r.passed, total: r.total, reward_mode: mode, tests: r.results },
+      ...(filter ? { filter_reason: filter } : {}),
+    };
   },
 };
 

@@ -11,7 +11,13 @@ export interface TestVerdict {
 
 /** Compares program output with the expected output, ignoring trailing spaces and trailing blank lines. */
 export function outputsMatch(actual: string, expected: string): boolean {
-  const norm = (s: string) => s.replace(/\r\n/g, '\n').split('\n').map((l) => l.trimEnd()).join('\n').trim();
+  const norm = (s: string) =>
+    s
+      .replace(/\r\n/g, '\n')
+      .split('\n')
+      .map((l) => l.trimEnd())
+      .join('\n')
+      .trim();
   return norm(actual) === norm(expected);
 }
 
@@ -48,17 +54,26 @@ function outputCap(expected: string): number {
   return Math.max(1 << 20, 2 * Buffer.byteLength(expected) + 4096);
 }
 
-async function runOne(ctx: StageContext<CodeInstance>, code: string, test: CodeTest, index: number, opts: { timeLimitS: number; python: string }): Promise<TestVerdict> {
+async function runOne(
+  ctx: StageContext<CodeInstance>,
+  code: string,
+  test: CodeTest,
+  index: number,
+  opts: { timeLimitS: number; python: string },
+): Promise<TestVerdict> {
   // The input goes in as a file (any size; exec's stdin is bounded by sandbox.max_input_bytes) and
   // reaches the program through a redirect by a fresh bash that then becomes `timeout` (exec).
   const sb = await ctx.sandboxes.open({ files: { 'solution.py': code, 'input.txt': test.input }, tools: [], network: false }, ctx.signal);
   try {
     const limit = opts.timeLimitS;
-    const r = await sb.exec(['bash', '--noprofile', '--norc', '-c', 'exec timeout -k 1 "$1" "$2" solution.py < input.txt', 'raas', String(limit), opts.python], {
-      timeout_s: limit + 10,
-      maxOutputBytes: outputCap(test.output),
-      signal: ctx.signal,
-    });
+    const r = await sb.exec(
+      ['bash', '--noprofile', '--norc', '-c', 'exec timeout -k 1 "$1" "$2" solution.py < input.txt', 'raas', String(limit), opts.python],
+      {
+        timeout_s: limit + 10,
+        maxOutputBytes: outputCap(test.output),
+        signal: ctx.signal,
+      },
+    );
     const exit = r.exit_code;
     if (r.timed_out || exit === 124 || exit === 137) return { index, status: 'time_limit', exit_code: exit };
     if (exit !== 0) return { index, status: 'runtime_error', exit_code: exit };

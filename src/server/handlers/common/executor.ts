@@ -16,7 +16,9 @@ const ARGS = {
   }),
   execute_ipython_cell: z.object({ code: z.string({ error: 'code is required (a string)' }) }),
   str_replace_editor: z.object({
-    command: z.enum(['view', 'create', 'str_replace', 'insert', 'undo_edit'], { error: 'command must be one of view, create, str_replace, insert, undo_edit' }),
+    command: z.enum(['view', 'create', 'str_replace', 'insert', 'undo_edit'], {
+      error: 'command must be one of view, create, str_replace, insert, undo_edit',
+    }),
     path: z.string({ error: 'path is required (an absolute path such as /workspace/file.py)' }).min(1),
     file_text: z.string().optional(),
     old_str: z.string().optional(),
@@ -49,7 +51,8 @@ export const MAX_OBSERVATION_CHARS = 64_000;
 export function sandboxExecutor(sandbox: Sandbox | undefined, tools: readonly ToolName[], opts: ExecutorOptions = {}): ToolExecutor {
   const allowed = new Set<string>(tools);
   return async (call: ParsedToolCall, signal: AbortSignal): Promise<ToolOutcome> => {
-    if (!allowed.has(call.name)) return { observation: `ERROR: unknown tool ${JSON.stringify(call.name)}; the tools are ${[...allowed].join(', ')}.` };
+    if (!allowed.has(call.name))
+      return { observation: `ERROR: unknown tool ${JSON.stringify(call.name)}; the tools are ${[...allowed].join(', ')}.` };
     const schema = ARGS[call.name as ToolName];
     const parsed = schema.safeParse(call.arguments ?? {});
     if (!parsed.success) {
@@ -69,20 +72,33 @@ export function sandboxExecutor(sandbox: Sandbox | undefined, tools: readonly To
     signal.throwIfAborted();
     // Tool output is the task's to shape: bounded before it is tokenized on the server's event loop.
     const cap = (text: string): string => capText(text, opts.maxObservationChars ?? MAX_OBSERVATION_CHARS).text;
-    if (call.name === 'execute_bash') return { observation: cap(await bash(sandbox, args as z.infer<typeof ARGS.execute_bash>, opts, signal)) };
-    if (call.name === 'execute_ipython_cell') return { observation: cap(await python(sandbox, (args as { code: string }).code, opts, signal)) };
+    if (call.name === 'execute_bash')
+      return { observation: cap(await bash(sandbox, args as z.infer<typeof ARGS.execute_bash>, opts, signal)) };
+    if (call.name === 'execute_ipython_cell')
+      return { observation: cap(await python(sandbox, (args as { code: string }).code, opts, signal)) };
     return { observation: cap(await edit(sandbox, args as z.infer<typeof ARGS.str_replace_editor>, signal)) };
   };
 }
 
-async function bash(sb: Sandbox, a: { command: string; is_input?: boolean; timeout?: number }, opts: ExecutorOptions, signal: AbortSignal): Promise<string> {
+async function bash(
+  sb: Sandbox,
+  a: { command: string; is_input?: boolean; timeout?: number },
+  opts: ExecutorOptions,
+  signal: AbortSignal,
+): Promise<string> {
   const cap = opts.bashTimeoutS ?? 120;
   const timeout = Math.min(a.timeout ?? cap, cap);
-  const r = await sb.bash(a.command, { timeout_s: timeout, no_change_timeout_s: opts.noChangeTimeoutS ?? 30, is_input: a.is_input, signal });
+  const r = await sb.bash(a.command, {
+    timeout_s: timeout,
+    no_change_timeout_s: opts.noChangeTimeoutS ?? 30,
+    is_input: a.is_input,
+    signal,
+  });
   let out = r.output.replace(/\s+$/, '');
   if (r.truncated) out += '\n[Output truncated.]';
   if (r.timed_out) return `${out}\n[The command timed out after ${timeout} seconds and was interrupted.]`;
-  if (r.running) return `${out}\n[The command is still running. Send an empty command with is_input=true to see more output, or C-c to interrupt it.]`;
+  if (r.running)
+    return `${out}\n[The command is still running. Send an empty command with is_input=true to see more output, or C-c to interrupt it.]`;
   return `${out}\n[The command completed with exit code ${r.exit_code ?? 'unknown'}.]`.replace(/^\n/, '');
 }
 
@@ -112,7 +128,8 @@ async function edit(sb: Sandbox, a: z.infer<typeof ARGS.str_replace_editor>, sig
       op = { command: 'str_replace', path: a.path, old_str: a.old_str, new_str: a.new_str ?? '' };
       break;
     case 'insert':
-      if (a.insert_line === undefined || a.new_str === undefined) return 'ERROR: invalid arguments for str_replace_editor: insert needs insert_line and new_str';
+      if (a.insert_line === undefined || a.new_str === undefined)
+        return 'ERROR: invalid arguments for str_replace_editor: insert needs insert_line and new_str';
       op = { command: 'insert', path: a.path, insert_line: a.insert_line, new_str: a.new_str };
       break;
     default:

@@ -24,8 +24,16 @@ export function configNumber(config: Record<string, unknown>, key: string, fallb
  * The first prompt: the instance's own veRL messages when it came in that form (a system message
  * of ours added when it has none), else our system message and the user message.
  */
-export function firstMessages(system: string, user: string, promptMessages?: Array<{ role: 'system' | 'user' | 'assistant'; content: string }>): ChatMessage[] {
-  if (!promptMessages?.length) return [{ role: 'system', content: system }, { role: 'user', content: user }];
+export function firstMessages(
+  system: string,
+  user: string,
+  promptMessages?: Array<{ role: 'system' | 'user' | 'assistant'; content: string }>,
+): ChatMessage[] {
+  if (!promptMessages?.length)
+    return [
+      { role: 'system', content: system },
+      { role: 'user', content: user },
+    ];
   const msgs: ChatMessage[] = promptMessages.map((m) => ({ role: m.role, content: m.content }));
   return msgs[0]!.role === 'system' ? msgs : [{ role: 'system', content: system }, ...msgs];
 }
@@ -69,7 +77,11 @@ export async function runToolAgent<I>(
     tokens: trajectory.tokens,
     finish_reason: trajectory.finish_reason,
     // Processes the kernel killed for the sandbox's memory limit during RUN: NeMo-Gym masks such samples.
-    artifacts: { final: trajectory.final ?? null, malformed_tool_calls: trajectory.malformed_tool_calls, agent_oom_kills: oomKills(ctx.runtime) },
+    artifacts: {
+      final: trajectory.final ?? null,
+      malformed_tool_calls: trajectory.malformed_tool_calls,
+      agent_oom_kills: oomKills(ctx.runtime),
+    },
     num_turns: trajectory.num_turns,
     tools,
   };

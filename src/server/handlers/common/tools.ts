@@ -19,8 +19,16 @@ export const EXECUTE_BASH = fn(
   'Run a bash command in a persistent shell in the sandbox (working directory /workspace; state such as the current directory and variables carries over between calls). ' +
     'Long-running commands return what they printed so far; send is_input=true with an empty command to see more output, or with C-c to interrupt. No network access.',
   {
-    command: { type: 'string', description: 'The command to run, or with is_input=true the text to type into the running program (C-c, C-d and C-z are control keys).' },
-    is_input: { type: 'string', enum: ['true', 'false'], description: 'true to send command as input to the program that is still running instead of starting a new command.' },
+    command: {
+      type: 'string',
+      description:
+        'The command to run, or with is_input=true the text to type into the running program (C-c, C-d and C-z are control keys).',
+    },
+    is_input: {
+      type: 'string',
+      enum: ['true', 'false'],
+      description: 'true to send command as input to the program that is still running instead of starting a new command.',
+    },
     timeout: { type: 'number', description: 'Seconds to wait before the command is interrupted (optional).' },
   },
   ['command'],
@@ -43,10 +51,17 @@ export const STR_REPLACE_EDITOR = fn(
     command: { type: 'string', enum: ['view', 'create', 'str_replace', 'insert', 'undo_edit'], description: 'The operation.' },
     path: { type: 'string', description: 'Absolute path of the file or directory, such as /workspace/main.py.' },
     file_text: { type: 'string', description: 'For create: the whole content of the new file.' },
-    old_str: { type: 'string', description: 'For str_replace: the exact text to replace, including whitespace; it must be unique in the file.' },
+    old_str: {
+      type: 'string',
+      description: 'For str_replace: the exact text to replace, including whitespace; it must be unique in the file.',
+    },
     new_str: { type: 'string', description: 'For str_replace: the replacement (empty deletes). For insert: the text to insert.' },
     insert_line: { type: 'integer', description: 'For insert: new_str goes after this line (0 inserts at the top).' },
-    view_range: { type: 'array', items: { type: 'integer' }, description: 'For view of a file: [first, last] line to show; last -1 means to the end.' },
+    view_range: {
+      type: 'array',
+      items: { type: 'integer' },
+      description: 'For view of a file: [first, last] line to show; last -1 means to the end.',
+    },
   },
   ['command', 'path'],
 );
@@ -62,13 +77,26 @@ export const THINK = fn(
 /** Ends the episode; math's version carries the answer. */
 export function finishTool(withAnswer: boolean): ToolDefinition {
   return withAnswer
-    ? fn('finish', 'Finish once you are confident in the result. Give the final answer (also write it as \\boxed{...} in your message).', {
-        answer: { type: 'string', description: 'The final answer, as simple as possible (a number, a fraction such as 3/4, or a short LaTeX expression).' },
-        message: { type: 'string', description: 'An optional closing note.' },
-      }, [])
-    : fn('finish', 'Finish when the task is done (or cannot be done). Nothing runs after this call.', {
-        message: { type: 'string', description: 'A short summary of what was done.' },
-      }, []);
+    ? fn(
+        'finish',
+        'Finish once you are confident in the result. Give the final answer (also write it as \\boxed{...} in your message).',
+        {
+          answer: {
+            type: 'string',
+            description: 'The final answer, as simple as possible (a number, a fraction such as 3/4, or a short LaTeX expression).',
+          },
+          message: { type: 'string', description: 'An optional closing note.' },
+        },
+        [],
+      )
+    : fn(
+        'finish',
+        'Finish when the task is done (or cannot be done). Nothing runs after this call.',
+        {
+          message: { type: 'string', description: 'A short summary of what was done.' },
+        },
+        [],
+      );
 }
 
 /** The definitions of `names`, in the order given. */

@@ -81,7 +81,10 @@ export function normaliseAnswer(raw: string): string {
   s = s.replace(/\s+/g, '');
   s = s.replace(/\.$/, '');
   // \frac12 → \frac{1}{2}, \frac1{2} → \frac{1}{2}, \sqrt2 → \sqrt{2}
-  s = s.replace(/\\frac(\d)(\d)/g, '\\frac{$1}{$2}').replace(/\\frac(\d)\{/g, '\\frac{$1}{').replace(/\\frac\{([^{}]+)\}(\d)/g, '\\frac{$1}{$2}');
+  s = s
+    .replace(/\\frac(\d)(\d)/g, '\\frac{$1}{$2}')
+    .replace(/\\frac(\d)\{/g, '\\frac{$1}{')
+    .replace(/\\frac\{([^{}]+)\}(\d)/g, '\\frac{$1}{$2}');
   s = s.replace(/\\sqrt(\d+)/g, '\\sqrt{$1}');
   // 1,000,000 → 1000000 (only well-formed thousands groups)
   if (/^-?\d{1,3}(,\d{3})+(\.\d+)?$/.test(s)) s = s.replace(/,/g, '');

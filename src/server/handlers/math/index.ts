@@ -47,12 +47,20 @@ export const mathHandler: AgentHandler<MathInstance> = {
     const answer = typeof ctx.run.artifacts.answer === 'string' ? ctx.run.artifacts.answer : undefined;
     const ok = answersMatch(answer, ctx.job.instance.answer);
     const filter = firstFilter(ctx.config, agentOomReason(ctx.run), limitReason(ctx.run, ok));
-    return { reward: ok ? 1 : 0, resolved: ok, details: { answer: answer ?? null, ground_truth: ctx.job.instance.answer }, ...(filter ? { filter_reason: filter } : {}) };
+    return {
+      reward: ok ? 1 : 0,
+      resolved: ok,
+      details: { answer: answer ?? null, ground_truth: ctx.job.instance.answer },
+      ...(filter ? { filter_reason: filter } : {}),
+    };
   },
 };
 
 /** The finish call's answer, else the last `\boxed{}` of the latest assistant message that has one. */
-export function extractAnswer(final: Record<string, unknown> | undefined, messages: ReadonlyArray<{ role: string; content: string }>): string | undefined {
+export function extractAnswer(
+  final: Record<string, unknown> | undefined,
+  messages: ReadonlyArray<{ role: string; content: string }>,
+): string | undefined {
   const a = final?.answer;
   if ((typeof a === 'string' && a.trim() !== '') || typeof a === 'number') return String(a);
   for (let i = messages.length - 1; i >= 0; i--) {

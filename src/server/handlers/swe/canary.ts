@@ -72,7 +72,12 @@ export function makeCanary(kind: CanaryKind, anchor: CanaryAnchor, bytes: (n: nu
     case 'pytest':
     case 'r2e': {
       const file = join(kind === 'r2e' ? 'r2e_tests' : anchor.dir, `${mod}.py`);
-      return { files: { [file]: [...klass, '', ...funcs].join('\n') }, args: kind === 'r2e' ? [] : [file], pass: [passM, passF], fail: [failM, failF] };
+      return {
+        files: { [file]: [...klass, '', ...funcs].join('\n') },
+        args: kind === 'r2e' ? [] : [file],
+        pass: [passM, passF],
+        fail: [failM, failF],
+      };
     }
     case 'sympy': {
       const file = join(anchor.dir, `${mod}.py`);
@@ -84,10 +89,21 @@ export function makeCanary(kind: CanaryKind, anchor: CanaryAnchor, bytes: (n: nu
       return { files: { [file]: klass.join('\n') }, args: [/^[\w.]+$/.test(dotted) ? dotted : file], pass: [passM], fail: [failM] };
     }
     case 'django': {
-      if (anchor.djangoApp) return { files: { [`tests/${anchor.djangoApp}/${mod}.py`]: klass.join('\n') }, args: [`${anchor.djangoApp}.${mod}`], pass: [passM], fail: [failM] };
+      if (anchor.djangoApp)
+        return {
+          files: { [`tests/${anchor.djangoApp}/${mod}.py`]: klass.join('\n') },
+          args: [`${anchor.djangoApp}.${mod}`],
+          pass: [passM],
+          fail: [failM],
+        };
       // A new test app: runtests.py installs the app a label names.
       const app = w();
-      return { files: { [`tests/${app}/__init__.py`]: '', [`tests/${app}/tests.py`]: klass.join('\n') }, args: [app], pass: [passM], fail: [failM] };
+      return {
+        files: { [`tests/${app}/__init__.py`]: '', [`tests/${app}/tests.py`]: klass.join('\n') },
+        args: [app],
+        pass: [passM],
+        fail: [failM],
+      };
     }
   }
 }

@@ -26,7 +26,11 @@ const inSandbox = (file: string): string => `${PATCH_DIR}/${file.slice('.raas-'.
  * get_eval_report resolves it; tamper canaries run beside the tests. An instance whose command has
  * no parser is graded by exit status instead.
  */
-export async function evaluatePatch(ctx: StageContext<SweInstance>, patch: string, opts: { testTimeoutS: number }): Promise<SweEvalOutcome> {
+export async function evaluatePatch(
+  ctx: StageContext<SweInstance>,
+  patch: string,
+  opts: { testTimeoutS: number },
+): Promise<SweEvalOutcome> {
   const inst = ctx.job.instance;
   const cfg = ctx.config as SweHandlerConfig;
   const signal = ctx.signal;
@@ -53,32 +57,45 @@ export async function evaluatePatch(ctx: StageContext<SweInstance>, patch: strin
   if (patch.trim() === '') return fail('apply_error', 'empty patch: the model changed nothing');
 
   const hasTestPatch = !!inst.test_patch?.trim();
-  const patches: Record<string, string> = { [MODEL_PATCH]: withNewline(patch), ...(hasTestPatch ? { [TEST_PATCH]: withNewline(inst.test_patch!) } : {}) };
+  const patches: Record<string, string> = {
+    [MODEL_PATCH]: withNewline(patch),
+    ...(hasTestPatch ? { [TEST_PATCH]: withNewline(inst.test_patch!) } : {}),
+  };
   const material = await repoMaterial(ctx);
   const sb = await ctx.sandboxes.open(repoSpec(material, { tools: [] }, patches), signal);
   try {
     await initRepo(sb, material, signal);
     // Out of the worktree before the model's patch applies: a patch cannot reach /tmp.
-    const moved = await script(sb, `set -e; mkdir -p ${PATCH_DIR}; for f in "$@"; do mv -- ".raas-$f" "${PATCH_DIR}/$f"; done`, Object.keys(patches).map((f) => f.slice('.raas-'.length)), { signal });
+    const moved = await script(
+      sb,
+      `set -e; mkdir -p ${PATCH_DIR}; for f in "$@"; do mv -- ".raas-$f" "${PATCH_DIR}/$f"; done`,
+      Object.keys(patches).map((f) => f.slice('.raas-'.length)),
+      { signal },
+    );
     if (moved.exit_code !== 0) throw new RaasError('sandbox_error', `swe: could not stage the patches: ${moved.stderr.slice(-2000)}`);
     const applyError = await applyModelPatch(sb, inSandbox(MODEL_PATCH), signal);
     if (applyError !== undefined) return fail('apply_error', applyError, 'patch_apply_failed');
     details.applied = true;
 
     const tree = await git(sb, ['ls-tree', '-r', '-z', '--name-only', 'HEAD'], { timeout_s: 60, maxOutputBytes: 64 << 20, signal });
-    if (tree.exit_code !== 0 || tree.truncated) throw new RaasError('sandbox_error', `swe: could not list the base commit: ${tree.stderr.slice(-2000)}`);
+    if (tree.exit_code !== 0 || tree.truncated)
+      throw new RaasError('sandbox_error', `swe: could not list the base commit: ${tree.stderr.slice(-2000)}`);
     const baseFiles = tree.stdout.split('\0').filter(Boolean);
 
     const shadow = await shadowedModules(sb, baseFiles, signal);
     if (shadow.length) {
       details.applied = false;
-      return fail('apply_error', `the patch adds ${shadow.join(', ')} at the repository root, shadowing the standard library the test runner imports; not graded`);
+      return fail(
+        'apply_error',
+        `the patch adds ${shadow.join(', ')} at the repository root, shadowing the standard library the test runner imports; not graded`,
+      );
     }
 
     let testPatchPaths: string[] = [];
     if (hasTestPatch) {
       const stat = await git(sb, ['apply', '--numstat', '-z', inSandbox(TEST_PATCH)], { timeout_s: 60, signal });
-      if (stat.exit_code !== 0) return fail('test_patch_error', `instance.test_patch is not a patch git can read: ${stat.stderr}`, 'patch_apply_failed');
+      if (stat.exit_code !== 0)
+        return fail('test_patch_error', `instance.test_patch is not a patch git can read: ${stat.stderr}`, 'patch_apply_failed');
       testPatchPaths = numstatPaths(stat.stdout);
     }
     const modelStat = await git(sb, ['apply', '--numstat', '-z', inSandbox(MODEL_PATCH)], { timeout_s: 60, signal });
@@ -92,7 +109,11 @@ export async function evaluatePatch(ctx: StageContext<SweInstance>, patch: strin
       const tp = await git(sb, ['apply', '--whitespace=nowarn', inSandbox(TEST_PATCH)], { timeout_s: 60, signal });
       if (tp.exit_code !== 0) {
         ctx.log.warn({ job_id: ctx.job.id, err: tp.stderr.slice(-500) }, 'swe: instance.test_patch did not apply after the model patch');
-        return fail('test_patch_error', `instance.test_patch did not apply after the model's patch: ${tp.stderr || tp.stdout}`, 'patch_apply_failed');
+        return fail(
+          'test_patch_error',
+          `instance.test_patch did not apply after the model's patch: ${tp.stderr || tp.stdout}`,
+          'patch_apply_failed',
+        );
       }
     }
     const grade = plan.mode === 'log' ? gradeByLog : gradeByExitStatus;

@@ -7,16 +7,26 @@ import type { ExecOptions, ExecResult, Sandbox } from '../../sandbox/types.js';
  */
 export const GIT = [
   'git',
-  '-c', 'user.name=raas',
-  '-c', 'user.email=raas@localhost',
-  '-c', 'init.defaultBranch=main',
-  '-c', 'advice.detachedHead=false',
-  '-c', 'core.hooksPath=/dev/null',
-  '-c', 'core.fsmonitor=false',
-  '-c', 'core.attributesFile=/dev/null',
-  '-c', 'core.pager=cat',
-  '-c', 'diff.external=',
-  '-c', 'gc.auto=0',
+  '-c',
+  'user.name=raas',
+  '-c',
+  'user.email=raas@localhost',
+  '-c',
+  'init.defaultBranch=main',
+  '-c',
+  'advice.detachedHead=false',
+  '-c',
+  'core.hooksPath=/dev/null',
+  '-c',
+  'core.fsmonitor=false',
+  '-c',
+  'core.attributesFile=/dev/null',
+  '-c',
+  'core.pager=cat',
+  '-c',
+  'diff.external=',
+  '-c',
+  'gc.auto=0',
 ];
 
 /**
@@ -38,7 +48,11 @@ export function git(sb: Sandbox, args: string[], opts: ExecOptions = {}): Promis
 
 /** A bash script as one fresh process (`--noprofile --norc`: nothing the workspace holds is sourced). */
 export function script(sb: Sandbox, text: string, args: string[], opts: ExecOptions = {}): Promise<ExecResult> {
-  return sb.exec(['bash', '--noprofile', '--norc', '-c', text, 'raas', ...args], { timeout_s: 120, ...opts, env: { ...GIT_ENV, ...opts.env } });
+  return sb.exec(['bash', '--noprofile', '--norc', '-c', text, 'raas', ...args], {
+    timeout_s: 120,
+    ...opts,
+    env: { ...GIT_ENV, ...opts.env },
+  });
 }
 
 /** git for bash scripts: a function `g` over the GIT argv. */

@@ -36,7 +36,10 @@ export const sweHandler: AgentHandler<SweInstance> = {
   async checkInstance(inst, env) {
     if (inst.files || inst.tarball === undefined) return inst;
     // INIT reads the real path checked here (and checks that it still is that path).
-    return { ...inst, tarball: await checkDataFile(inst.tarball, 'instance.tarball', { dataDirs: env.dataDirs, maxBytes: env.maxFileBytes }) };
+    return {
+      ...inst,
+      tarball: await checkDataFile(inst.tarball, 'instance.tarball', { dataDirs: env.dataDirs, maxBytes: env.maxFileBytes }),
+    };
   },
   async init(ctx) {
     const material = await repoMaterial(ctx);
@@ -74,7 +77,8 @@ export const sweHandler: AgentHandler<SweInstance> = {
     return run;
   },
   async eval(ctx) {
-    if (typeof ctx.run.artifacts.patch_error === 'string') throw new RaasError('sandbox_limit', ctx.run.artifacts.patch_error, { retryable: false });
+    if (typeof ctx.run.artifacts.patch_error === 'string')
+      throw new RaasError('sandbox_limit', ctx.run.artifacts.patch_error, { retryable: false });
     const patch = typeof ctx.run.artifacts.git_patch === 'string' ? ctx.run.artifacts.git_patch : '';
     const r = await evaluatePatch(ctx, patch, { testTimeoutS: configNumber(ctx.config, 'test_timeout_s', 300) });
     const filter = r.filter_reason ?? firstFilter(ctx.config, agentOomReason(ctx.run), limitReason(ctx.run, r.resolved));

@@ -58,7 +58,10 @@ export function gradingPlan(inst: SweInstance, cfg: SweHandlerConfig): GradingPl
   const sweBenchRow = inst.files === undefined && inst.tarball === undefined && !!inst.repo;
   const r2e = inst.expected_output_json !== undefined;
   const repo = inst.repo ?? '';
-  let command = ownCommand(inst) ?? cfg.test_command ?? (r2e ? 'bash run_tests.sh' : sweBenchRow ? (specTestCommand(repo, inst.version) ?? 'pytest -rA') : 'python3 -m unittest -v');
+  let command =
+    ownCommand(inst) ??
+    cfg.test_command ??
+    (r2e ? 'bash run_tests.sh' : sweBenchRow ? (specTestCommand(repo, inst.version) ?? 'pytest -rA') : 'python3 -m unittest -v');
   let parser: LogParserName | undefined = inst.log_parser ?? cfg.log_parser ?? (r2e ? 'r2e' : sweBenchRow ? repoParser(repo) : undefined);
   if (!parser) {
     const implied = impliedParser(command);

@@ -42,7 +42,12 @@ export interface ResetPlan {
 }
 
 /** Plans the reset for an instance, from the paths its test patch and the model's patch touch and the base commit's files. */
-export function resetPlan(inst: SweInstance, testPatchPaths: readonly string[], baseFiles: readonly string[], modelPatchPaths: readonly string[] = []): ResetPlan {
+export function resetPlan(
+  inst: SweInstance,
+  testPatchPaths: readonly string[],
+  baseFiles: readonly string[],
+  modelPatchPaths: readonly string[] = [],
+): ResetPlan {
   const files = new Set(baseFiles);
   const dirs = new Set<string>();
   for (const f of baseFiles) for (let i = f.indexOf('/'); i > 0; i = f.indexOf('/', i + 1)) dirs.add(f.slice(0, i));

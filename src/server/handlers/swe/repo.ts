@@ -16,14 +16,21 @@ const TARBALL_FILE = '.raas-repo.tar.b64';
  * (read from the real path /process checked against sandbox.data_dirs), or the base commit of a
  * SWE-bench row taken from the operator's repos_dir / images_dir (snapshotBaseCommit).
  */
-export type RepoMaterial = { kind: 'files'; files: Record<string, string> } | { kind: 'tarball'; bytes: Buffer; gzip: boolean } | RepoSnapshot;
+export type RepoMaterial =
+  | { kind: 'files'; files: Record<string, string> }
+  | { kind: 'tarball'; bytes: Buffer; gzip: boolean }
+  | RepoSnapshot;
 
 /** Reads or fetches the repository of the stage's instance (INIT and EVAL each take their own copy). */
 export async function repoMaterial(ctx: StageContext<SweInstance>): Promise<RepoMaterial> {
   const inst = ctx.job.instance;
   if (inst.files) return { kind: 'files', files: inst.files };
   if (inst.tarball !== undefined) {
-    return { kind: 'tarball', bytes: await readCheckedFile(inst.tarball, 'instance.tarball', undefined, ctx.signal), gzip: /\.(tgz|tar\.gz)$/.test(inst.tarball) };
+    return {
+      kind: 'tarball',
+      bytes: await readCheckedFile(inst.tarball, 'instance.tarball', undefined, ctx.signal),
+      gzip: /\.(tgz|tar\.gz)$/.test(inst.tarball),
+    };
   }
   return snapshotBaseCommit(ctx);
 }
@@ -58,7 +65,10 @@ export async function initRepo(sb: Sandbox, m: RepoMaterial, signal: AbortSignal
   const r = await script(sb, ['set -e', GIT_FN, ...steps, 'g rev-parse HEAD'].join('\n'), [], { signal });
   const sha = r.stdout.trim();
   if (r.exit_code !== 0 || !/^[0-9a-f]{40,64}$/.test(sha) || (m.kind === 'snapshot' && sha !== m.commit)) {
-    throw new RaasError('sandbox_error', `swe: could not set up the repository (exit ${r.exit_code ?? r.signal}): ${(r.stderr || r.stdout).slice(-2000)}`);
+    throw new RaasError(
+      'sandbox_error',
+      `swe: could not set up the repository (exit ${r.exit_code ?? r.signal}): ${(r.stderr || r.stdout).slice(-2000)}`,
+    );
   }
   return sha;
 }
@@ -70,11 +80,20 @@ export async function initRepo(sb: Sandbox, m: RepoMaterial, signal: AbortSignal
  */
 export async function capturePatch(sb: Sandbox, base: string, maxBytes: number, signal: AbortSignal): Promise<string> {
   const add = await git(sb, ['add', '-A'], { signal });
-  if (add.exit_code !== 0) throw new RaasError('sandbox_error', `swe: git add failed (exit ${add.exit_code ?? add.signal}): ${add.stderr.slice(-2000)}`);
-  const diff = await git(sb, ['diff', '--cached', '--binary', '--no-color', '--no-ext-diff', '--no-textconv', '--no-renames', base, '--'], { signal, maxOutputBytes: maxBytes });
+  if (add.exit_code !== 0)
+    throw new RaasError('sandbox_error', `swe: git add failed (exit ${add.exit_code ?? add.signal}): ${add.stderr.slice(-2000)}`);
+  const diff = await git(sb, ['diff', '--cached', '--binary', '--no-color', '--no-ext-diff', '--no-textconv', '--no-renames', base, '--'], {
+    signal,
+    maxOutputBytes: maxBytes,
+  });
   if (diff.truncated) {
-    throw new RaasError('sandbox_limit', `swe: the model's patch is over ${maxBytes} bytes (handlers.swe.max_patch_bytes); raise it or keep patches smaller`, { retryable: false });
+    throw new RaasError(
+      'sandbox_limit',
+      `swe: the model's patch is over ${maxBytes} bytes (handlers.swe.max_patch_bytes); raise it or keep patches smaller`,
+      { retryable: false },
+    );
   }
-  if (diff.exit_code !== 0) throw new RaasError('sandbox_error', `swe: git diff failed (exit ${diff.exit_code ?? diff.signal}): ${diff.stderr.slice(-2000)}`);
+  if (diff.exit_code !== 0)
+    throw new RaasError('sandbox_error', `swe: git diff failed (exit ${diff.exit_code ?? diff.signal}): ${diff.stderr.slice(-2000)}`);
   return diff.stdout;
 }

@@ -29,7 +29,12 @@ export interface ListReport {
 }
 
 /** `get_eval_tests_report` (grading.py@726c546:94-191) for FAIL_TO_PASS and PASS_TO_PASS. */
-export function evalTestsReport(sm: StatusMap, f2p: readonly string[], p2p: readonly string[], failOnly = false): { FAIL_TO_PASS: ListReport; PASS_TO_PASS: ListReport } {
+export function evalTestsReport(
+  sm: StatusMap,
+  f2p: readonly string[],
+  p2p: readonly string[],
+  failOnly = false,
+): { FAIL_TO_PASS: ListReport; PASS_TO_PASS: ListReport } {
   const check = (ids: readonly string[]): ListReport => {
     const out: ListReport = { success: [], failure: [] };
     for (const id of ids) {
@@ -61,7 +66,12 @@ export function resolutionStatus(report: { FAIL_TO_PASS: ListReport; PASS_TO_PAS
 }
 
 /** The report of one graded log: resolved only at RESOLVED_FULL (grading.py@726c546:288-290). */
-export function evalReport(sm: StatusMap, f2p: readonly string[], p2p: readonly string[], repo?: string): { resolved: boolean; status: ResolutionStatus; tests_status: { FAIL_TO_PASS: ListReport; PASS_TO_PASS: ListReport } } {
+export function evalReport(
+  sm: StatusMap,
+  f2p: readonly string[],
+  p2p: readonly string[],
+  repo?: string,
+): { resolved: boolean; status: ResolutionStatus; tests_status: { FAIL_TO_PASS: ListReport; PASS_TO_PASS: ListReport } } {
   const tests = evalTestsReport(sm, f2p, p2p, repo !== undefined && FAIL_ONLY_REPOS.has(repo));
   const status = resolutionStatus(tests);
   return { resolved: status === 'RESOLVED_FULL', status, tests_status: tests };

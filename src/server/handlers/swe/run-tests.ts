@@ -41,8 +41,12 @@ export const TEST_ENV = { HOME: '/tmp', PYTHONNOUSERSITE: '1', PYTHONDONTWRITEBY
 
 /** Removes every `__pycache__` directory of the repository (a patch can add them; git tracks them when it does). */
 export async function dropPycache(sb: Sandbox, signal: AbortSignal): Promise<void> {
-  const r = await sb.exec(['find', '.', '-path', './.git', '-prune', '-o', '-name', '__pycache__', '-type', 'd', '-prune', '-exec', 'rm', '-rf', '--', '{}', '+'], { timeout_s: 120, signal });
-  if (r.exit_code !== 0) throw new RaasError('sandbox_error', `swe: could not remove the repository's __pycache__ directories: ${r.stderr.slice(-1000)}`);
+  const r = await sb.exec(
+    ['find', '.', '-path', './.git', '-prune', '-o', '-name', '__pycache__', '-type', 'd', '-prune', '-exec', 'rm', '-rf', '--', '{}', '+'],
+    { timeout_s: 120, signal },
+  );
+  if (r.exit_code !== 0)
+    throw new RaasError('sandbox_error', `swe: could not remove the repository's __pycache__ directories: ${r.stderr.slice(-1000)}`);
 }
 
 /** Default bound of one test log (handlers.swe.max_log_bytes): every parser reads it in one pass. */
@@ -72,15 +76,25 @@ interface TestRun {
  * sourced), under `timeout`. A run counts as timed out only when it was killed at its limit: a
  * process that exits 124 by itself does not fake one.
  */
-async function runTests(sb: Sandbox, plan: GradingPlan, args: string[], timeoutS: number, maxBytes: number, signal: AbortSignal): Promise<TestRun> {
+async function runTests(
+  sb: Sandbox,
+  plan: GradingPlan,
+  args: string[],
+  timeoutS: number,
+  maxBytes: number,
+  signal: AbortSignal,
+): Promise<TestRun> {
   await dropPycache(sb, signal);
   const t0 = performance.now();
-  const r = await sb.exec(['timeout', '-k', '5', String(timeoutS), 'bash', '--noprofile', '--norc', '-c', `exec 2>&1; ${plan.command} "$@"`, 'raas', ...args], {
-    timeout_s: timeoutS + 15,
-    env: { ...TEST_ENV, ...plan.env },
-    maxOutputBytes: maxBytes,
-    signal,
-  });
+  const r = await sb.exec(
+    ['timeout', '-k', '5', String(timeoutS), 'bash', '--noprofile', '--norc', '-c', `exec 2>&1; ${plan.command} "$@"`, 'raas', ...args],
+    {
+      timeout_s: timeoutS + 15,
+      env: { ...TEST_ENV, ...plan.env },
+      maxOutputBytes: maxBytes,
+      signal,
+    },
+  );
   const atLimit = performance.now() - t0 >= timeoutS * 1000 - 50;
   const timedOut = r.timed_out || (atLimit && (r.exit_code === 124 || r.exit_code === 137 || r.signal === 'SIGKILL'));
   return { log: r.stdout, exitCode: r.exit_code, timedOut, truncated: r.truncated };
@@ -129,7 +143,8 @@ export async function gradeByLog(g: GradeInput): Promise<SweEvalOutcome> {
     run = await runTests(sb, plan, [...plan.args, ...(canary?.args ?? [])], g.timeoutS, cfg.max_log_bytes ?? MAX_LOG_BYTES, signal);
   } catch (err) {
     // The memory limit killed the tool server mid-run: no log, an eval killed for memory.
-    if (!signal.aborted && err instanceof RaasError && err.code === 'sandbox_limit' && oomKills(sb) > 0) return unreliable(undefined, err.message);
+    if (!signal.aborted && err instanceof RaasError && err.code === 'sandbox_limit' && oomKills(sb) > 0)
+      return unreliable(undefined, err.message);
     throw err;
   }
   details.test_exit_code = run.exitCode;
@@ -137,7 +152,11 @@ export async function gradeByLog(g: GradeInput): Promise<SweEvalOutcome> {
   const oom = oomKills(sb) > 0 ? 'eval_oom' : undefined;
   // SWE-bench: a timed-out run is not graded (TESTS_TIMEOUT, grading.py@726c546:61-73).
   if (run.timedOut) return unreliable('eval_timeout', `the test command ran past handlers.swe.test_timeout_s (${g.timeoutS} s)`);
-  if (run.truncated) return unreliable('eval_log_truncated', `the test log is over handlers.swe.max_log_bytes (${cfg.max_log_bytes ?? MAX_LOG_BYTES} bytes): not graded`);
+  if (run.truncated)
+    return unreliable(
+      'eval_log_truncated',
+      `the test log is over handlers.swe.max_log_bytes (${cfg.max_log_bytes ?? MAX_LOG_BYTES} bytes): not graded`,
+    );
 
   const parsed = parseLog(plan.parser!, plan.r2e ? cleanR2eOutput(run.log) : run.log);
   let sm: StatusMap = parsed;
@@ -156,7 +175,12 @@ export async function gradeByLog(g: GradeInput): Promise<SweEvalOutcome> {
   if (plan.r2e) {
     const cmp = r2eMatches(sm, expectedMap(inst.expected_output_json));
     resolved = cmp.match;
-    details.r2e = { match: cmp.match, mismatched: cmp.mismatched.slice(0, 1000), missing: cmp.missing.slice(0, 1000), extra: cmp.extra.slice(0, 1000) };
+    details.r2e = {
+      match: cmp.match,
+      mismatched: cmp.mismatched.slice(0, 1000),
+      missing: cmp.missing.slice(0, 1000),
+      extra: cmp.extra.slice(0, 1000),
+    };
     anyPassed = [...sm.values()].some((s) => s === 'PASSED' || s === 'XFAIL');
   } else {
     const report = evalReport(sm, inst.FAIL_TO_PASS, inst.PASS_TO_PASS, inst.repo);
@@ -183,11 +207,19 @@ function expectedMap(v: SweInstance['expected_output_json']): StatusMap {
     try {
       obj = JSON.parse(v);
     } catch (err) {
-      throw new RaasError('invalid_instance', `swe: instance.expected_output_json is not JSON: ${(err as Error).message}`, { retryable: false });
+      throw new RaasError('invalid_instance', `swe: instance.expected_output_json is not JSON: ${(err as Error).message}`, {
+        retryable: false,
+      });
     }
   }
-  const entries = obj && typeof obj === 'object' && !Array.isArray(obj) ? Object.entries(obj as Record<string, unknown>).filter(([, s]) => typeof s === 'string') : [];
-  if (!entries.length) throw new RaasError('invalid_instance', 'swe: instance.expected_output_json must be a non-empty object of test name → status', { retryable: false });
+  const entries =
+    obj && typeof obj === 'object' && !Array.isArray(obj)
+      ? Object.entries(obj as Record<string, unknown>).filter(([, s]) => typeof s === 'string')
+      : [];
+  if (!entries.length)
+    throw new RaasError('invalid_instance', 'swe: instance.expected_output_json must be a non-empty object of test name → status', {
+      retryable: false,
+    });
   return new Map(entries as Array<[string, string]>);
 }
 
@@ -217,7 +249,12 @@ function canaryAnchor(g: GradeInput): CanaryAnchor {
 /** Writes new files into the repository; answers what failed (a path that exists, a read-only directory), if anything. */
 async function writeFiles(sb: Sandbox, files: Record<string, string>, signal: AbortSignal): Promise<string | undefined> {
   const args = Object.entries(files).flat();
-  const r = await script(sb, 'set -e; while [ $# -gt 0 ]; do f=$1; c=$2; shift 2; if [ -e "$f" ] || [ -L "$f" ]; then echo "$f exists" >&2; exit 3; fi; mkdir -p -- "$(dirname -- "$f")"; printf %s "$c" > "$f"; done', args, { timeout_s: 30, signal });
+  const r = await script(
+    sb,
+    'set -e; while [ $# -gt 0 ]; do f=$1; c=$2; shift 2; if [ -e "$f" ] || [ -L "$f" ]; then echo "$f exists" >&2; exit 3; fi; mkdir -p -- "$(dirname -- "$f")"; printf %s "$c" > "$f"; done',
+    args,
+    { timeout_s: 30, signal },
+  );
   return r.exit_code === 0 ? undefined : r.stderr.trim().slice(-500) || `exit ${r.exit_code ?? r.signal}`;
 }
 
@@ -247,7 +284,9 @@ export async function gradeByExitStatus(g: GradeInput): Promise<SweEvalOutcome> 
       resolved = true;
     } else {
       for (const t of all) mark((await passes([t])) ? 'PASSED' : 'FAILED', t);
-      resolved = Object.values(details.FAIL_TO_PASS).every((s) => s === 'PASSED') && Object.values(details.PASS_TO_PASS).every((s) => s === 'PASSED');
+      resolved =
+        Object.values(details.FAIL_TO_PASS).every((s) => s === 'PASSED') &&
+        Object.values(details.PASS_TO_PASS).every((s) => s === 'PASSED');
     }
   } catch (err) {
     if (ctx.signal.aborted || !(err instanceof RaasError) || err.code !== 'sandbox_limit' || oomKills(sb) === 0) throw err;

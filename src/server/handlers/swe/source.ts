@@ -51,7 +51,9 @@ const NO_COMMIT = 3;
  */
 export function sweImageNames(instanceId: unknown): string[] {
   if (typeof instanceId !== 'string' || !/^[A-Za-z0-9][A-Za-z0-9_.-]{0,199}$/.test(instanceId)) return [];
-  return [...new Set([instanceId.replace(/__/g, '_s_'), instanceId.replace(/__/g, '_1776_')].map((id) => `sweb.eval.x86_64.${id}`.toLowerCase()))];
+  return [
+    ...new Set([instanceId.replace(/__/g, '_s_'), instanceId.replace(/__/g, '_1776_')].map((id) => `sweb.eval.x86_64.${id}`.toLowerCase())),
+  ];
 }
 
 /** Every host path that may hold `inst`'s repository, in the order they are tried. */
@@ -71,7 +73,10 @@ export async function findRepoSources(inst: SweInstance, cfg: SweHandlerConfig):
   }
   if (cfg.images_dir) {
     const names = sweImageNames(inst.instance_id);
-    if (!names.length) out.tried.push(`${cfg.images_dir}/sweb.eval.x86_64.<instance_id> (instance.instance_id ${JSON.stringify(inst.instance_id ?? null)} is not a name an image can have)`);
+    if (!names.length)
+      out.tried.push(
+        `${cfg.images_dir}/sweb.eval.x86_64.<instance_id> (instance.instance_id ${JSON.stringify(inst.instance_id ?? null)} is not a name an image can have)`,
+      );
     for (const n of names) {
       const dir = path.join(cfg.images_dir, n);
       const gitDir = path.join(dir, 'testbed', '.git');
@@ -79,8 +84,15 @@ export async function findRepoSources(inst: SweInstance, cfg: SweHandlerConfig):
       if (st?.isDirectory() && (await isGitDir(gitDir))) out.sources.push({ host: gitDir, kind: 'git_dir' });
       else out.tried.push(`${st?.isDirectory() ? gitDir : dir} (${st?.isDirectory() ? 'no git repository at /testbed' : 'absent'})`);
       for (const sif of [`${dir}.sif`, `${dir}_latest.sif`]) {
-        if (await fs.stat(sif).then((s) => s.isFile(), () => false)) {
-          out.tried.push(`${sif} (a SIF image: the repository is read only from unpacked images; unpack it with \`apptainer build --sandbox ${dir} ${sif}\`)`);
+        if (
+          await fs.stat(sif).then(
+            (s) => s.isFile(),
+            () => false,
+          )
+        ) {
+          out.tried.push(
+            `${sif} (a SIF image: the repository is read only from unpacked images; unpack it with \`apptainer build --sandbox ${dir} ${sif}\`)`,
+          );
         }
       }
     }
@@ -90,7 +102,10 @@ export async function findRepoSources(inst: SweInstance, cfg: SweHandlerConfig):
 
 /** A git directory: HEAD and objects/ (a bare mirror or a .git). */
 async function isGitDir(p: string): Promise<boolean> {
-  const [head, objects] = await Promise.all([fs.stat(path.join(p, 'HEAD')).catch(() => undefined), fs.stat(path.join(p, 'objects')).catch(() => undefined)]);
+  const [head, objects] = await Promise.all([
+    fs.stat(path.join(p, 'HEAD')).catch(() => undefined),
+    fs.stat(path.join(p, 'objects')).catch(() => undefined),
+  ]);
   return !!head?.isFile() && !!objects?.isDirectory();
 }
 
@@ -104,30 +119,50 @@ export async function snapshotBaseCommit(ctx: StageContext<SweInstance>): Promis
   const cfg = ctx.config as SweHandlerConfig;
   const what = `repository ${inst.repo} at ${inst.base_commit} (instance ${JSON.stringify(inst.instance_id ?? null)})`;
   if (!cfg.repos_dir && !cfg.images_dir) {
-    throw new RaasError('invalid_instance', `swe: nothing provides the ${what}: neither handlers.swe.repos_dir nor handlers.swe.images_dir is set in the server config`, { retryable: false });
+    throw new RaasError(
+      'invalid_instance',
+      `swe: nothing provides the ${what}: neither handlers.swe.repos_dir nor handlers.swe.images_dir is set in the server config`,
+      { retryable: false },
+    );
   }
   const search = await findRepoSources(inst, cfg);
   if (!search.sources.length) {
     const [owner, name] = inst.repo!.split('/');
-    const hint = cfg.repos_dir ? `; add one with \`git clone --mirror https://github.com/${inst.repo}.git ${path.join(cfg.repos_dir, `${owner}__${name}.git`)}\`` : '';
-    throw new RaasError('invalid_instance', `swe: nothing provides the ${what}; looked for ${search.tried.join('; ')}${hint}`, { retryable: false });
+    const hint = cfg.repos_dir
+      ? `; add one with \`git clone --mirror https://github.com/${inst.repo}.git ${path.join(cfg.repos_dir, `${owner}__${name}.git`)}\``
+      : '';
+    throw new RaasError('invalid_instance', `swe: nothing provides the ${what}; looked for ${search.tried.join('; ')}${hint}`, {
+      retryable: false,
+    });
   }
   const inside = search.sources.map((s, k) => (s.kind === 'bundle' ? `${INSIDE}/${k}.bundle` : `${INSIDE}/${k}`));
   const toHost = (text: string): string => inside.reduce((t, p, k) => t.replaceAll(p, search.sources[k]!.host), text);
-  const sb = await ctx.sandboxes.open({ network: false, tools: [], readOnly: search.sources.map((s, k) => ({ host: s.host, inside: inside[k]! })) }, ctx.signal);
+  const sb = await ctx.sandboxes.open(
+    { network: false, tools: [], readOnly: search.sources.map((s, k) => ({ host: s.host, inside: inside[k]! })) },
+    ctx.signal,
+  );
   try {
     // The unisolated `process` runtime (its workspace is a host directory) binds nothing: it reads the host paths.
     const paths = sb.isolated === false ? search.sources.map((s) => s.host) : inside;
     const r = await script(sb, SNAPSHOT_SCRIPT, [inst.base_commit!, ...paths], { timeout_s: 1800, signal: ctx.signal });
-    const notes = toHost(r.stderr.trim()).replace(/\s*\n\s*/g, '; ').slice(-4000);
+    const notes = toHost(r.stderr.trim())
+      .replace(/\s*\n\s*/g, '; ')
+      .slice(-4000);
     if (r.exit_code === NO_COMMIT) {
       const tried = [...search.tried, notes].filter(Boolean).join('; ');
-      throw new RaasError('invalid_instance', `swe: nothing provides the ${what}: ${tried}; update the mirror (git -C <mirror> remote update) or add the image`, { retryable: false });
+      throw new RaasError(
+        'invalid_instance',
+        `swe: nothing provides the ${what}: ${tried}; update the mirror (git -C <mirror> remote update) or add the image`,
+        { retryable: false },
+      );
     }
     const lines = r.stdout.trim().split('\n');
     const commit = lines[lines.length - 1]!;
     if (r.exit_code !== 0 || !/^[0-9a-f]{40,64}$/.test(commit)) {
-      throw new RaasError('sandbox_error', `swe: could not take the ${what} out of ${search.sources.map((s) => s.host).join(', ')} (exit ${r.exit_code ?? r.signal}): ${notes}`);
+      throw new RaasError(
+        'sandbox_error',
+        `swe: could not take the ${what} out of ${search.sources.map((s) => s.host).join(', ')} (exit ${r.exit_code ?? r.signal}): ${notes}`,
+      );
     }
     const from = Number(lines[lines.length - 2]);
     const bytes = await sb.readFile(SNAPSHOT_FILE, { maxBytes: cfg.max_repo_bytes ?? 1 << 30, signal: ctx.signal });

@@ -47,7 +47,9 @@ const TEST_COMMANDS: Readonly<Record<string, string>> = {
 
 /** Versions whose command differs from their repository's (python.py@726c546: astropy 0.1-1.3 at 603-605, django 1.9 at 178; mypy 1.7-1.11 at constants.py@242429c:1621-1637). */
 const VERSION_COMMANDS: Readonly<Record<string, Readonly<Record<string, string>>>> = {
-  'astropy/astropy': Object.fromEntries(['0.1', '0.2', '0.3', '0.4', '1.1', '1.2', '1.3'].map((v) => [v, 'pytest -rA -vv -o console_output_style=classic --tb=no'])),
+  'astropy/astropy': Object.fromEntries(
+    ['0.1', '0.2', '0.3', '0.4', '1.1', '1.2', '1.3'].map((v) => [v, 'pytest -rA -vv -o console_output_style=classic --tb=no']),
+  ),
   'django/django': { '1.9': './tests/runtests.py --verbosity 2' },
   'python/mypy': Object.fromEntries(['1.7', '1.8', '1.9', '1.10', '1.11'].map((v) => [v, 'pytest -rA -k'])),
 };

@@ -36,7 +36,8 @@ export async function checkDataFile(p: string, field: string, policy: DataFilePo
     if (real) break;
   }
   if (!real) throw invalid(`${field}: ${JSON.stringify(p)} does not exist in the server's data directories; ${allowed}`);
-  if (!dirs.some((d) => inside(d, real))) throw invalid(`${field}: ${JSON.stringify(p)} is outside the server's data directories; ${allowed}`);
+  if (!dirs.some((d) => inside(d, real)))
+    throw invalid(`${field}: ${JSON.stringify(p)} is outside the server's data directories; ${allowed}`);
   const fh = await openChecked(real, field, policy.maxBytes);
   await fh.handle.close();
   return real;
@@ -46,7 +47,12 @@ export async function checkDataFile(p: string, field: string, policy: DataFilePo
  * Reads a file checkDataFile answered (its real path): opened again the same careful way, and its
  * descriptor must still name that path (a directory swapped for a symlink since is refused).
  */
-export async function readCheckedFile(real: string, field: string, maxBytes = Number.MAX_SAFE_INTEGER, signal?: AbortSignal): Promise<Buffer> {
+export async function readCheckedFile(
+  real: string,
+  field: string,
+  maxBytes = Number.MAX_SAFE_INTEGER,
+  signal?: AbortSignal,
+): Promise<Buffer> {
   if (!path.isAbsolute(real)) throw invalid(`${field}: cannot read ${JSON.stringify(real)}: not the absolute path /process checked`);
   signal?.throwIfAborted();
   const { handle, size } = await openChecked(real, field, maxBytes);
@@ -78,10 +84,14 @@ async function openChecked(real: string, field: string, maxBytes: number): Promi
   try {
     const st = await handle.stat();
     if (!st.isFile()) throw invalid(`${field}: cannot read ${real}: it is ${kind(st)}, not a regular file`);
-    if (st.size > maxBytes) throw invalid(`${field}: cannot read ${real}: it is ${st.size} bytes, larger than a sandbox's disk (sandbox.disk_mb = ${Math.floor(maxBytes / 1048576)} MiB)`);
+    if (st.size > maxBytes)
+      throw invalid(
+        `${field}: cannot read ${real}: it is ${st.size} bytes, larger than a sandbox's disk (sandbox.disk_mb = ${Math.floor(maxBytes / 1048576)} MiB)`,
+      );
     // The descriptor's own path: what was opened, whatever happened to the path since realpath().
     const opened = await fs.readlink(`/proc/self/fd/${handle.fd}`).catch(() => undefined);
-    if (opened !== real) throw invalid(`${field}: cannot read ${real}: the path changed while it was checked (opened ${opened ?? 'an unknown path'})`);
+    if (opened !== real)
+      throw invalid(`${field}: cannot read ${real}: the path changed while it was checked (opened ${opened ?? 'an unknown path'})`);
     return { handle, size: st.size };
   } catch (err) {
     await handle.close();

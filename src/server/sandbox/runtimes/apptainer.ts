@@ -29,8 +29,16 @@ export class ApptainerStrategy implements RuntimeStrategy {
 
   locate(): { binary: string; identity: SandboxIdentity | undefined } {
     const binary = findApptainer(this.c.apptainer.binary);
-    if (!binary) throw new RaasError('sandbox_unavailable', 'neither apptainer nor singularity is on PATH: load the module (e.g. "module load apptainer") or set sandbox.apptainer.binary', { retryable: false });
-    if (!this.c.apptainer.image) throw new RaasError('sandbox_unavailable', 'sandbox.apptainer.image is required: the .sif file sandboxes run from', { retryable: false });
+    if (!binary)
+      throw new RaasError(
+        'sandbox_unavailable',
+        'neither apptainer nor singularity is on PATH: load the module (e.g. "module load apptainer") or set sandbox.apptainer.binary',
+        { retryable: false },
+      );
+    if (!this.c.apptainer.image)
+      throw new RaasError('sandbox_unavailable', 'sandbox.apptainer.image is required: the .sif file sandboxes run from', {
+        retryable: false,
+      });
     // As root, apptainer runs as the sandbox user too (a container started by root is uid 0).
     return { binary, identity: isRoot() ? resolveIdentity(this.c.user) : undefined };
   }
@@ -54,7 +62,13 @@ export class ApptainerStrategy implements RuntimeStrategy {
   check(): void {}
 
   view(dirs: SandboxDirs, seed?: string): ToolServerView {
-    return { socket: INSIDE.socket, workspace: INSIDE.workspace, tmp_dir: '/tmp', home: INSIDE.workspace, ...(seed ? { seed_dir: seed } : {}) };
+    return {
+      socket: INSIDE.socket,
+      workspace: INSIDE.workspace,
+      tmp_dir: '/tmp',
+      home: INSIDE.workspace,
+      ...(seed ? { seed_dir: seed } : {}),
+    };
   }
 
   launch(i: LaunchInput): LaunchPlan {
@@ -72,19 +86,33 @@ export class ApptainerStrategy implements RuntimeStrategy {
       hardening: { seccompProfile: this.profile, userns: this.c.apptainer.userns },
       command: ['node', path.join(INSIDE.toolServer, 'main.js'), JSON.stringify(i.options)],
     });
-    return { file: p.binary, args, env: { PATH: process.env.PATH ?? i.path }, uid: p.identity?.uid, gid: p.identity?.gid, socket: i.socket };
+    return {
+      file: p.binary,
+      args,
+      env: { PATH: process.env.PATH ?? i.path },
+      uid: p.identity?.uid,
+      gid: p.identity?.gid,
+      socket: i.socket,
+    };
   }
 
   describe(): RuntimeDescription {
     return {
       user: os.userInfo().username,
       workspace: { kind: 'host directory', root: this.c.root ?? null },
-      seccomp: this.c.apptainer.seccomp ? { filter: 'apptainer --security seccomp (EPERM for every denied call)', denied_syscalls: DENIED_SYSCALLS.map((d) => d.name) } : { filter: 'off' },
+      seccomp: this.c.apptainer.seccomp
+        ? { filter: 'apptainer --security seccomp (EPERM for every denied call)', denied_syscalls: DENIED_SYSCALLS.map((d) => d.name) }
+        : { filter: 'off' },
       nested_user_namespaces: 'allowed by apptainer',
       tool_server: 'plain node',
       network: { default: 'none (--net --network none)', network_true: 'the host network (apptainer), with a unique 127.x address' },
       host_channel: 'unix socket file',
-      limits: { mode: 'rlimit', controllers: [], parents: [], reason: 'cgroups are used with the bwrap runtime only (sandbox.runtime is apptainer)' },
+      limits: {
+        mode: 'rlimit',
+        controllers: [],
+        parents: [],
+        reason: 'cgroups are used with the bwrap runtime only (sandbox.runtime is apptainer)',
+      },
     };
   }
 }

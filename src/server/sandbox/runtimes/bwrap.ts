@@ -38,7 +38,11 @@ export class BwrapStrategy implements RuntimeStrategy {
   locate(): { binary: string; identity: SandboxIdentity | undefined } {
     const binary = findBinary(this.c.bwrap);
     if (!binary) {
-      throw new RaasError('sandbox_unavailable', `bubblewrap ("${this.c.bwrap}") is not installed or not on PATH: run scripts/setup.sh or "apt-get install bubblewrap", or set sandbox.runtime`, { retryable: false });
+      throw new RaasError(
+        'sandbox_unavailable',
+        `bubblewrap ("${this.c.bwrap}") is not installed or not on PATH: run scripts/setup.sh or "apt-get install bubblewrap", or set sandbox.runtime`,
+        { retryable: false },
+      );
     }
     return { binary, identity: resolveIdentity(this.c.user) };
   }
@@ -122,12 +126,15 @@ export class BwrapStrategy implements RuntimeStrategy {
     return {
       user: isRoot() ? this.c.user : os.userInfo().username,
       workspace: { kind: 'tmpfs private to the sandbox', size_mb: this.c.disk_mb },
-      seccomp: this.c.seccomp ? { filter: 'on', denied_syscalls: DENIED_SYSCALLS.map((d) => d.name) } : { filter: 'off (sandbox.seccomp: false)' },
+      seccomp: this.c.seccomp
+        ? { filter: 'on', denied_syscalls: DENIED_SYSCALLS.map((d) => d.name) }
+        : { filter: 'off (sandbox.seccomp: false)' },
       nested_user_namespaces: 'disabled (--disable-userns)',
       tool_server: 'execute-only node: non-dumpable, not ptrace-able or readable through /proc by the task',
       network: {
         default: 'none (own namespace with only lo)',
-        network_true: "slirp4netns in the sandbox's own namespace: outside reachable; host loopback, the host's own addresses and other sandboxes not",
+        network_true:
+          "slirp4netns in the sandbox's own namespace: outside reachable; host loopback, the host's own addresses and other sandboxes not",
       },
       host_channel: 'inherited socketpair (no socket file, nothing of the host filesystem writable)',
       limits: this.limitsMode(),

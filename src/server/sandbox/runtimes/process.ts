@@ -42,12 +42,24 @@ export class ProcessStrategy implements RuntimeStrategy {
   check(): void {}
 
   view(dirs: SandboxDirs, seed?: string): ToolServerView {
-    return { socket: path.join(dirs.run, 'tools.sock'), workspace: dirs.workspace, tmp_dir: dirs.run, home: dirs.workspace, ...(seed ? { seed_dir: seed } : {}) };
+    return {
+      socket: path.join(dirs.run, 'tools.sock'),
+      workspace: dirs.workspace,
+      tmp_dir: dirs.run,
+      home: dirs.workspace,
+      ...(seed ? { seed_dir: seed } : {}),
+    };
   }
 
   launch(i: LaunchInput): LaunchPlan {
     const p = i.prepared;
-    return { file: p.node, args: [path.join(p.toolServer, 'main.js'), JSON.stringify(i.options)], env: i.nodeEnv, cwd: i.dirs.workspace, socket: i.socket };
+    return {
+      file: p.node,
+      args: [path.join(p.toolServer, 'main.js'), JSON.stringify(i.options)],
+      env: i.nodeEnv,
+      cwd: i.dirs.workspace,
+      socket: i.socket,
+    };
   }
 
   describe(): RuntimeDescription {
@@ -59,7 +71,12 @@ export class ProcessStrategy implements RuntimeStrategy {
       tool_server: 'plain node',
       network: { default: 'the host network (no isolation)' },
       host_channel: 'unix socket file',
-      limits: { mode: 'rlimit', controllers: [], parents: [], reason: 'cgroups are used with the bwrap runtime only (sandbox.runtime is process)' },
+      limits: {
+        mode: 'rlimit',
+        controllers: [],
+        parents: [],
+        reason: 'cgroups are used with the bwrap runtime only (sandbox.runtime is process)',
+      },
     };
   }
 }

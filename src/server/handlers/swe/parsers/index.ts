@@ -6,7 +6,14 @@
  * (handlers.swe.max_log_bytes).
  */
 import { parseLogDjango } from './django.js';
-import { parseLogMatplotlib, parseLogPytest, parseLogPytestOptions, parseLogPytestPydantic, parseLogPytestV2, parseLogSeaborn } from './pytest.js';
+import {
+  parseLogMatplotlib,
+  parseLogPytest,
+  parseLogPytestOptions,
+  parseLogPytestPydantic,
+  parseLogPytestV2,
+  parseLogSeaborn,
+} from './pytest.js';
 import { parseLogR2e } from './r2e.js';
 import { parseLogSympy } from './sympy.js';
 import { parseLogUnittest } from './unittest.js';
@@ -75,7 +82,9 @@ const SWEGYM: Readonly<Record<string, LogParserName>> = {
   'facebookresearch/hydra': 'pytest',
 };
 
-const BY_REPO: ReadonlyMap<string, LogParserName> = new Map(Object.entries({ ...SWEBENCH, ...SWEGYM }).map(([k, v]) => [k.toLowerCase(), v]));
+const BY_REPO: ReadonlyMap<string, LogParserName> = new Map(
+  Object.entries({ ...SWEBENCH, ...SWEGYM }).map(([k, v]) => [k.toLowerCase(), v]),
+);
 
 /** The parser SWE-bench (or SWE-Gym) grades `repo` with (case-insensitive, as SWE-Gym keys them), else undefined. */
 export function repoParser(repo: string): LogParserName | undefined {

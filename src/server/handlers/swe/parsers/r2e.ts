@@ -41,7 +41,10 @@ export function decolorKeys(m: ReadonlyMap<string, string>): StatusMap {
 }
 
 /** The comparison of docker.py@69bc953:552-565: both maps keyed by the name before ` - `, same size, every parsed status equal to the expected one. */
-export function r2eMatches(parsed: ReadonlyMap<string, string>, expected: ReadonlyMap<string, string>): { match: boolean; mismatched: string[]; missing: string[]; extra: string[] } {
+export function r2eMatches(
+  parsed: ReadonlyMap<string, string>,
+  expected: ReadonlyMap<string, string>,
+): { match: boolean; mismatched: string[]; missing: string[]; extra: string[] } {
   const norm = (m: ReadonlyMap<string, string>): StatusMap => {
     const out: StatusMap = new Map();
     for (const k of [...m.keys()].sort()) out.set(k.split(' - ')[0]!, m.get(k)!);

@@ -13,7 +13,17 @@ const LEADING = new RegExp(`^[${PY_SPACE}]+`);
 export function isPySpaceCode(c: number): boolean {
   if (c <= 0x20) return (c >= 9 && c <= 13) || c >= 0x1c;
   if (c < 0x85) return false;
-  return c === 0x85 || c === 0xa0 || c === 0x1680 || (c >= 0x2000 && c <= 0x200a) || c === 0x2028 || c === 0x2029 || c === 0x202f || c === 0x205f || c === 0x3000;
+  return (
+    c === 0x85 ||
+    c === 0xa0 ||
+    c === 0x1680 ||
+    (c >= 0x2000 && c <= 0x200a) ||
+    c === 0x2028 ||
+    c === 0x2029 ||
+    c === 0x202f ||
+    c === 0x205f ||
+    c === 0x3000
+  );
 }
 
 /** True when `ch` (one UTF-16 unit) is whitespace to Python. */
