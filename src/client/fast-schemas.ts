@@ -35,10 +35,10 @@ const Numbers = z.custom<number[]>(isNumberArray, 'expected an array of numbers'
 const Mask = z.custom<Array<0 | 1>>(isMask, 'expected an array of 0 and 1');
 
 /** Tokens, with loop-checked arrays. */
-export const TokensFast = Tokens.extend({ prompt_ids: Ids, response_ids: Ids, response_mask: Mask, logprobs: Numbers });
+const TokensFast = Tokens.extend({ prompt_ids: Ids, response_ids: Ids, response_mask: Mask, logprobs: Numbers });
 
 /** Message, with loop-checked token_ids, input_ids and logprobs. */
-export const MessageFast = Message.extend({ token_ids: Ids.optional(), input_ids: Ids.optional(), logprobs: Numbers.optional() });
+const MessageFast = Message.extend({ token_ids: Ids.optional(), input_ids: Ids.optional(), logprobs: Numbers.optional() });
 
 /** Result as the client parses it: the protocol's Result with the fast token arrays. */
 export const ResultFast = Result.extend({ messages: z.array(MessageFast), tokens: TokensFast });

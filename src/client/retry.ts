@@ -11,7 +11,7 @@ export interface Backoff {
 export const DEFAULT_BACKOFF: Backoff = { base_ms: 200, max_ms: 10_000 };
 
 /** A server may ask for a long pause, but never longer than this (a misconfigured proxy must not park us for hours). */
-export const MAX_RETRY_AFTER_MS = 5 * 60_000;
+const MAX_RETRY_AFTER_MS = 5 * 60_000;
 
 /**
  * Delay before retry number `attempt` (0-based), with "equal jitter": half of the capped exponential

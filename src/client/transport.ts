@@ -37,7 +37,7 @@ export interface CallOptions {
 }
 
 /** Builds the keep-alive agents a client owns: sized for hundreds of held long polls per server. */
-export function keepAliveAgents(maxSockets: number): Required<Agents> {
+function keepAliveAgents(maxSockets: number): Required<Agents> {
   const opts = { keepAlive: true, maxSockets, maxFreeSockets: Math.min(256, maxSockets), scheduling: 'lifo' as const };
   return { http: new http.Agent(opts), https: new https.Agent(opts) };
 }

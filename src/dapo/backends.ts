@@ -7,7 +7,7 @@ import { place, type ApplyReport, type PlacementPlan } from '../placement/index.
 const LIVE_PROBE_MS = 2000;
 
 /** A backend as /add_llm_server takes it. */
-export function normaliseBackend(b: BackendRef): { address: string; api?: 'vllm' | 'sglang' } {
+function normaliseBackend(b: BackendRef): { address: string; api?: 'vllm' | 'sglang' } {
   return typeof b === 'string' ? { address: b } : b;
 }
 

@@ -5,7 +5,7 @@ import { HistoryState } from './history.js';
 import { SelectorState } from './selection.js';
 
 /** A group as a checkpoint keeps it: enough to rebuild its requests and re-attach to its jobs by id. */
-export const CheckpointGroup = z.object({
+const CheckpointGroup = z.object({
   index: z.number().int().nonnegative(),
   state: z.enum(['running', 'buffered']),
   prompt: z.record(z.string(), z.unknown()),
@@ -20,7 +20,6 @@ export const CheckpointGroup = z.object({
   /** The probability selection submitted the prompt with, when below 1. */
   select_keep: z.number().optional(),
 });
-export type CheckpointGroup = z.infer<typeof CheckpointGroup>;
 
 /** `Coordinator.checkpoint()`: JSON state to resume a run after a trainer restart. */
 export const CoordinatorState = z.object({

@@ -56,7 +56,7 @@ function selectionProblems(c: TrainConfig): string[] {
 }
 
 /** Reads a YAML (or JSON) config file into a mapping; errors name the file. */
-export function readConfigFile(file: string, what = 'name, dataset, n, batch_size, ...'): Record<string, unknown> {
+function readConfigFile(file: string, what = 'name, dataset, n, batch_size, ...'): Record<string, unknown> {
   let text: string;
   try {
     text = readFileSync(file, 'utf8');
@@ -88,7 +88,7 @@ export function loadTrainConfig(file: string, overrides: Partial<TrainConfigInpu
 }
 
 /** Resolves the config's relative paths against `base`. */
-export function resolvePaths(cfg: TrainConfig, base: string): TrainConfig {
+function resolvePaths(cfg: TrainConfig, base: string): TrainConfig {
   const abs = (p: string): string => (path.isAbsolute(p) ? p : path.resolve(base, p));
   return {
     ...cfg,

@@ -116,7 +116,7 @@ async function readRows(cfg: DatasetConfig): Promise<Record<string, unknown>[]> 
  * `data_source` is set (from `dataset.data_source`, the row, or its `task` alias) and `instance_id`
  * from the row, veRL's `extra_info.index`, or the row number.
  */
-export function normaliseRow(row: Record<string, unknown>, index: number, cfg: Pick<DatasetConfig, 'data_source' | 'path'>): Prompt {
+function normaliseRow(row: Record<string, unknown>, index: number, cfg: Pick<DatasetConfig, 'data_source' | 'path'>): Prompt {
   const out: Record<string, unknown> = { ...row };
   for (const [k, v] of Object.entries(out)) if (typeof v === 'bigint') out[k] = Number(v);
   const extra = (row.extra_info ?? {}) as Record<string, unknown>;

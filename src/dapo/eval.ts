@@ -10,7 +10,7 @@ import { isErrorResult } from './group.js';
 import { syntheticResult } from './synthetic.js';
 
 /** Pass rates of one data source (or of everything). */
-export interface PassRates {
+interface PassRates {
   prompts: number;
   rollouts: number;
   /** Mean over prompts of (successful rollouts / n): the unbiased pass@1. */
@@ -99,7 +99,7 @@ export async function runEval(config: TrainConfig | TrainConfigInput, opts: Eval
 }
 
 /** pass@1 (mean success rate) and pass@n (any success) over groups of rollouts. */
-export function passRates(groups: Result[][]): PassRates {
+function passRates(groups: Result[][]): PassRates {
   let p1 = 0,
     pn = 0,
     rewards = 0,

@@ -11,7 +11,7 @@ import { keepSeed, keptRollouts } from './adaptive-n.js';
  * Terminal: `handed` (in a batch), `filtered` (zero variance), `dropped` (errors or staleness),
  * `cancelled` (every cancel confirmed).
  */
-export type GroupState = 'running' | 'buffered' | 'cancelling' | 'handed' | 'filtered' | 'dropped' | 'cancelled';
+type GroupState = 'running' | 'buffered' | 'cancelling' | 'handed' | 'filtered' | 'dropped' | 'cancelled';
 
 /** One prompt's n rollouts as the coordinator tracks them. */
 export interface GroupRecord {
@@ -75,7 +75,7 @@ export function isErrorResult(r: Result): boolean {
  * own rule also marks every run the agent did not end itself (`not_finished`: max turns, max
  * tokens); those rewards are facts (overlong shaping handles length), so they are kept.
  */
-export function isUnreliableResult(r: Result): boolean {
+function isUnreliableResult(r: Result): boolean {
   return r.filter === true && r.critical_error === null && r.filter_reason !== 'not_finished';
 }
 

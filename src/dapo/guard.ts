@@ -16,12 +16,12 @@ export function groupLimit(cfg: Pick<TrainConfig, 'max_groups_per_step' | 'batch
 }
 
 /** Groups whose rollouts all ended in the window: accepted, filtered or dropped on an error. */
-export function finishedIn(w: StepWindow): number {
+function finishedIn(w: StepWindow): number {
   return w.accepted + w.filtered + w.droppedError;
 }
 
 /** "rewards all 0 in 300 groups, all 1 in 18": what the uniform groups of the window were uniform at. */
-export function uniformValues(w: StepWindow): string {
+function uniformValues(w: StepWindow): string {
   const parts = [...w.uniformAt.entries()]
     .sort((a, b) => b[1] - a[1])
     .map(([v, c], i) => `${i === 0 ? 'rewards all ' : 'all '}${fmt(v)} in ${c} group${c === 1 ? '' : 's'}`);

@@ -34,10 +34,10 @@ export type PromptRecord = z.infer<typeof PromptRecord>;
 export const HistoryState = z.array(PromptRecord);
 
 /** How a prompt's latest groups ended: the summary metrics.jsonl counts. */
-export type PromptStanding = 'unseen' | 'mixed' | 'none_solved' | 'all_solved' | 'errors';
+type PromptStanding = 'unseen' | 'mixed' | 'none_solved' | 'all_solved' | 'errors';
 
 /** The key a prompt is known by across epochs: data source and instance id. */
-export function promptKey(p: Pick<Prompt, 'data_source' | 'instance_id'>): string {
+function promptKey(p: Pick<Prompt, 'data_source' | 'instance_id'>): string {
   return `${p.data_source}\u0000${typeof p.instance_id}\u0000${p.instance_id}`;
 }
 
@@ -137,7 +137,7 @@ export class PromptHistory {
 }
 
 /** How the prompt's latest finished group ended. */
-export function standing(r: PromptRecord): PromptStanding {
+function standing(r: PromptRecord): PromptStanding {
   const g = r.groups.at(-1);
   if (!g) return 'unseen';
   if (g.verdict === 'accepted') return 'mixed';

@@ -40,7 +40,7 @@ const BLUE = '#1f77b4',
   GREY = '#7f7f7f';
 
 /** The panels of `runs/<name>/plot.svg`, one per figure a researcher watches. */
-export function runPanels(steps: readonly PlotStep[]): Panel[] {
+function runPanels(steps: readonly PlotStep[]): Panel[] {
   const col = (f: (s: PlotStep) => number): number[] => steps.map(f);
   const finished = (s: PlotStep): number => s.accepted + s.filtered + (s.dropped_error ?? 0);
   return [

@@ -21,7 +21,7 @@ const OUTPUTS = [
 ];
 
 /** Writes a file whole or not at all: a temporary file renamed over the target (a kill never leaves half a file). */
-export async function writeAtomic(file: string, data: string, mode?: number): Promise<void> {
+async function writeAtomic(file: string, data: string, mode?: number): Promise<void> {
   const tmp = `${file}.tmp-${process.pid}`;
   await writeFile(tmp, data, mode === undefined ? undefined : { mode });
   await rename(tmp, file);
@@ -232,6 +232,6 @@ export async function readRunConfig(dir: string): Promise<unknown> {
  * `submitted`, `skips`, `skip_streak`, `last_skip_step`, `groups: [{step, version, rewards, errors,
  * verdict}]`). The sidecar's run outputs write it the same way.
  */
-export async function writePromptsJsonl(dir: string, records: readonly PromptRecord[]): Promise<void> {
+async function writePromptsJsonl(dir: string, records: readonly PromptRecord[]): Promise<void> {
   await writeAtomic(path.join(dir, 'prompts.jsonl'), records.map((r) => JSON.stringify(r) + '\n').join(''));
 }

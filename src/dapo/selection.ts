@@ -6,7 +6,7 @@ import type { HistoryGroup, PromptRecord } from './history.js';
  * Which way a prompt's recent groups were uniform: `easy` (every rollout solved it: all rewards
  * equal and > 0) or `hard` (none did: all equal and ≤ 0).
  */
-export type StreakKind = 'easy' | 'hard';
+type StreakKind = 'easy' | 'hard';
 
 /** The run of most recent all-equal groups of one kind, weighted by how recent their policy is. */
 export interface Streak {
@@ -48,7 +48,7 @@ export function recency(now: number, version: number, halfLife: number | null): 
 }
 
 /** Whether a finished group was uniform, and which way (errors are neither: they say nothing of the prompt). */
-export function uniformKind(g: HistoryGroup): StreakKind | undefined {
+function uniformKind(g: HistoryGroup): StreakKind | undefined {
   if (g.verdict !== 'filtered') return undefined;
   return (g.rewards[0] ?? 0) > 0 ? 'easy' : 'hard';
 }

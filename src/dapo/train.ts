@@ -25,7 +25,7 @@ export interface TrainOptions {
 }
 
 /** How a run ended (summary.json `status`); `running` while it runs. */
-export type RunStatus = 'running' | 'finished' | 'interrupted' | 'failed';
+type RunStatus = 'running' | 'finished' | 'interrupted' | 'failed';
 
 /** What a finished run reports (also written as summary.json). */
 export interface TrainSummary {
@@ -183,7 +183,7 @@ export async function runTraining(cfg: TrainConfig, opts: TrainOptions = {}): Pr
 }
 
 /** One line of progress while a step waits (stderr not a terminal: logs, Slurm output files). */
-export function progressLine(step: number, batchSize: number, s: ReturnType<Coordinator['status']>): string {
+function progressLine(step: number, batchSize: number, s: ReturnType<Coordinator['status']>): string {
   const w = s.window;
   const extra = (w.skipped ? `, ${w.skipped} skipped` : '') + (w.dropped_error ? `, ${w.dropped_error} dropped on error` : '');
   return `raas: step ${step}: ${Math.min(s.buffered_groups, batchSize)}/${batchSize} groups ready, ${w.accepted} accepted and ${w.filtered} filtered of ${w.submitted} submitted in this step${extra} | ${s.running_jobs} jobs in flight | ${w.elapsed_s.toFixed(1)} s`;

@@ -1,11 +1,10 @@
 /** Two-phase node-affine placement of LLM servers onto rollout servers (docs/client.md, "Placement"). */
 export { planPlacement } from './plan.js';
-export type { PlacementPlan, PlacementAssignment, PlacementPhase, PlanOptions, RolloutServerSpec, LlmServerSpec } from './plan.js';
+export type { PlacementPlan, PlanOptions, RolloutServerSpec, LlmServerSpec } from './plan.js';
 export { applyPlacement } from './apply.js';
 export type { ApplyOptions, ApplyReport } from './apply.js';
 export { formatPlan } from './format.js';
 export { PlaceConfig, parsePlaceConfig, loadPlaceConfig } from './config.js';
-export { systemLookup, resolveHosts, hostOf } from './resolve.js';
 export type { Lookup } from './resolve.js';
 
 import type { ApplyOptions, ApplyReport } from './apply.js';

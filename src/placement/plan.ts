@@ -15,10 +15,10 @@ export interface LlmServerSpec {
 }
 
 /** How one LLM server got its rollout server: 1 same node, 2 round-robin, 3 shared so no rollout server is left empty. */
-export type PlacementPhase = 1 | 2 | 3;
+type PlacementPhase = 1 | 2 | 3;
 
 /** One rollout server's share of the plan. */
-export interface PlacementAssignment {
+interface PlacementAssignment {
   rollout_server: string;
   /** Its addresses after DNS resolution (its "node"). */
   ips: string[];

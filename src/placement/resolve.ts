@@ -26,7 +26,7 @@ export function hostOf(address: string): string {
 }
 
 /** Canonical form of an address: `::ffff:10.0.0.1` is 10.0.0.1, and IPv6 is lower-case. */
-export function canonicalIp(ip: string): string {
+function canonicalIp(ip: string): string {
   const m = /^::ffff:(\d+\.\d+\.\d+\.\d+)$/i.exec(ip);
   return m ? m[1] : ip.toLowerCase();
 }

@@ -27,7 +27,7 @@ export function nearestKey(word: string, candidates: Iterable<string>): string |
 }
 
 /** `a.b[2].c`, the key path as a user writes it. */
-export function keyPath(path: Path): string {
+function keyPath(path: Path): string {
   let out = '';
   for (const p of path) out += typeof p === 'number' ? `[${p}]` : out ? `.${String(p)}` : String(p);
   return out || '(top level)';
@@ -116,7 +116,7 @@ function issueMessage(issue: z.core.$ZodIssue): string {
 }
 
 /** Every issue as its own line, at most `max`. */
-export function describeConfigIssues(
+function describeConfigIssues(
   schema: z.ZodType,
   issues: ReadonlyArray<z.core.$ZodIssue>,
   src: IssueSource,

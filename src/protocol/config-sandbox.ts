@@ -4,7 +4,7 @@ import { fileURLToPath } from 'node:url';
 import { z } from 'zod';
 
 /** The bundled `configs/data` (from src/protocol under tsx, or from dist/src/protocol once built). */
-export function bundledDataDir(): string {
+function bundledDataDir(): string {
   const here = path.dirname(fileURLToPath(import.meta.url));
   for (const up of ['../..', '../../..']) {
     const dir = path.resolve(here, up, 'configs/data');

@@ -3,14 +3,14 @@ import { BackendAddress, LlmApi } from './llm.js';
 import { SweHandlerConfig } from './tasks.js';
 
 /** Worker pool sizes of the three stages. */
-export const WorkersConfig = z.strictObject({
+const WorkersConfig = z.strictObject({
   init: z.number().int().positive().max(100_000).default(16),
   run: z.number().int().positive().max(100_000).default(64),
   eval: z.number().int().positive().max(100_000).default(16),
 });
 
 /** A backend registered at boot, as POST /add_llm_server would. */
-export const BackendConfig = z.strictObject({
+const BackendConfig = z.strictObject({
   address: BackendAddress,
   api: LlmApi.optional(),
   weight_version: z.string().max(256).optional(),
@@ -50,7 +50,7 @@ export const LlmPoolConfig = z.strictObject({
 });
 
 /** Results journal: finished results appended as JSON lines and reloaded at start. */
-export const JournalConfig = z.strictObject({
+const JournalConfig = z.strictObject({
   /** Directory of `results.jsonl`; null turns the journal off. Give each server its own directory. */
   dir: z.string().min(1).nullable().default(null),
 });

@@ -44,7 +44,7 @@ export const OverlongConfig = z.strictObject({
 export type OverlongConfig = z.infer<typeof OverlongConfig>;
 
 /** What runs once per step on the step's batch file (`raas train`). */
-export const TrainerConfig = z.strictObject({
+const TrainerConfig = z.strictObject({
   /** Shell command; `{batch_path}`, `{step}` and `{run_dir}` are substituted. */
   command: z.string().min(1).optional(),
   cwd: z.string().optional(),
@@ -52,7 +52,6 @@ export const TrainerConfig = z.strictObject({
   /** Without a command: call updateWeights after each step (and bump the embedded simulators). */
   update_weights: z.boolean().default(true),
 });
-export type TrainerConfig = z.infer<typeof TrainerConfig>;
 
 /** Simulated backends started by `embedded: true` (options of startSim). */
 export const EmbeddedConfig = z.strictObject({
@@ -67,14 +66,14 @@ export const EmbeddedConfig = z.strictObject({
 export type EmbeddedConfig = z.infer<typeof EmbeddedConfig>;
 
 /** `raas eval`: one pass, n rollouts per prompt, no filtering, no weight updates. */
-export const EvalConfig = z.strictObject({
+const EvalConfig = z.strictObject({
   dataset: DatasetConfig.optional(),
   n: z.number().int().positive().optional(),
   output: z.string().optional(),
 });
 
 /** Overrides applied by `raas train --smoke` (CI). */
-export const SmokeConfig = z.strictObject({
+const SmokeConfig = z.strictObject({
   steps: z.number().int().positive().default(2),
   batch_size: z.number().int().positive().optional(),
   n: z.number().int().positive().optional(),

@@ -117,7 +117,7 @@ export const FORWARDED_SAMPLING = {
     })
     .optional(),
 } as const;
-export type ForwardedSampling = { [K in keyof typeof FORWARDED_SAMPLING]?: z.infer<(typeof FORWARDED_SAMPLING)[K]> };
+type ForwardedSampling = { [K in keyof typeof FORWARDED_SAMPLING]?: z.infer<(typeof FORWARDED_SAMPLING)[K]> };
 
 /** Body fields raas sets on every call (token-in/token-out needs them). */
 const RAAS_OWNED = new Set([

@@ -44,14 +44,14 @@ export const SidecarEnvelope = z.looseObject({ id: SidecarId, op: z.string().min
 const Base = { id: SidecarId };
 
 /** `hello`: handshake; the client may name itself. */
-export const HelloRequest = z.strictObject({
+const HelloRequest = z.strictObject({
   ...Base,
   op: z.literal('hello'),
   client: z.string().max(256).optional(),
   protocol_version: z.number().int().positive().optional(),
 });
 /** `next_batch`: the next step's batch; `timeout_s` bounds the wait (answer `timeout`). */
-export const NextBatchRequest = z.strictObject({
+const NextBatchRequest = z.strictObject({
   ...Base,
   op: z.literal('next_batch'),
   timeout_s: z
@@ -61,16 +61,16 @@ export const NextBatchRequest = z.strictObject({
     .optional(),
 });
 /** `update_weights`: the fields of UpdateWeightsRequest beside id/op. */
-export const UpdateWeightsOpRequest = z.strictObject({ ...Base, op: z.literal('update_weights'), ...UpdateWeightsRequest.shape });
+const UpdateWeightsOpRequest = z.strictObject({ ...Base, op: z.literal('update_weights'), ...UpdateWeightsRequest.shape });
 /** `pause_generation`: the fields of PauseRequest (`mode`, `abort_grace_s`) beside id/op. */
-export const PauseGenerationRequest = z.strictObject({ ...Base, op: z.literal('pause_generation'), ...PauseRequest.shape });
-export const ResumeGenerationRequest = z.strictObject({ ...Base, op: z.literal('resume_generation') });
-export const StatusRequest = z.strictObject({ ...Base, op: z.literal('status') });
-export const CheckpointRequest = z.strictObject({ ...Base, op: z.literal('checkpoint') });
+const PauseGenerationRequest = z.strictObject({ ...Base, op: z.literal('pause_generation'), ...PauseRequest.shape });
+const ResumeGenerationRequest = z.strictObject({ ...Base, op: z.literal('resume_generation') });
+const StatusRequest = z.strictObject({ ...Base, op: z.literal('status') });
+const CheckpointRequest = z.strictObject({ ...Base, op: z.literal('checkpoint') });
 /** `resume`: `state` is what `checkpoint` answered (opaque JSON). */
-export const ResumeRequest = z.strictObject({ ...Base, op: z.literal('resume'), state: z.record(z.string(), z.unknown()) });
+const ResumeRequest = z.strictObject({ ...Base, op: z.literal('resume'), state: z.record(z.string(), z.unknown()) });
 /** `eval`: one pass over a dataset, as `raas eval`; fields override the config's `eval` section. */
-export const EvalRequest = z.strictObject({
+const EvalRequest = z.strictObject({
   ...Base,
   op: z.literal('eval'),
   dataset: z.looseObject({ path: z.string().min(1) }).optional(),
@@ -81,7 +81,7 @@ export const EvalRequest = z.strictObject({
  * `shutdown`: `cancel` says whether the coordinator cancels its jobs in flight. Default: false once
  * the session took a `checkpoint` or `resume`d (a resume may follow and re-attaches to them), else true.
  */
-export const ShutdownRequest = z.strictObject({ ...Base, op: z.literal('shutdown'), cancel: z.boolean().optional() });
+const ShutdownRequest = z.strictObject({ ...Base, op: z.literal('shutdown'), cancel: z.boolean().optional() });
 
 /** Any valid request, by op. */
 export const SidecarRequest = z.discriminatedUnion('op', [
@@ -99,7 +99,7 @@ export const SidecarRequest = z.discriminatedUnion('op', [
 export type SidecarRequest = z.infer<typeof SidecarRequest>;
 
 /** The `error` of a failed answer; `code` is a key of ERROR_CODES. */
-export const SidecarErrorBody = z.object({ code: z.string(), message: z.string() });
+const SidecarErrorBody = z.object({ code: z.string(), message: z.string() });
 
 /** An answer: `{id, ok: true, result}` or `{id, ok: false, error}`; `id` is null when the line had none readable. */
 export const SidecarAnswer = z.discriminatedUnion('ok', [

@@ -6,7 +6,7 @@ import { keysAt, nearestKey } from './config-errors.js';
  * One readable line per zod issue, each naming its field: `sampling_params.top_p: Too big: ...`.
  * With the schema, an unknown field also gets the nearest valid one (`did you mean "address"?`).
  */
-export function describeIssues(error: z.ZodError, prefix = '', schema?: z.ZodType): string {
+function describeIssues(error: z.ZodError, prefix = '', schema?: z.ZodType): string {
   return error.issues
     .slice(0, 5)
     .map((i) => {

@@ -2,10 +2,8 @@
 export { runSidecar } from './run.js';
 export type { RunSidecarOptions } from './run.js';
 export { SidecarSession } from './session.js';
-export type { SessionOptions } from './session.js';
 export { serveStdio } from './stdio.js';
 export type { ServeStdioOptions } from './stdio.js';
 export { dapoBackend } from './dapo-backend.js';
 export { StderrLog } from './log.js';
-export type { LogLevel } from './log.js';
-export type { SidecarBackend, SidecarCoordinator, SidecarEvalOptions, SidecarLog } from './types.js';
+export type { SidecarBackend, SidecarCoordinator, SidecarLog } from './types.js';

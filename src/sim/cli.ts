@@ -10,13 +10,13 @@ import { REALISTIC_LATENCY, startSim, type SimOptions as SimOptionsInput } from 
 import { SimOptions } from './options.js';
 
 /** configs/data in the package (from dist/src/sim or, under tsx, src/sim): the datasets `raas sim-llm` recognises when given none. */
-export const BUNDLED_DATA_DIR =
+const BUNDLED_DATA_DIR =
   ['../../../configs/data/', '../../configs/data/']
     .map((p) => fileURLToPath(new URL(p, import.meta.url)))
     .find((d) => existsSync(path.join(d, 'math.jsonl'))) ?? '';
 
 /** The bundled dataset files (math, code, swe and their veRL-row twins). */
-export function bundledDatasets(): string[] {
+function bundledDatasets(): string[] {
   if (!BUNDLED_DATA_DIR) return [];
   try {
     return readdirSync(BUNDLED_DATA_DIR)

@@ -13,8 +13,6 @@ import { registerTokenizeRoutes } from './tokenize.js';
 import { renderMetrics } from './metrics.js';
 
 export { SimOptions, REALISTIC_LATENCY } from './options.js';
-export type { SimConfig, SimLatency, SimFiller } from './options.js';
-export type { SimLogEntry, SimOutput, SimRequest } from './engine.js';
 export { parseMetrics } from './metrics.js';
 
 /** A running simulated backend. */

@@ -38,7 +38,7 @@ export interface PositionLogprobs {
 const SAMPLING_EPS = 1e-5;
 
 /** The tail of the model distribution around a sampled token of raw logprob `a`. */
-export function tailOf(a: number): { count: number; logprob: number } {
+function tailOf(a: number): { count: number; logprob: number } {
   const p = Math.exp(a);
   // floor + 1 keeps each tail token strictly below p (no tie with the sampled token).
   const count = Math.floor((1 - p) / p) + 1;

@@ -1,5 +1,5 @@
 /** Block size of the simulated KV cache, as vLLM's default. */
-export const BLOCK_TOKENS = 16;
+const BLOCK_TOKENS = 16;
 
 /**
  * A prefix cache over full 16-token blocks with LRU eviction, as vLLM's automatic prefix caching

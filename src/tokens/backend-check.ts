@@ -130,7 +130,7 @@ async function byModelName(
 }
 
 /** Loose name comparison: the bundled `qwen3` matches any Qwen3 model; otherwise the last path parts agree. */
-export function namesAgree(model: string, tokenizerName: string): boolean {
+function namesAgree(model: string, tokenizerName: string): boolean {
   const last = (s: string): string => s.replace(/\/+$/, '').split('/').at(-1)!.toLowerCase();
   if (tokenizerName === 'qwen3') return /qwen3/i.test(model);
   return last(model) === last(tokenizerName) || model.toLowerCase() === tokenizerName.toLowerCase();
@@ -143,7 +143,7 @@ function firstDifference(a: readonly number[], b: readonly number[]): number {
 }
 
 /** Refuses a backend whose /tokenize ids differ from raas's tokenizer (tokenizer_mismatch, 400). */
-export function assertTokenizerMatch(c: TokenizerCheck, tokenizer: Tokenizer): void {
+function assertTokenizerMatch(c: TokenizerCheck, tokenizer: Tokenizer): void {
   if (c.method !== 'ids' || c.match !== false) return;
   const d = c.first_difference!;
   throw new RaasError(

@@ -1,7 +1,7 @@
 import type { Tokenizer } from './tokenizer.js';
 
 /** One model turn whose text round trip gives other ids. */
-export interface DriftExample {
+interface DriftExample {
   trajectory: string;
   turn: number;
   /** The ids that differ (the middle after the common prefix and suffix), as generated and re-encoded. */
@@ -48,7 +48,7 @@ export function modelTurns(v: TokenView): number[][] {
 }
 
 /** Compares generated ids with their decode→encode round trip; the differing middle, or undefined when equal. */
-export function roundTripDiff(tok: Tokenizer, ids: readonly number[]): { generated: number[]; reencoded: number[] } | undefined {
+function roundTripDiff(tok: Tokenizer, ids: readonly number[]): { generated: number[]; reencoded: number[] } | undefined {
   const again = tok.encode(tok.decode(ids));
   let p = 0;
   while (p < ids.length && p < again.length && ids[p] === again[p]) p++;

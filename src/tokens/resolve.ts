@@ -32,7 +32,7 @@ const HF_ID = /^[A-Za-z0-9][\w.-]*\/[\w.-]+$/;
  * holding a tokenizer.json: the revision `refs/<revision>` names (default `main`), else the most
  * recently written snapshot that has one. Nothing is downloaded. Undefined when absent.
  */
-export function findInHfCache(modelId: string, opts: { cache?: string; revision?: string } = {}): string | undefined {
+function findInHfCache(modelId: string, opts: { cache?: string; revision?: string } = {}): string | undefined {
   const repo = path.join(opts.cache ?? hfHubCache(), `models--${modelId.replace(/\//g, '--')}`);
   const snaps = path.join(repo, 'snapshots');
   if (!existsSync(snaps)) return undefined;

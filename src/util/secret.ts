@@ -39,7 +39,7 @@ export function resolveToken(src: TokenSource, what: string, env: NodeJS.Process
 }
 
 /** Reads a token file, refusing one that group or others can read (as ssh refuses such a key). */
-export function readTokenFile(file: string, what: string): string {
+function readTokenFile(file: string, what: string): string {
   let mode: number;
   let text: string;
   try {

@@ -6,10 +6,10 @@ import { TrajectoryBuilder } from './trajectory.js';
 import type { AgentOptions, AgentTrajectory, AgentTurn, AgentTurnPart } from './types.js';
 
 /** The name an unparseable tool call is listed under in the assistant message's tool_calls. */
-export const INVALID_TOOL_CALL = 'invalid_tool_call';
+const INVALID_TOOL_CALL = 'invalid_tool_call';
 
 /** Defaults when neither sampling_params nor the handler say otherwise. */
-export const AGENT_DEFAULTS = { max_iterations: 30, max_tokens_per_turn: 1024 } as const;
+const AGENT_DEFAULTS = { max_iterations: 30, max_tokens_per_turn: 1024 } as const;
 
 // A backend that keeps aborting a turn without producing anything is broken, not updating weights.
 const MAX_IDLE_ABORTS = 8;

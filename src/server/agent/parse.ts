@@ -6,16 +6,16 @@ export type ToolCallParse = { call: ParsedToolCall; raw: string } | { error: str
 const BLOCK = /<tool_call>([\s\S]*?)(<\/tool_call>|$)/g;
 
 /** Deepest nesting of objects and arrays a tool call may have; real tools take a few levels. */
-export const MAX_CALL_DEPTH = 64;
+const MAX_CALL_DEPTH = 64;
 /** Largest tool call, in characters (a file written through the editor fits easily). */
-export const MAX_CALL_CHARS = 1 << 20;
+const MAX_CALL_CHARS = 1 << 20;
 
 /**
  * Nesting depth of a JSON text, by one pass over its characters (strings skipped). Checked before
  * JSON.parse, because a value nested thousands deep parses but then breaks every recursive walk of
  * it afterwards (JSON.stringify throws past a few thousand levels).
  */
-export function jsonDepth(text: string): number {
+function jsonDepth(text: string): number {
   let depth = 0;
   let max = 0;
   let inString = false;

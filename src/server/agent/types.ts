@@ -75,6 +75,3 @@ export interface AgentTrajectory {
   /** Number of tool calls that could not be parsed (each got an error observation). */
   malformed_tool_calls: number;
 }
-
-/** The agent loop: `runAgent(opts)`; on abort it resolves with the trajectory so far (finish_reason cancelled/timeout). */
-export type RunAgent = (opts: AgentOptions) => Promise<AgentTrajectory>;

@@ -4,7 +4,7 @@ import path from 'node:path';
 import type { JobState, Result } from '../../protocol/process.js';
 
 /** One line of the journal. */
-export interface JournalEntry {
+interface JournalEntry {
   job_id: string;
   state: JobState;
   /** Wall-clock ms when the job ended (ttl counts from here, across restarts). */

@@ -3,7 +3,7 @@ import type { RunResult } from '../handlers/types.js';
 import type { Job } from './job.js';
 
 /** Empty training view. */
-export function emptyTokens(): Tokens {
+function emptyTokens(): Tokens {
   return { prompt_ids: [], response_ids: [], response_mask: [], logprobs: [] };
 }
 

@@ -55,7 +55,8 @@ export class LazySandboxRuntime {
   describe(): Record<string, unknown> | null {
     if (!this.described) return null;
     const rt = this.resolved as { limitsInForce?: () => unknown; counts?: () => Record<string, number> } | undefined;
-    const counts = rt?.counts?.() ?? { open: 0, survived_close: 0 };
+    // Counts exist once a runtime does (the first open): before, nothing was ever started.
+    const counts = rt?.counts?.() ?? {};
     // Once the runtime prepared, its cgroup probe is the word on which limits hold.
     const inForce = rt?.limitsInForce?.();
     if (!inForce) return { ...this.described, ...counts };

@@ -21,7 +21,7 @@ export interface ApptainerArgsInput {
 }
 
 /** What Apptainer can enforce beyond --containall (Apptainer 1.1 or later). */
-export interface ApptainerHardening {
+interface ApptainerHardening {
   /** Docker-format seccomp profile (installApptainerSeccomp), passed as `--security seccomp:<file>`. */
   seccompProfile?: string;
   /** `--userns`: a new user namespace even where the setuid starter is installed. */

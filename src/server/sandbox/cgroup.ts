@@ -10,7 +10,7 @@ import { sleep, systemClock, type Clock } from '../../util/clock.js';
 export type CgroupMode = 'cgroup-v1' | 'cgroup-v2' | 'rlimit';
 
 /** `sandbox.cgroup`: use cgroups when writable (`auto`), never (`off`), or refuse to start without them. */
-export type CgroupSetting = 'auto' | 'off' | 'required';
+type CgroupSetting = 'auto' | 'off' | 'required';
 
 /** Per-sandbox cgroup limits. Memory covers processes and the files of the sandbox's tmpfs mounts. */
 export interface CgroupLimits {

@@ -20,7 +20,7 @@ import { sleep, systemClock, type Clock } from '../../util/clock.js';
 export type UserNetTool = 'slirp4netns' | 'pasta';
 
 /** What the sandbox sees (for logs and the job's record). */
-export interface UserNetInfo {
+interface UserNetInfo {
   tool: UserNetTool;
   /** Host pid of the helper (the shim's pid, which becomes the helper for slirp4netns). */
   pid: number | undefined;
@@ -220,7 +220,7 @@ export function hostAddresses(): string[] {
 }
 
 /** The resolver a network sandbox uses (the helper's DNS forwarder). */
-export function sandboxResolver(tool: UserNetTool = 'slirp4netns'): string {
+function sandboxResolver(tool: UserNetTool = 'slirp4netns'): string {
   return tool === 'pasta' ? PASTA_DNS : SLIRP.dns;
 }
 

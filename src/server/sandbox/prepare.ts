@@ -49,7 +49,7 @@ export function installToolServer(root: string, opts: { node?: string } = {}): s
  * uid, cannot ptrace it, read /proc/<pid>/{mem,environ,fd}, or copy its descriptors with
  * pidfd_getfd. The key is the binary's real path, size and mtime; an unchanged binary is reused.
  */
-export function installExecOnlyNode(root: string, node: string): string {
+function installExecOnlyNode(root: string, node: string): string {
   let real: string;
   let st: fs.Stats;
   try {
@@ -166,7 +166,7 @@ export function ensureDir(dir: string, mode = 0o755): void {
 }
 
 /** dist/src/server/tools, whether this module runs compiled (dist) or from source (tsx, vitest). */
-export function compiledToolsDir(): string {
+function compiledToolsDir(): string {
   const here = path.dirname(fileURLToPath(import.meta.url));
   const candidates = [path.join(here, '../tools'), path.resolve(here, '../../../dist/src/server/tools')];
   for (const c of candidates) if (fs.existsSync(path.join(c, 'main.js'))) return c;

@@ -8,7 +8,7 @@ export function processTable(): Map<number, number> {
 }
 
 /** pid → parent pid and session id of every live (non-zombie) process. */
-export function processEntries(): Map<number, { ppid: number; sid: number }> {
+function processEntries(): Map<number, { ppid: number; sid: number }> {
   const table = new Map<number, { ppid: number; sid: number }>();
   for (const name of fs.readdirSync('/proc')) {
     if (!/^\d+$/.test(name)) continue;

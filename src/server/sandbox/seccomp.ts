@@ -12,13 +12,13 @@ import { RaasError } from '../../protocol/errors.js';
 export type SeccompArch = 'x64' | 'arm64';
 
 /** errno a denied call returns. */
-export type DenyErrno = 'EPERM' | 'ENOSYS' | 'EAFNOSUPPORT';
+type DenyErrno = 'EPERM' | 'ENOSYS' | 'EAFNOSUPPORT';
 
 /**
  * A condition on one argument, compared on its low 32 bits (the kernel reads these arguments as
  * `int`/`unsigned int`, so the high word is ignored by the kernel too, as in Flatpak's filter).
  */
-export type ArgCondition =
+type ArgCondition =
   /** Denied when any of these bits is set. */
   | { arg: number; anyBit: number }
   /** Denied when the argument is one of these values. */

@@ -7,7 +7,7 @@ import { ulimitPrefix } from './limits.js';
 import type { ToolServerOptions } from './protocol.js';
 
 /** OpenHands' poll interval for tmux capture-pane. */
-export const OPENHANDS_POLL_MS = 500;
+const OPENHANDS_POLL_MS = 500;
 
 function tmux(args: string[], env: NodeJS.ProcessEnv): Promise<string> {
   return new Promise((resolve, reject) => {

@@ -8,7 +8,7 @@ export class ToolLimitError extends Error {
 }
 
 /** A path that does not exist (the host maps it to a `tool_error` with "no such file"). */
-export class ToolNotFoundError extends ToolInputError {}
+class ToolNotFoundError extends ToolInputError {}
 
 /** Default cap of one read (the host passes `sandbox.max_read_bytes`). */
 export const DEFAULT_MAX_READ = 16 << 20;

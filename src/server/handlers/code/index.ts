@@ -6,10 +6,8 @@ import { configNumber, firstMessages, runToolAgent, taskSchema } from '../common
 import { runHiddenTests } from './tests.js';
 import { agentOomReason, firstFilter, limitReason } from '../common/filter.js';
 
-export { runHiddenTests, outputsMatch } from './tests.js';
-
 /** Where the model writes its program (inside the sandbox's workspace). */
-export const SOLUTION_FILE = 'solution.py';
+const SOLUTION_FILE = 'solution.py';
 
 const SYSTEM = [
   'You are an expert Python programmer working in a sandbox whose workspace is /workspace.',
@@ -133,4 +131,5 @@ export function scanLastPythonBlock(full: string): { value: string | undefined; 
   return { value: last, steps };
 }
 
+/** @public The module form of the built-in handler (a `handlers.<name>.module` path can point at it). */
 export default codeHandler;

@@ -42,7 +42,7 @@ export interface ExecutorOptions {
 }
 
 /** Default cap of one observation: the tool server caps each field, this caps their sum. */
-export const MAX_OBSERVATION_CHARS = 64_000;
+const MAX_OBSERVATION_CHARS = 64_000;
 
 /**
  * Runs CodeAct tool calls against a sandbox. Refusals (unknown tool, bad arguments, no sandbox)

@@ -10,7 +10,7 @@ import type { Sandbox } from '../../sandbox/types.js';
  * over its size bound. The agent's wall-clock timeout is the job's `timeout_s`: those jobs end
  * with `critical_error: "timeout"` and `filter_reason: "timeout"`.
  */
-export const FILTER_REASONS = [
+const FILTER_REASONS = [
   'resolved_at_max_iterations',
   'resolved_at_max_context',
   'eval_timeout',

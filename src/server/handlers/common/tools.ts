@@ -14,7 +14,7 @@ const fn = (name: ToolName, description: string, properties: Record<string, unkn
 });
 
 /** Bash in a persistent shell session inside the sandbox. */
-export const EXECUTE_BASH = fn(
+const EXECUTE_BASH = fn(
   'execute_bash',
   'Run a bash command in a persistent shell in the sandbox (working directory /workspace; state such as the current directory and variables carries over between calls). ' +
     'Long-running commands return what they printed so far; send is_input=true with an empty command to see more output, or with C-c to interrupt. No network access.',
@@ -35,7 +35,7 @@ export const EXECUTE_BASH = fn(
 );
 
 /** A persistent Python interpreter. */
-export const EXECUTE_IPYTHON_CELL = fn(
+const EXECUTE_IPYTHON_CELL = fn(
   'execute_ipython_cell',
   'Run Python 3 code in a persistent interpreter (variables and imports stay defined between calls). Printed output is returned, and the value of a final expression is shown as Out.',
   { code: { type: 'string', description: 'The Python code to run.' } },
@@ -43,7 +43,7 @@ export const EXECUTE_IPYTHON_CELL = fn(
 );
 
 /** The file editor. */
-export const STR_REPLACE_EDITOR = fn(
+const STR_REPLACE_EDITOR = fn(
   'str_replace_editor',
   'View, create and edit files inside /workspace. view shows a file with line numbers (or lists a directory); create writes a new file; str_replace replaces old_str, which must occur exactly once, by new_str; ' +
     'insert adds new_str after line insert_line; undo_edit reverts the last edit of a file.',
@@ -67,7 +67,7 @@ export const STR_REPLACE_EDITOR = fn(
 );
 
 /** A scratchpad that changes nothing. */
-export const THINK = fn(
+const THINK = fn(
   'think',
   'Write down reasoning, a plan or a hypothesis. It changes nothing in the sandbox; use it to think through a hard step before acting.',
   { thought: { type: 'string', description: 'The thought to record.' } },
@@ -75,7 +75,7 @@ export const THINK = fn(
 );
 
 /** Ends the episode; math's version carries the answer. */
-export function finishTool(withAnswer: boolean): ToolDefinition {
+function finishTool(withAnswer: boolean): ToolDefinition {
   return withAnswer
     ? fn(
         'finish',

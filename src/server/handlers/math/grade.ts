@@ -95,7 +95,7 @@ export function normaliseAnswer(raw: string): string {
 }
 
 /** An exact rational n/d (d > 0), or undefined when `s` is not a plain number. */
-export function toRational(s: string): { n: bigint; d: bigint } | undefined {
+function toRational(s: string): { n: bigint; d: bigint } | undefined {
   let m = /^(-?)\\frac\{(-?\d+(?:\.\d+)?)\}\{(-?\d+(?:\.\d+)?)\}$/.exec(s);
   if (m) return divide(m[1] === '-' ? negate(decimal(m[2]!)) : decimal(m[2]!), decimal(m[3]!));
   m = /^(-?\d+(?:\.\d+)?)\/(-?\d+(?:\.\d+)?)$/.exec(s);

@@ -4,7 +4,7 @@ import { firstMessages, runToolAgent, taskSchema } from '../common/run.js';
 import { answersMatch, lastBoxed } from './grade.js';
 import { agentOomReason, firstFilter, limitReason } from '../common/filter.js';
 
-export { answersMatch, lastBoxed, normaliseAnswer, toRational } from './grade.js';
+export { answersMatch, lastBoxed, normaliseAnswer } from './grade.js';
 
 const SYSTEM = [
   'You are a careful mathematician. Solve the problem step by step.',
@@ -73,4 +73,5 @@ export function extractAnswer(
   return typeof msg === 'string' ? lastBoxed(msg) : undefined;
 }
 
+/** @public The module form of the built-in handler (a `handlers.<name>.module` path can point at it). */
 export default mathHandler;

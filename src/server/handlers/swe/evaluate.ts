@@ -9,7 +9,7 @@ import { initRepo, repoMaterial, repoSpec } from './repo.js';
 import { gradingPlan } from './plan.js';
 import { TEST_ENV, gradeByExitStatus, gradeByLog, type SweEvalDetails, type SweEvalOutcome } from './run-tests.js';
 
-export type { SweEvalDetails, SweEvalOutcome } from './run-tests.js';
+export type { SweEvalOutcome } from './run-tests.js';
 
 /** The patches arrive as workspace files (any size), then move to PATCH_DIR, outside the repository. */
 const MODEL_PATCH = '.raas-model.patch';

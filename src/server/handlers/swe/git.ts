@@ -5,7 +5,7 @@ import type { ExecOptions, ExecResult, Sandbox } from '../../sandbox/types.js';
  * fsmonitor, no external diff or textconv, no attributes file. Run through exec (a fresh process,
  * never the agent's shell), so shell functions or aliases named `git` do not apply.
  */
-export const GIT = [
+const GIT = [
   'git',
   '-c',
   'user.name=raas',
@@ -33,7 +33,7 @@ export const GIT = [
  * Environment of every git and test process: no global or system git config (HOME is the
  * workspace, so a `.gitconfig` in a patch would otherwise be read), pathspecs taken literally.
  */
-export const GIT_ENV: Record<string, string> = {
+const GIT_ENV: Record<string, string> = {
   GIT_CONFIG_GLOBAL: '/dev/null',
   GIT_CONFIG_NOSYSTEM: '1',
   GIT_TERMINAL_PROMPT: '0',

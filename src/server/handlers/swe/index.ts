@@ -86,4 +86,5 @@ export const sweHandler: AgentHandler<SweInstance> = {
   },
 };
 
+/** @public The module form of the built-in handler (a `handlers.<name>.module` path can point at it). */
 export default sweHandler;

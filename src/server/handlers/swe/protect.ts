@@ -17,7 +17,7 @@ import type { SweInstance } from '../../../protocol/tasks.js';
  */
 
 /** A repository path as git and rm take it: no leading `./`, no trailing `/`. */
-export function cleanPath(p: string): string {
+function cleanPath(p: string): string {
   return path.posix.normalize(p).replace(/\/+$/, '');
 }
 

@@ -6,8 +6,6 @@ import { GIT_FN, git, script } from './git.js';
 import { snapshotBaseCommit, type RepoSnapshot } from './source.js';
 import { readCheckedFile } from './tarball.js';
 
-export { GIT, GIT_ENV, GIT_FN, git, script } from './git.js';
-
 /** Name of the base64 tarball written into a workspace before it is unpacked (then removed). */
 const TARBALL_FILE = '.raas-repo.tar.b64';
 

@@ -17,7 +17,7 @@ export function testPassed(id: string, sm: StatusMap): boolean {
 }
 
 /** `test_failed` (grading.py@726c546:31-35): missing from the log, or FAILED or ERROR. A SKIPPED test is neither. */
-export function testFailed(id: string, sm: StatusMap): boolean {
+function testFailed(id: string, sm: StatusMap): boolean {
   const s = sm.get(id);
   return s === undefined || s === 'FAILED' || s === 'ERROR';
 }

@@ -40,7 +40,7 @@ export interface SweEvalOutcome {
 export const TEST_ENV = { HOME: '/tmp', PYTHONNOUSERSITE: '1', PYTHONDONTWRITEBYTECODE: '1' };
 
 /** Removes every `__pycache__` directory of the repository (a patch can add them; git tracks them when it does). */
-export async function dropPycache(sb: Sandbox, signal: AbortSignal): Promise<void> {
+async function dropPycache(sb: Sandbox, signal: AbortSignal): Promise<void> {
   const r = await sb.exec(
     ['find', '.', '-path', './.git', '-prune', '-o', '-name', '__pycache__', '-type', 'd', '-prune', '-exec', 'rm', '-rf', '--', '{}', '+'],
     { timeout_s: 120, signal },
@@ -50,7 +50,7 @@ export async function dropPycache(sb: Sandbox, signal: AbortSignal): Promise<voi
 }
 
 /** Default bound of one test log (handlers.swe.max_log_bytes): every parser reads it in one pass. */
-export const MAX_LOG_BYTES = 16 << 20;
+const MAX_LOG_BYTES = 16 << 20;
 
 /** What a grading step gets: the stage, the prepared sandbox (patches applied, tests reset), the plan. */
 export interface GradeInput {

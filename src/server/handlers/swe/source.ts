@@ -16,14 +16,14 @@ import { GIT_FN, script } from './git.js';
  */
 
 /** A place on the host that may hold an instance's repository. */
-export interface RepoSource {
+interface RepoSource {
   /** A git directory (a bare mirror, or an image's /testbed/.git) or a bundle file. */
   host: string;
   kind: 'git_dir' | 'bundle';
 }
 
 /** Where resolution looked: what exists, and every path tried with what was found there. */
-export interface SourceSearch {
+interface SourceSearch {
   sources: RepoSource[];
   tried: string[];
 }
@@ -57,7 +57,7 @@ export function sweImageNames(instanceId: unknown): string[] {
 }
 
 /** Every host path that may hold `inst`'s repository, in the order they are tried. */
-export async function findRepoSources(inst: SweInstance, cfg: SweHandlerConfig): Promise<SourceSearch> {
+async function findRepoSources(inst: SweInstance, cfg: SweHandlerConfig): Promise<SourceSearch> {
   const out: SourceSearch = { sources: [], tried: [] };
   const [owner, name] = (inst.repo ?? '').split('/') as [string, string];
   if (cfg.repos_dir) {

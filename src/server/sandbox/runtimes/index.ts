@@ -4,7 +4,7 @@ import { BwrapStrategy } from './bwrap.js';
 import { ProcessStrategy } from './process.js';
 import type { RuntimeStrategy } from './types.js';
 
-export type { LaunchInput, PreparedHost, RuntimeDescription, RuntimeStrategy, ToolServerView } from './types.js';
+export type { PreparedHost, RuntimeStrategy } from './types.js';
 
 /** The strategy of the runtime a sandbox config names. */
 export function strategyFor(c: SandboxConfig): RuntimeStrategy {

@@ -19,10 +19,8 @@ import { parseLogSympy } from './sympy.js';
 import { parseLogUnittest } from './unittest.js';
 import type { StatusMap } from './text.js';
 
-export type { StatusMap, TestStatus } from './text.js';
-export { TEST_STATUSES } from './text.js';
-export { r2eMatches, cleanR2eOutput, decolorKeys } from './r2e.js';
-export { unittestId } from './unittest.js';
+export type { StatusMap } from './text.js';
+export { r2eMatches, cleanR2eOutput } from './r2e.js';
 
 /** A log parser: the test log in, each test's status (PASSED, FAILED, SKIPPED, ERROR, XFAIL) out. */
 export type LogParser = (log: string) => StatusMap;
@@ -41,7 +39,6 @@ export const LOG_PARSERS = {
   r2e: parseLogR2e,
 } as const satisfies Record<string, LogParser>;
 export type LogParserName = keyof typeof LOG_PARSERS;
-export const LOG_PARSER_NAMES = Object.keys(LOG_PARSERS) as LogParserName[];
 
 /** SWE-bench's repository → parser (python.py@726c546:270-289 with the aliases of 253-267). */
 const SWEBENCH: Readonly<Record<string, LogParserName>> = {

@@ -5,7 +5,7 @@
  * line so a log of any shape costs time linear in its length. Where the Python would raise on a
  * malformed line (an IndexError on a line that is only a status word), the line is skipped.
  */
-import { TEST_STATUSES, endsWithStatus, isPySpaceCode, pySplit, replaceAll, startsWithStatus, type StatusMap } from './text.js';
+import { endsWithStatus, isPySpaceCode, pySplit, replaceAll, startsWithStatus, type StatusMap } from './text.js';
 
 /** `parse_log_pytest` (python.py@726c546:7-26): `STATUS test_id` lines; FAILED lines lose their ` - ` first. */
 export function parseLogPytest(log: string, prepare: (line: string) => string = (l) => l): StatusMap {
@@ -150,5 +150,3 @@ export function parseLogSeaborn(log: string): StatusMap {
   }
   return map;
 }
-
-export { TEST_STATUSES };

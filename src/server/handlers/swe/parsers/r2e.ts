@@ -34,7 +34,7 @@ export function parseLogR2e(log: string): StatusMap {
 }
 
 /** `decolor_dict_keys` (execution_log_parser.py@69bc953:66-68): `\x1b[<digits>m` removed from keys. */
-export function decolorKeys(m: ReadonlyMap<string, string>): StatusMap {
+function decolorKeys(m: ReadonlyMap<string, string>): StatusMap {
   const out: StatusMap = new Map();
   for (const [k, v] of m) out.set(k.replace(/\x1b\[\d+m/g, ''), v);
   return out;

@@ -26,11 +26,6 @@ export function isPySpaceCode(c: number): boolean {
   );
 }
 
-/** True when `ch` (one UTF-16 unit) is whitespace to Python. */
-export function isPySpace(ch: string | undefined): boolean {
-  return ch !== undefined && ch.length === 1 && isPySpaceCode(ch.charCodeAt(0));
-}
-
 /** `s.strip()`. */
 export function pyStrip(s: string): string {
   let a = 0;
@@ -69,8 +64,7 @@ export function replaceAll(s: string, a: string, b: string): string {
 }
 
 /** The five values of SWE-bench's TestStatus (swebench/harness/constants/__init__.py@726c546:52-57). */
-export const TEST_STATUSES = ['FAILED', 'PASSED', 'SKIPPED', 'ERROR', 'XFAIL'] as const;
-export type TestStatus = (typeof TEST_STATUSES)[number];
+const TEST_STATUSES = ['FAILED', 'PASSED', 'SKIPPED', 'ERROR', 'XFAIL'] as const;
 
 /** `any(line.startswith(x.value) for x in TestStatus)`. */
 export function startsWithStatus(line: string): boolean {

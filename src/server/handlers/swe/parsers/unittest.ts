@@ -22,7 +22,7 @@ function statusOf(word: string): string | undefined {
 const DESCRIPTION = /^(\S+) \(([^()\s]+)\)/;
 
 /** The dotted id of a description `name (module.Class)` or `name (module.Class.name)`, else undefined. */
-export function unittestId(description: string): string | undefined {
+function unittestId(description: string): string | undefined {
   const m = DESCRIPTION.exec(description);
   if (!m) return undefined;
   const [, name, where] = m as unknown as [string, string, string];
