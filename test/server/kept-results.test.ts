@@ -9,8 +9,11 @@ import { startRolloutServer, type RolloutServer } from '../../src/server/index.j
 import { systemClock } from '../../src/util/clock.js';
 import { get, post, stagedHandler } from './helpers.js';
 
-/** The pipeline's result store, read by name (no public accessor): how many results answer, how many are in memory. */
-const store = (s: RolloutServer) => (s.pipeline as unknown as { done: { size: number; inMemory: number } }).done;
+/** The pipeline's result store: how many results answer, how many are in memory. */
+const store = (s: RolloutServer) => {
+  const f = s.pipeline.footprint();
+  return { size: f.kept, inMemory: f.kept_in_memory };
+};
 
 describe('kept results (max_kept_results)', () => {
   const dirs: string[] = [];

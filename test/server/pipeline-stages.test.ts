@@ -674,7 +674,11 @@ describe('Pipeline bookkeeping', () => {
     });
     b = { p, clock, warns: [], debugs: [], pool };
     await (await p.submit({ instance: { data_source: 'staged' }, job_id: 'old' })).finished;
-    const store = (p as unknown as { done: { size: number } }).done;
+    const store = {
+      get size() {
+        return p.footprint().kept;
+      },
+    };
     expect(store.size).toBe(1);
     wall += 31_000;
     // The sweep runs on the pipeline's clock, every min(60 s, result_ttl_s).

@@ -177,7 +177,7 @@ describe('StageLimiter', () => {
     await Promise.all(all);
     expect(order).toEqual(Array.from({ length: 3000 }, (_, i) => i));
     // What was granted is dropped now and then: the backing array never holds 3000 spent waiters.
-    expect((lim as unknown as { queue: unknown[] }).queue.length).toBeLessThanOrEqual(1024);
+    expect(lim.backlog).toBeLessThanOrEqual(1024);
   });
 });
 
@@ -614,12 +614,12 @@ describe('ResultStore', () => {
     expect(s.record('x4999')?.json).toBe('X');
     expect(s.record('x4998')?.json).toBe('X');
     // The order list of what entered memory is cut back as results leave it.
-    expect((s as unknown as { order: unknown[] }).order.length).toBeLessThanOrEqual(1030);
+    expect(s.orderLength).toBeLessThanOrEqual(1030);
   });
 
   it('stays within max_kept_results when the same ids are stored again and again (its order list is compacted)', () => {
     const s = new ResultStore({ ttlMs: 1e9, max: 3, wallNow: () => 0 });
-    const order = () => (s as unknown as { order: unknown[] }).order.length;
+    const order = () => s.orderLength;
     let longest = 0;
     for (let i = 0; i < 5000; i++) {
       s.put(`r${i % 3}`, 'done', String(i), 0, {});

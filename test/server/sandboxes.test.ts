@@ -36,7 +36,7 @@ describe('the pipeline closes the sandboxes each stage opened', () => {
     async run(ctx) {
       opened.run = await ctx.sandboxes.open({ tools: ['bash'] });
       // INIT's extra sandbox is gone; its runtime is still here for RUN.
-      openAt.extraDuringRun = alive((opened.extra as unknown as { pid?: number }).pid);
+      openAt.extraDuringRun = alive(opened.extra?.pid);
       openAt.runtimeDuringRun = (await ctx.runtime!.bash('echo ok')).output.includes('ok');
       if (ctx.job.instance.cancel_in_run) {
         openAt.waiting = true;
@@ -53,7 +53,7 @@ describe('the pipeline closes the sandboxes each stage opened', () => {
       };
     },
     async eval(ctx) {
-      openAt.runtimeDuringEval = alive((opened.runtime as unknown as { pid?: number }).pid);
+      openAt.runtimeDuringEval = alive(opened.runtime?.pid);
       opened.eval = await ctx.sandboxes.open({ tools: ['bash'] });
       return { reward: 1, resolved: true };
     },
@@ -73,7 +73,7 @@ describe('the pipeline closes the sandboxes each stage opened', () => {
 
   const expectClosed = async (s: Sandbox) => {
     await expect(s.bash('true')).rejects.toThrow(/closed/);
-    expect(alive((s as unknown as { pid?: number }).pid)).toBe(false);
+    expect(alive(s.pid)).toBe(false);
   };
 
   it('closes stage sandboxes at stage end, and the runtime right after RUN', async () => {

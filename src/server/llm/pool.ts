@@ -80,6 +80,11 @@ export class BackendPool {
   /** Removed backends still bound to jobs in flight, by address (a re-add revives the same one). */
   private readonly held = new Map<string, Backend>();
   private readonly groups = new Map<string, { backend: Backend; jobs: number }>();
+
+  /** Groups bound to a backend now (a group's binding goes when its last job ends). */
+  get groupBindings(): number {
+    return this.groups.size;
+  }
   private readonly health: BackendHealth<Backend>;
   /** The pause gate of this pool's model calls (POST /pause, /resume), on the pool's clock. */
   readonly gate: GenerationGate;

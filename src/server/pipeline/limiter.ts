@@ -19,6 +19,11 @@ interface Waiter {
 export class StageLimiter {
   private readonly queue: Array<Waiter | undefined> = [];
   private head = 0;
+  /** Slots of the waiter array, holes and passed ones included (bounded: it is cut back as the head moves). */
+  get backlog(): number {
+    return this.queue.length;
+  }
+
   /** Waiters still queued (an aborted one leaves a hole until the head passes it). */
   private waiting = 0;
   busy = 0;

@@ -237,6 +237,14 @@ export class Pipeline {
     return this.closing;
   }
 
+  /**
+   * What the pipeline holds, for leak checks and /metrics: live jobs, results kept (and those in
+   * memory), sandbox closes still running in the background.
+   */
+  footprint(): { live: number; kept: number; kept_in_memory: number; pending_closes: number } {
+    return { live: this.live.size, kept: this.done.size, kept_in_memory: this.done.inMemory, pending_closes: this.pending.size };
+  }
+
   /** Jobs waiting in the three queues together. */
   queued(): number {
     return this.pools.init.depth + this.pools.run.depth + this.pools.eval.depth;

@@ -52,6 +52,11 @@ export class ResultStore {
   }
 
   /** Results held in memory as JSON. */
+  /** Entries of the memory order list, stale ones included (bounded: it is compacted as results leave). */
+  get orderLength(): number {
+    return this.order.length;
+  }
+
   get inMemory(): number {
     return this.kept.size;
   }

@@ -84,6 +84,8 @@ export interface ReadFileOptions {
 /** An open sandbox with its tool server. Every call takes an AbortSignal; close() is safe twice. */
 export interface Sandbox {
   readonly id: string;
+  /** Host pid of the sandbox's outer process (bwrap, apptainer, the tool server), for process-table checks. */
+  readonly pid?: number;
   /**
    * The workspace as the sandbox's tools see it (`/workspace` for bwrap and apptainer; a host
    * directory only for the unisolated `process` runtime). The host never opens paths inside it:

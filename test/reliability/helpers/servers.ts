@@ -184,28 +184,18 @@ export interface Internals {
   finishedKept: number;
 }
 
-/**
- * Reads the pipeline's and the pool's maps through the objects `startRolloutServer` returns. The
- * maps are TypeScript-private (no public accessor exists), so this reads them by name; a rename in
- * src/server makes `undefined` show up here and the assertions fail loudly rather than pass.
- */
+/** What the server holds after a scenario, through its public accessors (footprint, status, the pool). */
 export function internals(server: RolloutServer): Internals {
-  const p = server.pipeline as unknown as {
-    live: Map<string, unknown>;
-    done: Map<string, unknown>;
-    pending: Set<unknown>;
-    pools: Record<string, { depth: number; busy: number }>;
-  };
-  const pool = server.pool as unknown as { groups: Map<string, unknown> };
-  const pools = Object.values(p.pools);
+  const f = server.pipeline.footprint();
+  const st = server.pipeline.status();
   return {
-    liveJobs: p.live?.size ?? NaN,
-    pendingCloses: p.pending?.size ?? NaN,
-    queued: pools.reduce((a, s) => a + s.depth, 0),
-    busyWorkers: pools.reduce((a, s) => a + s.busy, 0),
-    groupBindings: pool.groups?.size ?? NaN,
+    liveJobs: f.live,
+    pendingCloses: f.pending_closes,
+    queued: st.queued,
+    busyWorkers: Object.values(st.workers).reduce((a, w) => a + w.busy, 0),
+    groupBindings: server.pool.groupBindings,
     activeOnBackends: server.pool.list().reduce((a, b) => a + b.active, 0),
-    finishedKept: p.done?.size ?? NaN,
+    finishedKept: f.kept,
   };
 }
 
