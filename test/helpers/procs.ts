@@ -76,6 +76,20 @@ export function withCommand(needle: string): Proc[] {
   return processTable().filter((p) => p.cmd.includes(needle) && p.pid !== process.pid);
 }
 
+/** Live processes whose environment has `name=value`: a marker a test sets on a process it starts
+ * reaches every child that inherits the environment, so the check sees no other test's processes. */
+export function withEnv(name: string, value: string): Proc[] {
+  const want = `${name}=${value}`;
+  return processTable().filter((p) => {
+    if (p.pid === process.pid) return false;
+    try {
+      return fs.readFileSync(`/proc/${p.pid}/environ`, 'utf8').split('\0').includes(want);
+    } catch {
+      return false;
+    }
+  });
+}
+
 /** Polls `find` until it returns nothing or `ms` passes; returns what is left. */
 export async function waitGone<T>(find: () => T[], ms = 5000): Promise<T[]> {
   const until = Date.now() + ms;

@@ -1,9 +1,11 @@
 import { spawn, spawnSync } from 'node:child_process';
+import { randomUUID } from 'node:crypto';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, describe, expect, it } from 'vitest';
+import { withEnv } from '../helpers/procs.js';
 
 // examples/python/learn.py as a user runs it: a numpy softmax policy behind its own vLLM-protocol
 // server, `raas serve` with the digits task, `raas sidecar` through RaasSidecar, GRPO with truncated
@@ -32,12 +34,16 @@ interface Step {
   rollouts: number;
 }
 
-function learn(args: string[]): Promise<{ code: number | null; out: string; steps: Step[] }> {
+/** Marks every process one learn.py run starts (its environment reaches the servers it spawns):
+ * learn-selection.test.ts runs the same example in parallel, so a command-line match is not ours. */
+const RUN_MARK = 'RAAS_LEARN_TEST_RUN';
+
+function learn(args: string[], mark: string): Promise<{ code: number | null; out: string; steps: Step[] }> {
   const metrics = path.join(dir, `${args.join('_').replace(/\W+/g, '')}.jsonl`);
   return new Promise((resolve, reject) => {
     const child = spawn(numpyPython(), [path.join(root, 'examples/python/learn.py'), ...args, '--metrics', metrics], {
       cwd: root,
-      env: { ...process.env, RAAS_NODE: process.execPath, PYTHONDONTWRITEBYTECODE: '1' },
+      env: { ...process.env, RAAS_NODE: process.execPath, PYTHONDONTWRITEBYTECODE: '1', [RUN_MARK]: mark },
       stdio: ['ignore', 'pipe', 'pipe'],
     });
     let out = '';
@@ -59,10 +65,9 @@ function learn(args: string[]): Promise<{ code: number | null; out: string; step
   });
 }
 
-/** Processes the example starts; none may outlive it. */
-function leftovers(): string[] {
-  const ps = spawnSync('ps', ['-eo', 'args'], { encoding: 'utf8' }).stdout;
-  return ps.split('\n').filter((l) => /examples\/python\/(policy_server\.py|learn_handler\.mjs)/.test(l));
+/** Processes one run of the example started; none may outlive it. */
+function leftovers(mark: string): string[] {
+  return withEnv(RUN_MARK, mark).map((p) => p.cmd);
 }
 
 describe('examples/python/learn.py: the reward rises by learning (12 steps of 8 groups x 8 rollouts)', () => {
@@ -73,7 +78,8 @@ describe('examples/python/learn.py: the reward rises by learning (12 steps of 8 
     [1, 'none'],
   ] as const) {
     it(`seed ${seed}, colocate ${colocate}: mean reward ≤ 0.3 at step 0 and ≥ 0.7 over the last two of 12 steps`, async () => {
-      const r = await learn(['--steps', '12', '--seed', String(seed), '--colocate', colocate]);
+      const mark = randomUUID();
+      const r = await learn(['--steps', '12', '--seed', String(seed), '--colocate', colocate], mark);
       if (r.code !== 0 || r.steps.length !== 12) console.error(r.out);
       expect(r.code).toBe(0);
       expect(r.steps.map((s) => s.step)).toEqual([...Array(12).keys()]);
@@ -91,7 +97,7 @@ describe('examples/python/learn.py: the reward rises by learning (12 steps of 8 
       const stale = r.steps.filter((s) => s.stale_rows > 0);
       expect(stale.length).toBeGreaterThan(0);
       expect(Math.max(...stale.map((s) => s.stale_max_abs_is_dev!))).toBeGreaterThan(1e-3);
-      expect(leftovers()).toEqual([]);
+      expect(leftovers(mark)).toEqual([]);
     }, 150_000);
   }
 });
