@@ -105,6 +105,18 @@ export const SandboxConfig = z.strictObject({
   /** Extra host paths bound read-only at the same place (bwrap). */
   ro_binds: z.array(z.string()).default([]),
   apptainer: ApptainerConfig.default(ApptainerConfig.parse({})),
+  /**
+   * Image roots: sandboxes rooted in a task's own image (a root directory, a .sif, an OCI layout or a
+   * `docker save` archive), converted once into a cache of unpacked trees owned by the sandbox user.
+   */
+  image_roots: z
+    .strictObject({
+      /** Cache of unpacked image trees; default `<root>/rootfs`. */
+      cache_dir: z.string().optional(),
+      /** Disk budget of the cache; the least recently used trees are removed beyond it. */
+      budget_gb: z.number().positive().default(50),
+    })
+    .default({ budget_gb: 50 }),
   /** Loopback leases (127.x.y.z) for sandboxes that share the host network. */
   leases: z
     .strictObject({

@@ -58,7 +58,7 @@ export class PythonKernel {
     // The driver goes through a file so the process table shows a short command line.
     this.driverPath ??= path.join(this.opts.tmp_dir ?? '/tmp', `.raas-python-driver-${process.pid}.py`);
     writeFileSync(this.driverPath, PYTHON_DRIVER, { mode: 0o600 });
-    const [file, args] = withLimits('/bin/bash', this.opts.limits, [py, '-u', this.driverPath]);
+    const [file, args] = withLimits(this.opts, [py, '-u', this.driverPath]);
     const child = spawn(file, args, {
       cwd: this.opts.workspace,
       env: { ...(this.opts.env ?? {}), PYTHONUNBUFFERED: '1' },
