@@ -10,6 +10,35 @@ import { ensureDir } from './prepare.js';
 export const IMAGE_LIB = '/.raas/lib';
 /** The loader's name inside IMAGE_LIB (the patched node's interpreter). */
 const LOADER = 'ld.so';
+/** Bump when the install's content changes for the same host files. */
+const LAYOUT = 'image-node-v2';
+/** Files of the image glibc's loader would read on its own; blanked in our copy (same length, so no offset moves). */
+const IMAGE_FILES = ['/etc/ld.so.preload', '/etc/ld.so.cache'];
+
+/**
+ * The loader with the names of IMAGE_FILES overwritten by a path that does not exist in any image
+ * (`/.raas/lib/-…`, same length). Throws when a name is not in it exactly once: another loader
+ * needs a look before it runs our tool server in a hostile image.
+ */
+function blankImagePaths(loader: Buffer, file: string): Buffer {
+  const out = Buffer.from(loader);
+  for (const name of IMAGE_FILES) {
+    const needle = Buffer.from(`${name}\0`, 'latin1');
+    const at = out.indexOf(needle);
+    if (at < 0 || out.indexOf(needle, at + 1) >= 0) {
+      throw new RaasError(
+        'sandbox_unavailable',
+        `the loader ${file} does not name ${name} exactly once; image-rooted sandboxes need a glibc loader`,
+        {
+          retryable: false,
+        },
+      );
+    }
+    const blank = `${IMAGE_LIB}/-`.padEnd(name.length, '-');
+    out.write(blank, at, 'latin1');
+  }
+  return out;
+}
 
 /**
  * The host's node made to run in any image (glibc, musl, or no libc at all): a copy whose ELF
@@ -19,6 +48,11 @@ const LOADER = 'ld.so';
  * image's own libraries is used or changed: the image's programs keep their own loader. DT_RPATH
  * (not RUNPATH) also covers the libraries' own dependencies and the addon's dlopen.
  *
+ * The image must not reach into our process either: node is marked to skip the default library
+ * directories and ld.so.cache (DF_1_NODEFLIB), and the copy of the loader reads neither the
+ * image's /etc/ld.so.preload nor its /etc/ld.so.cache (their names are blanked in the copy), so a
+ * library the image plants there is never loaded into the tool server.
+ *
  * Installed once per node binary under `<root>/image-node/<key>/`; `patchelf` (Debian package)
  * does the rewrite.
  */
@@ -26,7 +60,7 @@ export function installImageNode(root: string, node: string, addons: string[]): 
   const real = fs.realpathSync(node);
   const libs = new Map<string, string>();
   for (const bin of [real, ...addons]) for (const [name, p] of sharedLibs(bin)) libs.set(name, p);
-  const h = createHash('sha256');
+  const h = createHash('sha256').update(`${LAYOUT}\0`);
   for (const f of [real, ...libs.values()]) {
     const st = fs.statSync(f);
     h.update(`${f}\0${st.size}\0${st.mtimeMs}\0`);
@@ -38,16 +72,21 @@ export function installImageNode(root: string, node: string, addons: string[]): 
   ensureDir(tmp);
   try {
     for (const [name, p] of libs) {
-      fs.copyFileSync(p, path.join(tmp, name));
+      if (name === LOADER) fs.writeFileSync(path.join(tmp, name), blankImagePaths(fs.readFileSync(p), p));
+      else fs.copyFileSync(p, path.join(tmp, name));
       fs.chmodSync(path.join(tmp, name), 0o755);
     }
     const copy = path.join(tmp, 'node');
     fs.copyFileSync(real, copy);
     fs.chmodSync(copy, 0o755);
     try {
-      execFileSync('patchelf', ['--set-interpreter', `${IMAGE_LIB}/${LOADER}`, '--force-rpath', '--set-rpath', IMAGE_LIB, copy], {
-        stdio: ['ignore', 'ignore', 'pipe'],
-      });
+      execFileSync(
+        'patchelf',
+        ['--set-interpreter', `${IMAGE_LIB}/${LOADER}`, '--force-rpath', '--set-rpath', IMAGE_LIB, '--no-default-lib', copy],
+        {
+          stdio: ['ignore', 'ignore', 'pipe'],
+        },
+      );
     } catch (e) {
       const missing = (e as NodeJS.ErrnoException).code === 'ENOENT';
       throw new RaasError(
@@ -89,33 +128,4 @@ function sharedLibs(bin: string): Array<[string, string]> {
     }
   }
   return libs;
-}
-
-/**
- * A path inside an image's root, resolved as the sandbox would see it: absolute symlinks re-rooted
- * at `root`, never leaving it. Undefined when nothing is there.
- */
-export function inImage(root: string, p: string): string | undefined {
-  let parts = p.split('/').filter(Boolean);
-  let cur = root;
-  for (let hops = 0; parts.length; ) {
-    const name = parts.shift()!;
-    if (name === '.') continue;
-    const next = name === '..' ? (cur === root ? root : path.dirname(cur)) : path.join(cur, name);
-    let st: fs.Stats;
-    try {
-      st = fs.lstatSync(next);
-    } catch {
-      return undefined;
-    }
-    if (st.isSymbolicLink()) {
-      if (++hops > 40) return undefined;
-      const target = fs.readlinkSync(next);
-      parts = [...target.split('/').filter(Boolean), ...parts];
-      if (target.startsWith('/')) cur = root;
-      continue;
-    }
-    cur = next;
-  }
-  return cur;
 }

@@ -17,7 +17,8 @@ import { CgroupManager, type CgroupLimits, type SandboxCgroup } from './cgroup.j
 import { lineCapFor } from './client.js';
 import { systemClock, type Clock } from '../../util/clock.js';
 import { BwrapImageStrategy, strategyFor, type ImageRoot, type PreparedHost, type RuntimeStrategy } from './runtimes/index.js';
-import { imageRootOf } from './image-root.js';
+import { checkImagePaths, imageRootOf } from './image-root.js';
+import { IMAGE_RAAS } from './runtimes/bwrap-image.js';
 import { RootfsStore } from './rootfs/index.js';
 
 /** What the first open() prepares once: binaries, identity, tool server install, cgroups. */
@@ -133,7 +134,14 @@ export class Runtime implements SandboxRuntime {
       }
     }
     const imageDir = spec.image ? await this.images!.resolve(spec.image, signal) : undefined;
-    const root = spec.rootImage ? await this.imageRoot(spec.rootImage, signal) : undefined;
+    const rooted = spec.rootImage
+      ? await this.imageRoot(
+          spec.rootImage,
+          (spec.readOnly ?? []).map((b) => b.inside),
+          signal,
+        )
+      : undefined;
+    const root = rooted?.root;
     if (!buildDir && !root && this.poolable(spec)) {
       const pool = this.warmPool(p);
       let sb: ManagedSandbox | undefined;
@@ -158,7 +166,13 @@ export class Runtime implements SandboxRuntime {
         setImmediate(() => pool.fill());
       }
     }
-    const sb = await this.start(p, spec, imageDir, signal, buildDir, root);
+    let sb: ManagedSandbox;
+    try {
+      sb = await this.start(p, spec, imageDir, signal, buildDir, root, rooted?.release);
+    } catch (e) {
+      rooted?.release();
+      throw e;
+    }
     try {
       await sb.writeFiles(spec.files ?? {}, signal);
     } catch (e) {
@@ -168,15 +182,31 @@ export class Runtime implements SandboxRuntime {
     return sb;
   }
 
-  /** The unpacked image a spec's rootImage names, and what runs in it. */
-  private async imageRoot(want: NonNullable<SandboxSpec['rootImage']>, signal?: AbortSignal): Promise<ImageRoot> {
+  /**
+   * The unpacked image a spec's rootImage names, and what runs in it, kept from eviction until
+   * `release` (the sandbox's close) runs.
+   */
+  private async imageRoot(
+    want: NonNullable<SandboxSpec['rootImage']>,
+    binds: string[],
+    signal?: AbortSignal,
+  ): Promise<{ root: ImageRoot; release: () => void }> {
     if (this.kind !== 'bwrap') {
       throw new RaasError('bad_request', `SandboxSpec.rootImage needs sandbox.runtime "bwrap" (this server runs "${this.kind}")`, {
         retryable: false,
       });
     }
-    const img = await this.rootfsStore().resolve(want.ref, signal);
-    return imageRootOf(img, want.workdir, BASE_ENV.PATH!);
+    const store = this.rootfsStore();
+    const img = await store.resolve(want.ref, signal);
+    const release = store.retain(img);
+    try {
+      const root = imageRootOf(img, want.workdir, BASE_ENV.PATH!);
+      checkImagePaths(want.ref, root.dir, ['/tmp', '/proc', '/dev', IMAGE_RAAS, root.workdir, ...binds]);
+      return { root, release };
+    } catch (e) {
+      release();
+      throw e;
+    }
   }
 
   /** The cache of unpacked image roots. */
@@ -194,15 +224,17 @@ export class Runtime implements SandboxRuntime {
 
   /** Starts unpacking an image root in the background, so a later open() does not wait on it. */
   prefetchRoot(ref: string): void {
-    if (this.kind === 'bwrap') this.rootfsStore().prefetch(ref);
+    if (this.kind === 'bwrap' && !this.closing) this.rootfsStore().prefetch(ref);
   }
 
   /** The strategy a sandbox starts with: the image-rooted variant for a spec with a root image. */
   private strategyOf(root: ImageRoot | undefined): RuntimeStrategy {
     if (!root) return this.strategy;
     if (!this.imageStrategy) {
-      this.imageStrategy = new BwrapImageStrategy(this.config);
-      this.imageStrategy.prepare();
+      const p = this.prepare();
+      const st = new BwrapImageStrategy(this.config);
+      st.prepareImages(p.root, p.node, p.toolServer, p.identity);
+      this.imageStrategy = st;
     }
     return this.imageStrategy;
   }
@@ -260,11 +292,12 @@ export class Runtime implements SandboxRuntime {
     signal?: AbortSignal,
     buildDir?: string,
     root?: ImageRoot,
+    release?: () => void,
   ): Promise<ManagedSandbox> {
     if (this.closing) return Promise.reject(new RaasError('sandbox_error', 'the sandbox runtime is closed'));
     // close() aborts starts in flight and waits for them, so it never resolves with a workspace left.
     const ac = new AbortController();
-    const started = this.startOne(p, spec, imageDir, signal ? AbortSignal.any([signal, ac.signal]) : ac.signal, buildDir, root);
+    const started = this.startOne(p, spec, imageDir, signal ? AbortSignal.any([signal, ac.signal]) : ac.signal, buildDir, root, release);
     const entry = {
       ac,
       done: started.then(
@@ -284,6 +317,7 @@ export class Runtime implements SandboxRuntime {
     signal: AbortSignal,
     buildDir?: string,
     root?: ImageRoot,
+    release?: () => void,
   ): Promise<ManagedSandbox> {
     const id = `${Date.now().toString(36)}-${randomBytes(4).toString('hex')}`;
     // A private workspace (bwrap: a tmpfs) needs only the owner record on the host (and the
@@ -328,6 +362,7 @@ export class Runtime implements SandboxRuntime {
             if (sb?.leftover.length) this.survivors++;
             if (address) this.leaseTable(p.root).release(address);
             if (!this.config.keep_workspaces) removeDirs(dirs);
+            release?.();
             await group?.remove().catch((e: unknown) => this.log?.error({ err: (e as Error).message }, 'sandbox cgroup not removed'));
           },
         },

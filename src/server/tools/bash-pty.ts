@@ -65,7 +65,9 @@ export class PtyBash {
   private async spawnShell(): Promise<void> {
     // An image-rooted sandbox may have no bash (busybox, distroless): say so instead of a spawn error.
     if (!existsSync('/bin/bash'))
-      throw new ToolInputError('this sandbox has no /bin/bash (its image has none): the bash tool needs bash; exec and python run without it');
+      throw new ToolInputError(
+        'this sandbox has no /bin/bash (its image has none): the bash tool needs bash; exec and python run without it',
+      );
     const env: Record<string, string> = { ...(this.opts.env ?? {}), PS1: '', PS2: '', PAGER: 'cat', GIT_PAGER: 'cat', HISTFILE: '' };
     const [file, args] = withLimits({ ...this.opts, shell: '/bin/bash' }, ['/bin/bash', '--noprofile', '--norc', '--noediting', '-i']);
     // Loaded on first use: a sandbox that never runs bash starts without the native module.

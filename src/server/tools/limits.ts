@@ -18,7 +18,8 @@ export function ulimitPrefix(limits: ToolServerOptions['limits'], shell = DEFAUL
   const int = (n: number): number => Math.max(1, Math.floor(n));
   if (limits.memory_mb) parts.push(`ulimit -v ${int(limits.memory_mb * 1024)}`);
   if (limits.cpu_s) parts.push(`ulimit -t ${int(limits.cpu_s)}`);
-  if (limits.processes) parts.push(`ulimit -u ${int(limits.processes)}`);
+  // dash (Debian's /bin/sh) names the process limit -p, where bash and busybox say -u.
+  if (limits.processes) parts.push(`{ ulimit -u ${int(limits.processes)} 2>/dev/null || ulimit -p ${int(limits.processes)}; }`);
   // bash counts -f in 1024-byte blocks outside POSIX mode; POSIX shells (dash, busybox ash) in 512-byte blocks.
   const block = path.basename(shell) === 'bash' ? 1024 : 2048;
   if (limits.file_size_mb) parts.push(`ulimit -f ${int(limits.file_size_mb * block)}`);

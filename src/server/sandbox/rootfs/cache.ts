@@ -1,4 +1,5 @@
-// The on-disk cache: `<cacheDir>/<key>/{rootfs/, complete.json, last-used}`. An entry is complete
+// The on-disk cache: `<cacheDir>/<key>/{rootfs/, complete.json, last-used}`, and
+// `.use-<key>-<pid>` while a process runs sandboxes on an entry (eviction skips it). An entry is complete
 // when complete.json is there (it is written last, before the rename into place); anything else
 // under a key is partial and is redone. Temporary trees are `.tmp-<key>-<pid>-<rand>`, entries
 // being evicted `.evict-<key>-<pid>-<rand>`: both are removed once their pid is dead.
@@ -140,4 +141,39 @@ export function orphans(cacheDir: string): string[] {
     if (m && !pidAlive(Number(m[1]))) out.push(path.join(cacheDir, n));
   }
   return out;
+}
+
+function useMarker(cacheDir: string, key: string, pid: number): string {
+  return path.join(cacheDir, `.use-${key}-${pid}`);
+}
+
+/** Records (or clears) that this process runs sandboxes on the entry `key`. */
+export function markUse(cacheDir: string, key: string, inUse: boolean): void {
+  const f = useMarker(cacheDir, key, process.pid);
+  try {
+    if (inUse) fs.writeFileSync(f, `${process.pid}\n`, { mode: 0o644 });
+    else fs.rmSync(f, { force: true });
+  } catch {
+    /* the cache directory is gone: nothing to protect */
+  }
+}
+
+/** True when another live process marked the entry in use (markers of dead processes are removed). */
+export function inUseElsewhere(cacheDir: string, key: string): boolean {
+  let names: string[];
+  try {
+    names = fs.readdirSync(cacheDir);
+  } catch {
+    return false;
+  }
+  const prefix = `.use-${key}-`;
+  let used = false;
+  for (const n of names) {
+    if (!n.startsWith(prefix)) continue;
+    const pid = Number(n.slice(prefix.length));
+    if (!Number.isInteger(pid) || pid === process.pid) continue;
+    if (pidAlive(pid)) used = true;
+    else fs.rmSync(path.join(cacheDir, n), { force: true });
+  }
+  return used;
 }

@@ -3,7 +3,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { RaasError } from '../../../protocol/errors.js';
-import { isOciLayout } from './oci.js';
+import { isOciLayout, selectTag } from './oci.js';
 import { isSif } from './sif.js';
 import type { RootfsForm } from './types.js';
 
@@ -34,7 +34,7 @@ function exists(p: string): boolean {
 }
 
 /** Splits `path:tag` at the first ':' whose left side exists (paths may contain ':' too). */
-export function splitRef(ref: string): { file: string; tag?: string } {
+function splitRef(ref: string): { file: string; tag?: string } {
   const abs = path.resolve(ref);
   if (exists(abs)) return { file: abs };
   for (let i = ref.indexOf(':'); i > 0; i = ref.indexOf(':', i + 1)) {
@@ -88,7 +88,8 @@ function detectFile(ref: string, file: string, tag: string | undefined): ImageSo
 }
 
 function detectDir(ref: string, dir: string, tag: string | undefined): ImageSource {
-  if (isOciLayout(dir)) return { form: 'oci', path: dir, tag };
+  // The tag is made explicit here, so `layout` and `layout:latest` share one cache entry.
+  if (isOciLayout(dir)) return { form: 'oci', path: dir, tag: selectTag(dir, tag) };
   if (tag !== undefined) throw bad(ref, 'only OCI layouts and docker archives have tags; drop the ":<tag>"');
   const bundleRoot = path.join(dir, 'rootfs');
   const bundleConfig = path.join(dir, 'config.json');

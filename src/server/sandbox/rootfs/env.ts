@@ -1,7 +1,7 @@
 // An image's environment, read without running anything: OCI `Env` lists, and the plain `export`
 // lines Apptainer writes into /.singularity.d/env/*.sh. Those scripts are sourced by a shell in
 // glob order (apptainer action_script.sh@917d6657:117-152); we never execute them, so only lines
-// of the two forms docker2singularity writes (conveyorPacker_oci.go@917d6657:409-416) and other
+// of the two forms docker2singularity writes (conveyorPacker_oci.go@917d6657:388-414) and other
 // literal exports are read, and everything else (expansions, command substitutions) is skipped.
 import fs from 'node:fs';
 import path from 'node:path';

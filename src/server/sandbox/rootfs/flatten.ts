@@ -1,7 +1,8 @@
 // Ownership flattening: after a converter ran as the server's user (root, so it could read any
-// source and keep setuid bits), every entry of the tree is handed to the sandbox user. One pass
-// also drops device nodes (a sandbox must not reach host devices through its root) and measures
-// the tree for the cache budget.
+// source), every entry of the tree is handed to the sandbox user. The same pass removes what an
+// image must not bring onto the host's disk: device nodes (raw access to host devices for anyone
+// who reaches the cache) and setuid/setgid bits (pointless in a sandbox, which runs with
+// no_new_privs on a nosuid mount, and a hazard on the host); and it measures the tree for the budget.
 import fs from 'node:fs/promises';
 import path from 'node:path';
 import type { Stats } from 'node:fs';
@@ -14,6 +15,8 @@ export interface FlattenResult {
   entries: number;
   /** Block and character devices removed. */
   devices: number;
+  /** Files whose setuid or setgid bit was cleared. */
+  setid: number;
 }
 
 // Directories listed at once; each listing lstat()s its entries one by one.
@@ -21,11 +24,10 @@ const CONCURRENCY = 32;
 
 /**
  * Walks `root` (not following symlinks): removes device nodes, lchown()s every other entry to
- * `owner` and restores the setuid/setgid bits that chown() clears on regular files. Checks the
- * signal between directories.
+ * `owner` and clears setuid/setgid bits on files. Checks the signal between directories.
  */
 export async function flattenTree(root: string, owner: Owner, signal?: AbortSignal): Promise<FlattenResult> {
-  const res: FlattenResult = { bytes: 0, entries: 0, devices: 0 };
+  const res: FlattenResult = { bytes: 0, entries: 0, devices: 0, setid: 0 };
   const seen = new Set<number>();
   const fix = async (p: string, st: Stats): Promise<void> => {
     res.entries++;
@@ -36,9 +38,12 @@ export async function flattenTree(root: string, owner: Owner, signal?: AbortSign
     }
     if (st.nlink < 2 || st.isDirectory() || !seen.has(st.ino)) res.bytes += st.blocks * 512;
     if (st.nlink > 1 && !st.isDirectory()) seen.add(st.ino);
-    if (st.uid === owner.uid && st.gid === owner.gid) return;
-    await fs.lchown(p, owner.uid, owner.gid);
-    if (st.isFile() && st.mode & 0o6000) await fs.chmod(p, st.mode & 0o7777);
+    if (st.uid !== owner.uid || st.gid !== owner.gid) await fs.lchown(p, owner.uid, owner.gid);
+    // chown() clears the bits for an unprivileged caller only; root keeps them, so clear them here.
+    if (!st.isSymbolicLink() && !st.isDirectory() && st.mode & 0o6000) {
+      await fs.chmod(p, st.mode & 0o1777);
+      res.setid++;
+    }
   };
   const walkDir = async (dir: string, pending: string[]): Promise<void> => {
     for (const name of await fs.readdir(dir)) {

@@ -8,7 +8,7 @@ import { RaasError } from '../../../protocol/errors.js';
 /** sif.go@e306d8b1:97 — hdrMagic, at offset 32 after the 32-byte launch script (sif.go@e306d8b1:92). */
 export const SIF_MAGIC = Buffer.from('SIF_MAGIC\0', 'latin1');
 /** sif.go@e306d8b1:105-117 — CurrentVersion (1) written as "%02d" into a 3-byte field. */
-export const SIF_VERSION = '01';
+const SIF_VERSION = '01';
 
 /** Byte offsets of the global header (sif.go@e306d8b1:325-342, `type header struct`); 128 bytes in all. */
 export const HEADER = {
@@ -50,7 +50,7 @@ export const DESCRIPTOR = {
 /** sif.go@e306d8b1:131-134 — DataType values from 0x4001; DataPartition is the fourth. */
 export const DATA_PARTITION = 0x4004;
 /** sif.go@e306d8b1:178-183 — FSType: FsSquash = 1 … FsEncryptedSquashfs = 5, FsGocryptfsSquashfs = 6. */
-export const FS_TYPES: Record<number, string> = {
+const FS_TYPES: Record<number, string> = {
   1: 'squashfs',
   2: 'ext3',
   3: 'archive',

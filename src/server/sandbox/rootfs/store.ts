@@ -5,11 +5,24 @@ import path from 'node:path';
 import { CancelledError, RaasError, cancellationKind } from '../../../protocol/errors.js';
 import { systemClock, type Clock } from '../../../util/clock.js';
 import { ownedBy, untraversable } from './access.js';
-import { entryKey, entryPaths, listEntries, orphans, readEntry, tempName, touchEntry, writeRecord, type EntryRecord } from './cache.js';
+import {
+  entryKey,
+  entryPaths,
+  inUseElsewhere,
+  listEntries,
+  markUse,
+  orphans,
+  readEntry,
+  tempName,
+  touchEntry,
+  writeRecord,
+  type EntryRecord,
+} from './cache.js';
 import { convertSource, directoryMeta } from './convert.js';
 import { detectImage, type ImageSource } from './detect.js';
 import { flattenTree, removeTree } from './flatten.js';
 import { acquireLock, tryLock } from './lock.js';
+import { watchDisk } from './guard.js';
 import type { Owner, RootfsImage, RootfsStats, RootfsStoreOptions } from './types.js';
 
 /** A conversion under way, shared by every resolve of its key; aborted when its last waiter leaves. */
@@ -69,18 +82,27 @@ export class RootfsStore {
     });
   }
 
-  /** Protects an entry from eviction by this process until the returned function is called (e.g. while a sandbox runs on it). */
+  /**
+   * Protects an entry from eviction until the returned function is called (while a sandbox runs on
+   * it: an overlay whose lower layer disappears breaks). Other servers sharing the cache see the
+   * use through a marker file holding this process's pid.
+   */
   retain(image: RootfsImage): () => void {
     const key = image.key;
     if (key === undefined) return () => undefined;
-    this.pins.set(key, (this.pins.get(key) ?? 0) + 1);
+    const n = (this.pins.get(key) ?? 0) + 1;
+    this.pins.set(key, n);
+    if (n === 1) markUse(this.o.cacheDir, key, true);
     let done = false;
     return () => {
       if (done) return;
       done = true;
-      const n = (this.pins.get(key) ?? 1) - 1;
-      if (n > 0) this.pins.set(key, n);
-      else this.pins.delete(key);
+      const left = (this.pins.get(key) ?? 1) - 1;
+      if (left > 0) this.pins.set(key, left);
+      else {
+        this.pins.delete(key);
+        markUse(this.o.cacheDir, key, false);
+      }
     };
   }
 
@@ -213,16 +235,36 @@ export class RootfsStore {
     }
   }
 
-  private async build(key: string, src: ImageSource, signal: AbortSignal): Promise<EntryRecord> {
+  private async build(key: string, src: ImageSource, outer: AbortSignal): Promise<EntryRecord> {
     const p = entryPaths(this.o.cacheDir, key);
     const tmp = tempName(this.o.cacheDir, key);
     const started = this.clock.now();
     this.o.log?.info({ source: src.path, form: src.form, key }, 'rootfs: converting image');
-    fs.mkdirSync(tmp, { mode: 0o755 });
-    fs.chmodSync(tmp, 0o755);
+    // Root-only until flattened: the converters run as root and may write setuid-root files and
+    // device nodes of the image, which no other user may reach before the flatten pass removes them.
+    fs.mkdirSync(tmp, { mode: 0o700 });
+    fs.chmodSync(tmp, 0o700);
+    const guard = new AbortController();
+    const signal = AbortSignal.any([outer, guard.signal]);
+    // Converters stage the image beside the tree they unpack (a layout copy, a bundle): twice the
+    // budget stops a runaway image while it unpacks; the tree itself is held to the budget below.
+    const unwatch = watchDisk({
+      dir: tmp,
+      limitBytes: 2 * this.o.budgetBytes,
+      what: `image ${src.path}`,
+      stop: (reason) => guard.abort(reason),
+      clock: this.clock,
+    });
     try {
       const meta = await convertSource(src, { tmp, signal, log: this.o.log });
       const flat = await flattenTree(path.join(tmp, 'rootfs'), this.owner, signal);
+      if (flat.bytes > this.o.budgetBytes) {
+        throw new RaasError(
+          'invalid_instance',
+          `image ${src.path} unpacks to ${Math.round(flat.bytes / 2 ** 20)} MiB, more than the image cache's whole budget (sandbox.image_roots.budget_gb): raise it, or use a smaller image`,
+          { retryable: false },
+        );
+      }
       const rec: EntryRecord = {
         env: meta.env,
         ...(meta.workdir !== undefined ? { workdir: meta.workdir } : {}),
@@ -234,6 +276,7 @@ export class RootfsStore {
       };
       writeRecord(tmp, rec);
       signal.throwIfAborted();
+      fs.chmodSync(tmp, 0o755);
       try {
         fs.renameSync(tmp, p.dir);
       } catch (e) {
@@ -247,11 +290,23 @@ export class RootfsStore {
       touchEntry(this.o.cacheDir, key, this.wallNow());
       this.counters.conversions++;
       this.o.log?.info(
-        { source: src.path, key, bytes: flat.bytes, devices_dropped: flat.devices, ms: rec.convert_ms },
+        {
+          source: src.path,
+          key,
+          bytes: flat.bytes,
+          devices_dropped: flat.devices,
+          setid_cleared: flat.setid,
+          ms: rec.convert_ms,
+        },
         'rootfs: image ready',
       );
       return rec;
+    } catch (e) {
+      // The guard's reason (too large, disk full) says more than the converter's "killed".
+      if (guard.signal.aborted && !outer.aborted) throw guard.signal.reason;
+      throw e;
     } finally {
+      unwatch();
       if (fs.existsSync(tmp)) await removeTree(tmp);
     }
   }
@@ -263,7 +318,7 @@ export class RootfsStore {
     const protect = new Set([keep, ...this.jobs.keys(), ...this.pins.keys()]);
     for (const e of entries) {
       if (total <= this.o.budgetBytes) break;
-      if (protect.has(e.key)) continue;
+      if (protect.has(e.key) || inUseElsewhere(this.o.cacheDir, e.key)) continue;
       const p = entryPaths(this.o.cacheDir, e.key);
       // An entry another server is redoing right now is skipped, not waited for.
       if (!tryLock(p.lock)) continue;
