@@ -43,7 +43,7 @@ beforeAll(async () => {
 afterAll(async () => {
   await rt?.close();
   fs.rmSync(dir, { recursive: true, force: true });
-});
+}, 300_000);
 
 describe('an image with no libc, node, python or bash (busybox-static)', () => {
   it.each(['dir', 'sif', 'oci', 'tar'] as const)(

@@ -1,3 +1,4 @@
+import fs from 'node:fs';
 import path from 'node:path';
 import { RaasError } from '../../protocol/errors.js';
 import { inImage, symlinkOnPath } from './image-paths.js';
@@ -57,7 +58,8 @@ export function imageRootOf(
     if (python) break;
   }
   const wd = workdir ?? (img.workdir && img.workdir !== '/' ? img.workdir : '/workspace');
-  return { dir: img.dir, workdir: path.posix.normalize(wd), shell, env, ...(python ? { python } : {}) };
+  const hasWorkspace = fs.lstatSync(path.join(img.dir, 'workspace'), { throwIfNoEntry: false }) !== undefined;
+  return { dir: img.dir, workdir: path.posix.normalize(wd), shell, env, hasWorkspace, ...(python ? { python } : {}) };
 }
 
 /**

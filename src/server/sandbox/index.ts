@@ -18,6 +18,7 @@ export { ToolClient } from './client.js';
 export { LoopbackLeases, loopbackAddress } from './leases.js';
 export { ImageCache } from './image-cache.js';
 export { bwrapArgs, INSIDE } from './bwrap.js';
+export { findImage } from './rootfs/detect.js';
 export { apptainerArgs, apptainerBuildArgs, renderDefinition } from './apptainer.js';
 export { checkSocketPath, MAX_SOCKET_PATH_BYTES, defaultRoot, resolveIdentity } from './host.js';
 export type {

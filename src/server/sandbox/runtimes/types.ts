@@ -41,6 +41,8 @@ export interface ImageRoot {
   python?: string;
   /** The image's environment (OCI Env, the activated conda environment). */
   env: Record<string, string>;
+  /** The image has something at /workspace (else an image-rooted sandbox links /workspace to `workdir`). */
+  hasWorkspace?: boolean;
 }
 
 /** Everything one launch needs: the shared preparation, the sandbox's directories, its spec. */
