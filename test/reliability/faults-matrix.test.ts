@@ -1,4 +1,4 @@
-// The fault matrix of a training run (issue 13, item 6): real processes — `raas serve` rollout
+// The fault matrix of a training run: real processes — `raas serve` rollout
 // servers and `raas sim-llm` backends as child processes, the coordinator in this process or as a
 // `raas train` child — and faults injected while a run trains: a rollout server SIGKILLed with
 // backends configured and weight updates continuing; a backend SIGKILLed, restarted on its port,
