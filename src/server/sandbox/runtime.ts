@@ -17,6 +17,8 @@ import { CgroupManager, type CgroupLimits, type SandboxCgroup } from './cgroup.j
 import { lineCapFor } from './client.js';
 import { systemClock, type Clock } from '../../util/clock.js';
 import { BwrapImageStrategy, strategyFor, type ImageRoot, type PreparedHost, type RuntimeStrategy } from './runtimes/index.js';
+import { ApptainerImageStrategy } from './runtimes/apptainer-image.js';
+import { detectImage } from './rootfs/detect.js';
 import { checkImagePaths, imageRootOf } from './image-root.js';
 import { IMAGE_RAAS } from './runtimes/bwrap-image.js';
 import { RootfsStore } from './rootfs/index.js';
@@ -59,8 +61,8 @@ export class Runtime implements SandboxRuntime {
   images: ImageCache | undefined;
   /** Unpacked image roots (SandboxSpec.rootImage), built on first use. */
   private rootfs: RootfsStore | undefined;
-  /** The image-rooted variant of the bwrap strategy, made on first use. */
-  private imageStrategy: BwrapImageStrategy | undefined;
+  /** The image-rooted variant of the runtime's strategy, made on first use. */
+  private imageStrategy: RuntimeStrategy | undefined;
 
   constructor(
     readonly config: SandboxConfig,
@@ -135,7 +137,7 @@ export class Runtime implements SandboxRuntime {
     }
     const imageDir = spec.image ? await this.images!.resolve(spec.image, signal) : undefined;
     const rooted = spec.rootImage
-      ? await this.imageRoot(
+      ? await this.rootOf(
           spec.rootImage,
           (spec.readOnly ?? []).map((b) => b.inside),
           signal,
@@ -183,20 +185,40 @@ export class Runtime implements SandboxRuntime {
   }
 
   /**
-   * The unpacked image a spec's rootImage names, and what runs in it, kept from eviction until
-   * `release` (the sandbox's close) runs.
+   * The image a spec's rootImage names (unpacked by the cache where the runtime needs a tree), what
+   * runs in it, and `release`, which ends its protection from eviction (the sandbox's close).
+   * `binds`: where the spec mounts read-only data inside.
    */
-  private async imageRoot(
+  async rootOf(
     want: NonNullable<SandboxSpec['rootImage']>,
     binds: string[],
     signal?: AbortSignal,
   ): Promise<{ root: ImageRoot; release: () => void }> {
-    if (this.kind !== 'bwrap') {
-      throw new RaasError('bad_request', `SandboxSpec.rootImage needs sandbox.runtime "bwrap" (this server runs "${this.kind}")`, {
-        retryable: false,
-      });
+    if (this.kind === 'process') {
+      throw new RaasError(
+        'bad_request',
+        'SandboxSpec.rootImage needs sandbox.runtime "bwrap" or "apptainer" (this server runs "process")',
+        {
+          retryable: false,
+        },
+      );
     }
     const store = this.rootfsStore();
+    if (this.kind === 'apptainer') {
+      // Apptainer runs a .sif or an unpacked tree itself, with the environment the image declares;
+      // the other forms are unpacked by the cache first.
+      const src = detectImage(want.ref);
+      if (src.form === 'sif' || (src.form === 'directory' && !src.bundleConfig)) {
+        const dir = src.form === 'sif' ? src.path : (src.root ?? src.path);
+        return {
+          root: { dir, workdir: want.workdir ?? INSIDE.workspace, shell: '/bin/sh', env: {}, inherit: true },
+          release: () => undefined,
+        };
+      }
+      const img = await store.resolve(want.ref, signal);
+      const workdir = want.workdir ?? (img.workdir && img.workdir !== '/' ? img.workdir : INSIDE.workspace);
+      return { root: { dir: img.dir, workdir, shell: '/bin/sh', env: img.env, inherit: true }, release: store.retain(img) };
+    }
     const img = await store.resolve(want.ref, signal);
     const release = store.retain(img);
     try {
@@ -222,9 +244,19 @@ export class Runtime implements SandboxRuntime {
     return this.rootfs;
   }
 
-  /** Starts unpacking an image root in the background, so a later open() does not wait on it. */
+  /** Starts unpacking an image root in the background, so a later open() does not wait on it (forms Apptainer runs as they are need nothing). */
   prefetchRoot(ref: string): void {
-    if (this.kind === 'bwrap' && !this.closing) this.rootfsStore().prefetch(ref);
+    if (this.closing || this.kind === 'process') return;
+    if (this.kind === 'apptainer') {
+      let form: string;
+      try {
+        form = detectImage(ref).form;
+      } catch {
+        return;
+      }
+      if (form === 'sif' || form === 'directory') return;
+    }
+    this.rootfsStore().prefetch(ref);
   }
 
   /** The strategy a sandbox starts with: the image-rooted variant for a spec with a root image. */
@@ -232,9 +264,16 @@ export class Runtime implements SandboxRuntime {
     if (!root) return this.strategy;
     if (!this.imageStrategy) {
       const p = this.prepare();
-      const st = new BwrapImageStrategy(this.config);
-      st.prepareImages(p.root, p.node, p.toolServer, p.identity);
-      this.imageStrategy = st;
+      if (this.kind === 'apptainer') {
+        const st = new ApptainerImageStrategy(this.config);
+        st.prepare(p.root);
+        st.prepareImages(p.root, p.node, p.toolServer);
+        this.imageStrategy = st;
+      } else {
+        const st = new BwrapImageStrategy(this.config);
+        st.prepareImages(p.root, p.node, p.toolServer, p.identity);
+        this.imageStrategy = st;
+      }
     }
     return this.imageStrategy;
   }
@@ -327,7 +366,13 @@ export class Runtime implements SandboxRuntime {
       p.root,
       id,
       p.identity,
-      buildDir ? { mode: 'bind', dir: buildDir } : st.hostWorkspace ? { mode: 'host', imageDir } : { mode: 'private' },
+      buildDir
+        ? { mode: 'bind', dir: buildDir }
+        : st.hostWorkspace
+          ? { mode: 'host', imageDir }
+          : st.socketDir
+            ? { mode: 'socket' }
+            : { mode: 'private' },
     );
     // Runtimes that share the host network get their own loopback address.
     const sharesNet = st.sharesHostNetwork(spec);
@@ -396,9 +441,12 @@ export class Runtime implements SandboxRuntime {
 
   /** Environment of bash and python: base, the config's, the spec's; never the host's. */
   private toolEnv(spec: SandboxSpec, processWorkspace?: string, address?: string, root?: ImageRoot): Record<string, string> {
-    // An image's own environment (its PATH among it) comes before the config's and the spec's.
+    // An image's own environment (its PATH among it) comes before the config's and the spec's; an
+    // image whose environment the runtime applies inside (Apptainer) keeps its PATH: ours is not sent.
     const image = root ? { HOME: root.workdir, ...root.env } : {};
-    const env: Record<string, string> = { ...BASE_ENV, ...image, ...this.config.env, ...(spec.env ?? {}) };
+    const { PATH: basePath, ...rest } = BASE_ENV;
+    const base = root?.inherit ? rest : { PATH: basePath!, ...rest };
+    const env: Record<string, string> = { ...base, ...image, ...this.config.env, ...(spec.env ?? {}) };
     if (processWorkspace) env.HOME = processWorkspace;
     if (address) env.RAAS_LOOPBACK_ADDR = address;
     return env;
