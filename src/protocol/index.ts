@@ -26,6 +26,7 @@ export {
 export { LlmApi, AddLlmServerRequest, RemoveLlmServerRequest, BackendInfo, LlmServersResponse } from './llm.js';
 export { StatusResponse, OkResponse } from './status.js';
 export { PauseMode, PauseRequest, PauseResponse, ResumeResponse, GenerationStatus } from './pause.js';
+export { PrefetchRequest, PrefetchResponse } from './prefetch.js';
 export { Rollout, Group, BatchStats, Batch, UpdateWeightsRequest } from './batch.js';
 export {
   TASK_ALIASES,

@@ -33,6 +33,7 @@ const ROUTES: Record<string, string> = {
   '/stop': 'POST',
   '/pause': 'POST',
   '/resume': 'POST',
+  '/prefetch': 'POST',
   '/status': 'GET',
   '/health': 'GET',
   '/metrics': 'GET',
@@ -187,6 +188,12 @@ export function buildApp(deps: AppDeps): FastifyInstance {
     return gateOf(pool).pause(body.mode, body.abort_grace_s * 1000);
   });
   app.post('/resume', async () => gateOf(pool).resume());
+
+  // A hint of the instances to come: their images unpack while the current jobs run.
+  app.post('/prefetch', async (req) => {
+    guard();
+    return pipeline.prefetch(req.body);
+  });
 
   app.get('/status', async () => {
     guard();

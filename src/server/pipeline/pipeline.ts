@@ -3,6 +3,7 @@ import { CancelledError, RaasError, TimeoutError } from '../../protocol/errors.j
 import type { JobState } from '../../protocol/process.js';
 import type { ServerConfig } from '../../protocol/config-server.js';
 import type { StatusResponse } from '../../protocol/status.js';
+import type { PrefetchResponse } from '../../protocol/prefetch.js';
 import type { Clock } from '../../util/clock.js';
 import type { Tokenizer } from '../../tokens/tokenizer.js';
 import type { HandlerRegistry } from '../handlers/registry.js';
@@ -14,6 +15,7 @@ import { admissionEnv, admit, instanceHash } from './intake.js';
 import { buildResult } from './result.js';
 import { ResultStore } from './results.js';
 import { LazySandboxRuntime } from './sandboxes.js';
+import { prefetchImages } from './prefetch.js';
 import { StageLimiter } from './limiter.js';
 import { runJob, type LifecycleEnv, type LifecycleObserver, type Outcome } from './lifecycle.js';
 import { PausableTimer } from './timer.js';
@@ -206,6 +208,11 @@ export class Pipeline {
         `job_id ${JSON.stringify(id)} is unknown (never seen, expired, or in flight at a restart): resubmit it with the same id and attach: true`,
       );
     return `{"job_id":${JSON.stringify(id)},"state":"${f.state}","result":${json}}`;
+  }
+
+  /** POST /prefetch: starts unpacking the images of instances that will come (prefetch.ts). */
+  prefetch(body: unknown): Promise<PrefetchResponse> {
+    return prefetchImages(body, this.o.registry, this.admission, this.o.config.handlers, this.sandboxes);
   }
 
   /** POST /stop: close intake, cancel every job, close every sandbox; answers once all waiters have theirs. */

@@ -21,7 +21,7 @@ import { ApptainerImageStrategy } from './runtimes/apptainer-image.js';
 import { detectImage } from './rootfs/detect.js';
 import { checkImagePaths, imageRootOf } from './image-root.js';
 import { IMAGE_RAAS } from './runtimes/bwrap-image.js';
-import { RootfsStore } from './rootfs/index.js';
+import { RootfsStore, type RootfsStats } from './rootfs/index.js';
 
 /** What the first open() prepares once: binaries, identity, tool server install, cgroups. */
 interface Prepared extends PreparedHost {
@@ -278,9 +278,13 @@ export class Runtime implements SandboxRuntime {
     return this.imageStrategy;
   }
 
-  /** For /status: sandboxes alive now (pooled and closing ones included) and closes that left processes behind. */
-  counts(): { open: number; survived_close: number } {
-    return { open: this.open_.size, survived_close: this.survivors };
+  /**
+   * For /status: sandboxes alive now (pooled and closing ones included), closes that left processes
+   * behind, and once an image was used, the image cache (entries and bytes on disk; this server's
+   * conversions, hits, evictions and conversions under way).
+   */
+  counts(): { open: number; survived_close: number; image_cache?: RootfsStats } {
+    return { open: this.open_.size, survived_close: this.survivors, ...(this.rootfs ? { image_cache: this.rootfs.stats() } : {}) };
   }
 
   /** The sandboxes this runtime has open (pooled ones included). */
@@ -491,6 +495,8 @@ export class Runtime implements SandboxRuntime {
       await Promise.all([...this.starting].map((s) => s.done));
       await this.pool?.close();
       await Promise.all([...this.open_].map((s) => s.close()));
+      // Conversions under way stop (their temporary trees are removed); finished entries stay for the next server.
+      await this.rootfs?.close();
     })();
     return this.closing;
   }

@@ -47,6 +47,10 @@ export const sweHandler: AgentHandler<SweInstance> = {
       tarball: await checkDataFile(inst.tarball, 'instance.tarball', { dataDirs: env.dataDirs, maxBytes: env.maxFileBytes }),
     };
   },
+  prefetch(inst, config) {
+    const image = instanceImage(inst, config as SweHandlerConfig);
+    return image ? [image.ref] : [];
+  },
   async init(ctx) {
     // A row with an image of its own (handlers.swe.images_dir): the sandbox is rooted in it, the
     // repository is its /testbed, and its environment runs the tools and the tests.
