@@ -138,6 +138,20 @@ describe('a Debian image with python3 and pytest inside', () => {
     }
   });
 
+  it('a task that asks for network gets user-mode networking in its own namespace, with a resolver, never the host loopback', async () => {
+    const host = await hostServer();
+    const net = await rt.open({ rootImage: { ref: debian }, network: true });
+    try {
+      const r = await net.python(
+        `import socket\nprint(sorted(l.split(':')[0].strip() for l in open('/proc/net/dev').readlines()[2:]))\nprint(open('/etc/resolv.conf').read().split()[-3])\ns = socket.socket()\ns.settimeout(2)\ntry:\n    s.connect(("127.0.0.1", ${host.port})); print("CONNECTED")\nexcept OSError:\n    print("REFUSED")`,
+      );
+      expect(r.stdout).toBe("['lo', 'tap0']\n10.0.2.3\nREFUSED\n");
+    } finally {
+      await net.close();
+      await host.close();
+    }
+  });
+
   it("raas's files are read-only mounts the task can neither change, rename nor replace", async () => {
     const r = await sb.exec([
       'sh',
