@@ -115,7 +115,7 @@ beforeAll(async () => {
   const layout = path.join(work, 'climb.oci');
   execFileSync('cp', ['-al', await ociOf('debian', debian), layout]);
   const layer = path.join(work, 'climb.tar');
-  const escape = path.join(s.varTmpDir, 'escaped');
+  const escaped = path.join(s.varTmpDir, 'escaped');
   execFileSync('/usr/bin/python3', [
     '-c',
     [
@@ -131,7 +131,7 @@ beforeAll(async () => {
   ]);
   execFileSync('umoci', ['raw', 'add-layer', '--image', `${layout}:latest`, layer]);
   images.climb = layout;
-  expect(fs.existsSync(escape)).toBe(false);
+  expect(fs.existsSync(escaped)).toBe(false);
   execFileSync('chmod', ['-R', 'a+rX', work]);
 
   h = await startHarness('img', {
