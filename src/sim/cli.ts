@@ -4,6 +4,7 @@ import { fileURLToPath } from 'node:url';
 import type { Command } from 'commander';
 import { parse as parseYaml } from 'yaml';
 import { checkConfig, isMapping } from '../protocol/config-errors.js';
+import { SIM_PATH_KEYS, resolveConfigPaths } from '../protocol/config-paths.js';
 import { RaasError } from '../protocol/errors.js';
 import { intArg, portArg } from '../util/config-flags.js';
 import { REALISTIC_LATENCY, startSim, type SimOptions as SimOptionsInput } from './index.js';
@@ -46,13 +47,10 @@ export function readSimConfig(file: string): SimOptionsInput {
   if (!isMapping(doc)) throw new RaasError('config_invalid', `sim-llm: ${file} must be a YAML mapping of simulator options`);
   // A full raas config may nest the simulator's keys under `sim:`.
   const nested = isMapping(doc.sim);
-  const opts = { ...((nested ? doc.sim : doc) as SimOptionsInput) };
-  checkConfig(SimOptions, opts, { file }, nested ? ['sim'] : []);
   // Paths in the file are relative to the file, as in `raas serve --config`.
-  const dir = path.dirname(path.resolve(file));
-  if (Array.isArray(opts.datasets)) opts.datasets = opts.datasets.map((p) => (typeof p === 'string' ? path.resolve(dir, p) : p));
-  if (typeof opts.tokenizer === 'string') opts.tokenizer = path.resolve(dir, opts.tokenizer);
-  return opts;
+  const opts = resolveConfigPaths((nested ? doc.sim : doc) as Record<string, unknown>, path.dirname(path.resolve(file)), SIM_PATH_KEYS);
+  checkConfig(SimOptions, opts, { file }, nested ? ['sim'] : []);
+  return opts as SimOptionsInput;
 }
 
 interface SimFlags {
