@@ -17,6 +17,7 @@ export type PathKey = readonly [key: string, kind: PathKind];
 /** Every path key of the simulator's options (`raas sim-llm --config`, `embedded.sim`). */
 export const SIM_PATH_KEYS: readonly PathKey[] = [
   ['datasets[]', 'path'],
+  ['policies[]', 'path'],
   ['tokenizer', 'tokenizer'],
 ];
 
