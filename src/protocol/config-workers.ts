@@ -18,6 +18,13 @@ const fixed = (d: number) => z.number().int().positive().max(100_000).default(d)
 const StageSize = (d: number) => z.union([fixed(d), z.literal('auto'), AutoBounds]);
 export type StageSize = number | 'auto' | AutoBounds;
 
+/** POST /workers: new sizing for some stages (admin), answered with the pools in force. */
+export const WorkersUpdate = z.strictObject({
+  init: z.union([z.number().int().positive().max(100_000), z.literal('auto'), AutoBounds]).optional(),
+  run: z.union([z.number().int().positive().max(100_000), z.literal('auto'), AutoBounds]).optional(),
+  eval: z.union([z.number().int().positive().max(100_000), z.literal('auto'), AutoBounds]).optional(),
+});
+
 /** Worker pool sizes of the three stages; `workers: auto` makes all three self-sizing. */
 const StageWorkers = z.strictObject({ init: StageSize(16), run: StageSize(64), eval: StageSize(16) });
 export const WorkersConfig = z
@@ -41,9 +48,13 @@ export const AutosizeConfig = z.strictObject({
    * the best seen for the same handler (Netflix concurrency-limits' gradient tolerance).
    */
   tolerance: z.number().min(1).max(10).default(1.5),
-  /** CPU budget, in cores: stages stop growing while the host's busy cores exceed it. Default: all cores. */
+  /**
+   * CPU budget, in cores: stages stop growing while this server and its processes (sandboxes and
+   * what runs in them) keep 90 % of it busy. Other programs on the host do not count: their load
+   * shows up as slower jobs, which the tolerance handles. Default: all cores.
+   */
   cpus: z.number().positive().optional(),
-  /** Memory budget, in MiB the host may have in use: stages stop growing above it and shrink one step above it by 10 %. Default: 85 % of the host's memory. */
+  /** Memory budget, in MiB in use on the host (all programs: memory runs out for everyone): stages stop growing above it, and shrink a step at a time above it by 10 %. Default: 85 % of the host's memory. */
   memory_mb: z.number().positive().optional(),
 });
 export type AutosizeConfig = z.infer<typeof AutosizeConfig>;

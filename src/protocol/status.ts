@@ -9,6 +9,8 @@ const Pool = z.object({
   mode: z.enum(['fixed', 'auto']).optional(),
   min: z.number().int().optional(),
   max: z.number().int().optional(),
+  /** Why an auto pool has its size (its last sizing decision). */
+  reason: z.string().optional(),
 });
 
 /** Counts of one tenant's jobs (its /status view and the admin's list). */

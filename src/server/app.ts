@@ -3,6 +3,8 @@ import type { TokenizerGuard } from '../tokens/backend-check.js';
 import { RaasError } from '../protocol/errors.js';
 import { AddLlmServerRequest, ClearLlmServerRequest, RemoveLlmServerRequest, addressProblem, type BackendInfo } from '../protocol/llm.js';
 import { PauseRequest, type PauseResponse } from '../protocol/pause.js';
+import { WorkersUpdate } from '../protocol/config-workers.js';
+import { STAGES } from './pipeline/job.js';
 import { CancelRequest, JobId } from '../protocol/process.js';
 import { parseOrThrow } from '../protocol/validation.js';
 import type { ServerConfig } from '../protocol/config-server.js';
@@ -39,6 +41,7 @@ const ROUTES: Record<string, string> = {
   '/pause': 'POST',
   '/resume': 'POST',
   '/drain': 'POST',
+  '/workers': 'POST',
   '/status': 'GET',
   '/health': 'GET',
   '/metrics': 'GET',
@@ -207,6 +210,14 @@ export function buildApp(deps: AppDeps): FastifyInstance {
     if (!deps.drain) throw new RaasError('bad_request', 'this server cannot drain (embedded without a drain handler)');
     deps.drain();
     return { status: pipeline.state, jobs: pipeline.liveTotal };
+  });
+
+  // Stage pool sizes at run time: a number fixes a stage, `auto` or {min, max} lets it size itself.
+  app.post('/workers', async (req) => {
+    access(req).admin('POST /workers');
+    const body = parseOrThrow(WorkersUpdate, req.body ?? {});
+    for (const s of STAGES) if (body[s] !== undefined) pipeline.autosizer.set(s, body[s]);
+    return { status: 'ok', workers: pipeline.status().workers };
   });
 
   // Co-located trainers: no model call while paused; answered once none is in flight. A tenant

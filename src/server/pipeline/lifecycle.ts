@@ -150,7 +150,7 @@ async function stage<C extends StageCtx, T>(
 ): Promise<StageEnd<C, T>> {
   let release: () => void;
   try {
-    release = await env.limiters[name].acquire(job.signal, { holder: job.tenant, priority: job.priority });
+    release = await env.limiters[name].acquire(job.signal, { holder: job.tenant, priority: job.priority, kind: job.handler.name });
   } catch {
     return { kind: 'aborted' };
   }

@@ -10,15 +10,19 @@ export interface AcquireOptions {
   holder?: ShareHolder;
   /** Higher classes are served first; within a class, holders share by weight. */
   priority?: number;
+  /** What kind of work the slot runs (the handler's name): service times are learned per kind. */
+  kind?: string;
 }
 
 /** What a limiter reports: a grant after `waitedMs` in the queue, a slot held `heldMs`. */
 export interface LimiterObserver {
   waited?(stage: Stage, holder: ShareHolder, waitedMs: number): void;
-  held?(stage: Stage, holder: ShareHolder, heldMs: number): void;
+  /** `concurrency`: slots busy when this one was granted (it included). */
+  held?(stage: Stage, holder: ShareHolder, heldMs: number, work: { kind: string | undefined; concurrency: number }): void;
 }
 
 interface Waiter extends Entry {
+  kind: string | undefined;
   grant: (release: Release) => void;
   reject: (reason: unknown) => void;
   signal: AbortSignal;
@@ -90,12 +94,13 @@ export class StageLimiter {
     const now = this.clock.now();
     if (this.busy < this.sizeValue && this.queue.size === 0 && holder.inStage < holder.maxInStage) {
       this.observer.waited?.(this.stage, holder, 0);
-      return Promise.resolve(this.take(holder, undefined));
+      return Promise.resolve(this.take(holder, undefined, opts.kind));
     }
     return new Promise((grant, reject) => {
       const w: Waiter = {
         holder,
         enqueuedAt: now,
+        kind: opts.kind,
         grant,
         reject,
         signal,
@@ -122,13 +127,14 @@ export class StageLimiter {
       const w = next.entry;
       w.signal.removeEventListener('abort', w.onAbort);
       this.observer.waited?.(this.stage, w.holder, this.clock.now() - w.enqueuedAt);
-      w.grant(this.take(w.holder, next.charge));
+      w.grant(this.take(w.holder, next.charge, w.kind));
     }
   }
 
-  private take(holder: ShareHolder, charge: Charge | undefined): Release {
+  private take(holder: ShareHolder, charge: Charge | undefined, kind: string | undefined): Release {
     this.busy++;
     holder.inStage++;
+    const concurrency = this.busy;
     const t0 = this.clock.now();
     let held = true;
     return () => {
@@ -141,7 +147,7 @@ export class StageLimiter {
       const ms = Math.max(1, this.clock.now() - t0);
       this.learn(holder, ms);
       if (charge) this.queue.settle(charge, ms);
-      this.observer.held?.(this.stage, holder, ms);
+      this.observer.held?.(this.stage, holder, ms, { kind, concurrency });
       this.pump();
       if (capped) this.onCapFreed?.();
     };

@@ -20,6 +20,8 @@ import { PausableTimer } from './timer.js';
 import { TenantSet } from '../tenants/tenants.js';
 import type { Tenant } from '../tenants/tenant.js';
 import { initialSize } from './sizing.js';
+import { Autosizer } from './autosize.js';
+import { hostSampler, type HostSampler } from './host-load.js';
 import { fleetStatus, tenantStatus, type LiveJobs } from './status.js';
 
 /** What the pipeline reports to /metrics. */
@@ -49,6 +51,8 @@ export interface PipelineOptions {
   observer?: PipelineObserver;
   /** The server's tenants (default: one implicit tenant using `pool`). */
   tenants?: TenantSet;
+  /** The host's CPU and memory as `workers: auto` reads them (default: this machine's). */
+  host?: HostSampler;
 }
 
 /** What /process gets back: the job's id and its eventual result. */
@@ -89,6 +93,8 @@ export class Pipeline implements LiveJobs {
   private closing: Promise<void> | undefined;
   private draining: Promise<{ finished: number; cancelled: number }> | undefined;
   readonly tenants: TenantSet;
+  /** Sizes the `auto` stage pools (inactive when every stage is fixed). */
+  readonly autosizer: Autosizer;
 
   constructor(private readonly o: PipelineOptions) {
     this.wallNow = o.wallNow ?? Date.now;
@@ -105,10 +111,14 @@ export class Pipeline implements LiveJobs {
     const w = o.config.workers;
     const watch = {
       waited: (stage: Stage, h: { name: string }, ms: number) => o.observer?.queueWait?.(stage, h.name, ms / 1000),
-      held: (stage: Stage, h: { name: string }, ms: number) => o.observer?.slotHeld?.(stage, h.name, ms / 1000),
+      held: (stage: Stage, h: { name: string }, ms: number, work: { kind: string | undefined; concurrency: number }) => {
+        this.autosizer.observe(stage, ms, work.kind, work.concurrency);
+        o.observer?.slotHeld?.(stage, h.name, ms / 1000);
+      },
     };
     const limiter = (s: Stage) => new StageLimiter(s, initialSize(s, w[s]), o.clock, watch, this.tenants.list[0]);
     this.pools = { init: limiter('init'), run: limiter('run'), eval: limiter('eval') };
+    this.autosizer = new Autosizer(this.pools, w, o.config.autosize, o.clock, o.host ?? hostSampler(), o.log);
     // A tenant at its max_running frees a slot in one stage: its jobs queued at the others may go now
     // (the later stages first, so its jobs finish before new ones start).
     for (const s of STAGES) this.pools[s].onCapFreed = () => [...STAGES].reverse().forEach((x) => this.pools[x].pump());
@@ -355,6 +365,7 @@ export class Pipeline implements LiveJobs {
   close(): Promise<void> {
     this.closing ??= (async () => {
       if (this.sweeper !== undefined) this.o.clock.clearTimeout(this.sweeper);
+      this.autosizer.close();
       await this.stop('the server is shutting down');
       this.state = 'stopped';
       await this.sandboxes.close();
@@ -400,12 +411,9 @@ export class Pipeline implements LiveJobs {
   }
 
   /** How each stage's pool is sized (for /status). */
-  sizing(s: Stage): { mode: 'fixed' | 'auto'; min?: number; max?: number } {
-    return this.autoBounds?.(s) ?? { mode: 'fixed' };
+  sizing(s: Stage): { mode: 'fixed' | 'auto'; min?: number; max?: number; reason?: string } {
+    return this.autosizer.state(s) ?? { mode: 'fixed' };
   }
-
-  /** Set by the autosizer: the bounds of its stages. */
-  autoBounds: ((s: Stage) => { mode: 'auto'; min: number; max: number } | undefined) | undefined;
 
   /** Runs the job's lifecycle and answers its waiters, whatever happens: a throw here is a pipeline bug, still answered as a failed job. */
   private async drive(job: Job): Promise<void> {

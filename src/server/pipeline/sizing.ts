@@ -2,10 +2,10 @@ import { DEFAULT_AUTO_MAX, DEFAULT_WORKERS, type StageSize } from '../../protoco
 import type { Stage } from './job.js';
 
 /** A stage's pool as configured: a fixed number of slots, or self-sizing within bounds. */
-type Sizing = { mode: 'fixed'; size: number } | { mode: 'auto'; min: number; max: number; start: number };
+export type Sizing = { mode: 'fixed'; size: number } | { mode: 'auto'; min: number; max: number; start: number };
 
 /** Reads `workers.<stage>`: a number, `auto` (default bounds), or `{min, max}`. */
-function sizingOf(stage: Stage, w: StageSize): Sizing {
+export function sizingOf(stage: Stage, w: StageSize): Sizing {
   if (typeof w === 'number') return { mode: 'fixed', size: w };
   const min = w === 'auto' ? 1 : w.min;
   const max = w === 'auto' ? DEFAULT_AUTO_MAX[stage] : w.max;

@@ -9,7 +9,7 @@ export interface LiveJobs {
   liveJobs(): Iterable<Job>;
   readonly liveTotal: number;
   queued(): number;
-  sizing(s: Stage): { mode: 'fixed' | 'auto'; min?: number; max?: number };
+  sizing(s: Stage): { mode: 'fixed' | 'auto'; min?: number; max?: number; reason?: string };
 }
 
 type Counts = Pick<StatusResponse, 'pending_jobs' | 'jobs' | 'init' | 'run' | 'eval' | 'queued' | 'in_stage' | 'queues' | 'workers'>;
@@ -24,7 +24,9 @@ function inStage(p: LiveJobs, tenant?: Tenant): Record<Stage, number> {
 function pool(p: LiveJobs, s: Stage, size: number, busy: number, cap = Number.POSITIVE_INFINITY): StatusResponse['workers']['init'] {
   const m = p.sizing(s);
   const c = (x: number): number => Math.min(x, cap);
-  return m.mode === 'auto' ? { size: c(size), busy, mode: 'auto', min: c(m.min ?? 1), max: c(m.max ?? size) } : { size: c(size), busy };
+  return m.mode === 'auto'
+    ? { size: c(size), busy, mode: 'auto', min: c(m.min ?? 1), max: c(m.max ?? size), reason: m.reason }
+    : { size: c(size), busy };
 }
 
 /** The whole server's counts (the /status of a server without tenants, and the admin's). */
