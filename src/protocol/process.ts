@@ -73,6 +73,8 @@ export const ProcessRequest = z
       .optional(),
     group_id: z.string().min(1).max(256).optional(),
     policy_version: z.number().int().nonnegative().optional(),
+    /** raas: the job's priority class at every stage (higher first); default its tenant's, at most its tenant's max_priority. */
+    priority: z.number().int().min(0).max(100).optional(),
   })
   .refine((r) => r.attach !== true || !!r.job_id, {
     message: 'attach: true needs a job_id to attach to: send the job_id of the job',
@@ -193,7 +195,11 @@ export const Result = z.looseObject({
 export type Result = z.infer<typeof Result>;
 
 /** POST /cancel body (unknown keys ignored, as in ProRL). */
-export const CancelRequest = z.object({ job_id: z.string().max(256) });
+export const CancelRequest = z.object({
+  job_id: z.string().max(256),
+  /** raas, admin token of a multi-tenant server: only this tenant's jobs (default: every tenant's). */
+  tenant: z.string().min(1).max(64).optional(),
+});
 export const CancelResponse = z.object({ status: z.string(), job_id: z.string(), cancelled: z.boolean(), state: z.string() });
 export type CancelResponse = z.infer<typeof CancelResponse>;
 
