@@ -266,4 +266,21 @@ describe('agent gateway against the official SDKs (openai-node 6.49.0, anthropic
     expect(rig.gateway.calls.length).toBeGreaterThan(8);
     expectTokenExact(rig, 0);
   });
+
+  it('once the job ends, its gateway refuses calls in the error shape of each API, and the SDKs do not retry them', async () => {
+    rig.job.abort();
+    const before = rig.sim.requestLog.length;
+    const openai = new OpenAI({ baseURL: `${rig.base}/v1`, apiKey: 'k', maxRetries: 3 });
+    const err = await openai.chat.completions
+      .create({ model: 'm', messages: [{ role: 'user', content: 'SCRIPT:plain' }] })
+      .catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(OpenAI.ConflictError);
+    expect((err as InstanceType<typeof OpenAI.ConflictError>).code).toBe('gateway_closed');
+    const anthropic = new Anthropic({ baseURL: rig.base, apiKey: 'k', maxRetries: 3 });
+    const aerr = await anthropic.messages
+      .create({ model: 'm', max_tokens: 10, messages: [{ role: 'user', content: 'x' }] })
+      .catch((e: unknown) => e);
+    expect(aerr).toBeInstanceOf(Anthropic.ConflictError);
+    expect(rig.sim.requestLog.length).toBe(before);
+  });
 });

@@ -60,6 +60,8 @@ export class JobGateway {
   /** Tokens of earlier model turns that a rewritten history made the gateway encode from text. */
   retokenized = 0;
   invalidToolCalls = 0;
+  /** The length limit a refused call hit (the harness then usually ends): the rollout's finish_reason. */
+  limit: 'max_response_tokens' | 'max_model_len' | undefined;
   private generatedTotal = 0;
   private callSeq: number;
   private closed = false;
@@ -99,6 +101,10 @@ export class JobGateway {
     if (plan.kind === 'extend') plan.segment.busy = true;
     try {
       return await this.run(req, plan, key, signal);
+    } catch (err) {
+      if (err instanceof RaasError && err.code === 'context_length_exceeded')
+        this.limit = err.message.includes('max_response_tokens') ? 'max_response_tokens' : 'max_model_len';
+      throw err;
     } finally {
       if (plan.kind === 'extend') plan.segment.busy = false;
     }

@@ -39,8 +39,8 @@ export interface GatewayEndpoint {
   readonly socket: string;
   /** Host path of the relay script (node builtins only), beside the socket. */
   readonly relay: string;
-  /** Starts answering with this job's gateway, until the signal aborts or close(). */
-  attach(gateway: JobGateway, signal: AbortSignal): Promise<void>;
+  /** Starts answering with this job's gateway, until the signal aborts or close(); `model` is what GET /v1/models lists. */
+  attach(gateway: JobGateway, signal: AbortSignal, model?: string): Promise<void>;
   /** Stops listening, ends open connections, removes the directory. Safe twice. */
   close(): Promise<void>;
 }
@@ -51,6 +51,7 @@ interface Attached {
   state: ApiState;
   tokenizer: Tokenizer;
   seq: number;
+  model: string;
 }
 
 /**
@@ -132,25 +133,26 @@ export class GatewayHost {
       app.post(`${prefix}/responses`, (req, reply) => this.call(openaiResponses, req, reply));
       app.post(`${prefix}/messages`, (req, reply) => this.call(anthropicMessages, req, reply));
       app.post(`${prefix}/messages/count_tokens`, (req, reply) => this.countTokens(req, reply));
-      app.get(`${prefix}/models`, async () => {
+      app.get(`${prefix}/models`, async (req) => {
         const created = Math.floor(Date.now() / 1000);
+        const model = this.attachedOf(req)?.model ?? this.model;
         // OpenAI's list shape; Anthropic's SDK reads `data[].id` too (type, display_name added for it).
         return {
           object: 'list',
           data: [
             {
-              id: this.model,
+              id: model,
               object: 'model',
               created,
               owned_by: 'raas',
               type: 'model',
-              display_name: this.model,
+              display_name: model,
               created_at: new Date(created * 1000).toISOString(),
             },
           ],
           has_more: false,
-          first_id: this.model,
-          last_id: this.model,
+          first_id: model,
+          last_id: model,
         };
       });
     }
@@ -206,7 +208,7 @@ export class GatewayHost {
     const ctx = {
       id: adapter.api === 'messages' ? `msg_raas_${n}` : adapter.api === 'responses' ? `resp_raas_${n}` : `chatcmpl-raas-${n}`,
       created: Math.floor(Date.now() / 1000),
-      model: gw.asked.model ?? this.model,
+      model: gw.asked.model ?? at.model,
     };
     // A harness that hangs up stops its call: nothing it will never see is generated or kept.
     const gone = new AbortController();
@@ -280,9 +282,9 @@ class Endpoint implements GatewayEndpoint {
     this.relay = path.join(dir, RELAY_NAME);
   }
 
-  async attach(gateway: JobGateway, signal: AbortSignal): Promise<void> {
+  async attach(gateway: JobGateway, signal: AbortSignal, model = 'raas-policy'): Promise<void> {
     if (this.closing) throw new Error('gateway endpoint is closed');
-    this.attached = { gateway, signal, state: { responses: new Map() }, tokenizer: gateway.tokenizer, seq: 0 };
+    this.attached = { gateway, signal, state: { responses: new Map() }, tokenizer: gateway.tokenizer, seq: 0, model };
     const server = net.createServer((sock) => {
       if (this.closing) return void sock.destroy();
       this.conns.add(sock);

@@ -27,6 +27,8 @@ export interface RelayOptions {
   prompt?: { mode: 'arg' | 'stdin' | 'file'; file?: string };
   /** Bytes of the harness's combined output kept and printed at exit. */
   tail_bytes?: number;
+  /** Files written before the harness starts (its settings), absolute path or relative to HOME → content. */
+  files?: Record<string, string>;
 }
 
 const SIGNALS: Record<string, number> = { SIGHUP: 1, SIGINT: 2, SIGKILL: 9, SIGTERM: 15 };
@@ -90,7 +92,14 @@ async function main(): Promise<void> {
   const base = `http://127.0.0.1:${port}`;
   const cwd = opts.cwd ?? process.cwd();
   const mode = opts.prompt?.mode ?? 'arg';
-  const promptFile = path.resolve(cwd, opts.prompt?.file ?? '.raas-prompt.md');
+  const home = opts.env?.HOME ?? process.env.HOME ?? cwd;
+  for (const [p, content] of Object.entries(opts.files ?? {})) {
+    const file = path.resolve(home, p);
+    fs.mkdirSync(path.dirname(file), { recursive: true });
+    fs.writeFileSync(file, content);
+  }
+  const promptFile = path.resolve(home, opts.prompt?.file ?? '.raas-prompt.md');
+  fs.mkdirSync(path.dirname(promptFile), { recursive: true });
   if (mode === 'file') fs.writeFileSync(promptFile, prompt);
   const fill = (s: string): string =>
     s
