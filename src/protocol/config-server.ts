@@ -2,6 +2,7 @@ import { z } from 'zod';
 import { SweHandlerConfig } from './tasks.js';
 import { BackendConfig, TenantsConfig } from './config-tenants.js';
 import { AutosizeConfig, WorkersConfig } from './config-workers.js';
+import { HarnessHandlerConfig } from './harness.js';
 import { NodeBackend } from './nodes.js';
 
 /** LLM backend pool: routing, affinity, client retries. */
@@ -142,7 +143,10 @@ export const ServerConfig = z.strictObject({
   /** Handler modules loaded by path (default export: a handler or an array); relative to the config file. */
   handler_modules: z.array(z.string().min(1)).default([]),
   /** Per-handler settings, `handlers.<name>`, handed to the handler as `ctx.config` (`handlers.swe` checked here: its host paths). */
-  handlers: z.object({ swe: SweHandlerConfig.optional() }).catchall(z.record(z.string(), z.unknown())).default({}),
+  handlers: z
+    .object({ swe: SweHandlerConfig.optional(), harness: HarnessHandlerConfig.optional() })
+    .catchall(z.record(z.string(), z.unknown()))
+    .default({}),
   /** Sandbox runtime settings, validated by the sandbox's own SandboxConfig when the first sandbox opens. */
   sandbox: z.record(z.string(), z.unknown()).default({}),
   log_level: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('warn'),

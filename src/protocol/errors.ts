@@ -53,6 +53,10 @@ export const ERROR_CODES = {
     doc: 'A sandbox hit one of its limits (sandbox.max_read_bytes, sandbox.disk_mb, memory, processes); the message names the limit and its config key.',
   },
   tool_error: { status: 400, doc: 'A tool request was malformed or refused.' },
+  gateway_closed: {
+    status: 409,
+    doc: "Agent gateway: the job this gateway belongs to has ended; a harness's late call is refused (answered in that API's error shape).",
+  },
   cancelled: { status: 499, doc: 'The operation was cancelled.' },
   timeout: { status: 504, doc: 'The operation ran past its time limit.' },
   internal: { status: 500, doc: 'An unexpected server error; the message says what failed.' },
