@@ -45,7 +45,8 @@ export async function runHarness<I>(
   // Unisolated sandboxes (the process runtime) see host paths as they are.
   const gwDir = sandbox.isolated ? GATEWAY_INSIDE : endpoint.dir;
   const harnessDir = spec.dir ? (sandbox.isolated ? harnessInside(name) : path.resolve(spec.dir)) : undefined;
-  const home = sandbox.isolated ? '/tmp/raas-home' : path.join(sandbox.workspace, '.raas-home');
+  // Unisolated sandboxes keep the HOME their runtime gives (the workspace): the relay falls back to it.
+  const home = sandbox.isolated ? '/tmp/raas-home' : undefined;
   const PATH = [
     ...(harnessDir ? [`${harnessDir}/bin`, `${harnessDir}/node_modules/.bin`] : []),
     '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin',
@@ -53,8 +54,7 @@ export async function runHarness<I>(
   const relay: RelayOptions = {
     socket: path.posix.join(gwDir, 'gateway.sock'),
     command: spec.command,
-    env: { HOME: home, PATH, ...spec.env },
-    cwd: sandbox.workspace,
+    env: { ...(home ? { HOME: home } : {}), PATH, ...spec.env },
     prompt: { mode: spec.prompt, file: spec.prompt_file },
     tail_bytes: cfg.output_tail_bytes,
     files: spec.files,
@@ -65,7 +65,7 @@ export async function runHarness<I>(
   try {
     const r = await sandbox.exec([cfg.node, path.posix.join(gwDir, 'relay.mjs'), JSON.stringify(relay)], {
       stdin: o.prompt,
-      env: { PATH, HOME: home },
+      env: { PATH, ...(home ? { HOME: home } : {}) },
       timeout_s: spec.timeout_s,
       maxOutputBytes: cfg.output_tail_bytes * 2 + 4096,
       signal: ctx.signal,
