@@ -52,7 +52,7 @@ export async function startSim(opts: SimOptions = {}, deps: SimDeps = {}): Promi
   const tokenizer = cfg.tokenizer ? resolveTokenizerSpec(cfg.tokenizer) : qwen3Tokenizer();
   const policies = [
     ...(deps.policies ?? []),
-    ...(await loadPolicies(cfg.datasets, { seed: cfg.seed, alpha: cfg.policy.alpha, beta: cfg.policy.beta })),
+    ...(await loadPolicies(cfg.datasets, { seed: cfg.seed, alpha: cfg.policy.alpha, beta: cfg.policy.beta, harnesses: true })),
   ];
   const engine = new SimEngine(cfg, tokenizer, policies, deps.clock ?? systemClock);
 

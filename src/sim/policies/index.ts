@@ -1,5 +1,6 @@
 import type { PolicyOptions, SimPolicy } from '../policy.js';
 import { readRows, toTaskRows, type TaskRow } from './rows.js';
+import { HarnessPolicy } from './harness.js';
 import { ScriptedPolicy } from './scripted.js';
 import { codePlan, mathPlan, swePlan } from './tasks.js';
 
@@ -15,9 +16,11 @@ export const DEFAULT_BETA = 1;
  * plain or veRL form). Each policy recognises its rows' instances in a prompt and plays a scripted
  * tool-using rollout that ends right with the instance's seeded probability.
  */
-export async function loadPolicies(datasetPaths: string[], opts: PolicyOptions): Promise<SimPolicy[]> {
+export async function loadPolicies(datasetPaths: string[], opts: PolicyOptions & { harnesses?: boolean }): Promise<SimPolicy[]> {
   const raw = (await Promise.all(datasetPaths.map(readRows))).flat();
-  return policiesFor(toTaskRows(raw, { seed: opts.seed, alpha: opts.alpha ?? DEFAULT_ALPHA, beta: opts.beta ?? DEFAULT_BETA }));
+  const rows = toTaskRows(raw, { seed: opts.seed, alpha: opts.alpha ?? DEFAULT_ALPHA, beta: opts.beta ?? DEFAULT_BETA });
+  // Asked first: an agent harness's prompt (its own tool schema) holds the same problem text the task policies match.
+  return [...(opts.harnesses && rows.length ? [new HarnessPolicy(rows)] : []), ...policiesFor(rows)];
 }
 
 /** The policies over already-parsed rows (one per task that has rows). */

@@ -72,10 +72,13 @@ export const harnessHandler: AgentHandler<HarnessInstance> = {
         const sctx = ctx as unknown as StageContext<SweInstance>;
         const material = await repoMaterial(sctx);
         const base = repoSpec(material);
-        runtime = await ctx.sandboxes.open({ ...base, readOnly: [...(base.readOnly ?? []), ...readOnly] }, ctx.signal);
+        runtime = await ctx.sandboxes.open(
+          { ...base, limits: { ...base.limits, memory_mb: cfg.memory_mb }, readOnly: [...(base.readOnly ?? []), ...readOnly] },
+          ctx.signal,
+        );
         metadata.base_commit = await initRepo(runtime, material, ctx.signal);
       } else {
-        const spec: SandboxSpec = { network: false, tools: ['editor'], readOnly };
+        const spec: SandboxSpec = { network: false, tools: ['editor'], readOnly, limits: { memory_mb: cfg.memory_mb } };
         runtime = await ctx.sandboxes.open(spec, ctx.signal);
       }
       endpoints.set(runtime, endpoint);
