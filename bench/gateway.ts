@@ -77,6 +77,17 @@ class TimedSession implements LlmSession {
   }
 }
 
+/** The gateway, timing its own complete() (placement, tokenising, the backend call, decoding, parsing). */
+class TimedGateway extends JobGateway {
+  readonly spent: number[] = [];
+  override async complete(...args: Parameters<JobGateway['complete']>): ReturnType<JobGateway['complete']> {
+    const t0 = performance.now();
+    const a = await super.complete(...args);
+    this.spent.push(performance.now() - t0);
+    return a;
+  }
+}
+
 async function complete(
   url: string,
   body: unknown,
@@ -136,7 +147,7 @@ async function main(): Promise<void> {
     const jobs = await Promise.all(
       Array.from({ length: JOBS }, async (_, j) => {
         const session = new TimedSession(url, j);
-        const gateway = new JobGateway({
+        const gateway = new TimedGateway({
           llm: session,
           tokenizer: tok,
           sampling: { enable_thinking: false, max_tokens_per_turn: 128 },
@@ -151,26 +162,15 @@ async function main(): Promise<void> {
         return { j, session, gateway, relay, base: `http://127.0.0.1:${port}/v1`, wall: [] as number[] };
       }),
     );
-    // Gateway phase: 64 conversations at once, each call through its relay.
-    await Promise.all(
-      jobs.map(async (job) => {
-        const messages: Array<Record<string, unknown>> = [
-          { role: 'system', content: 'You are a helpful assistant in a benchmark.' },
-          { role: 'user', content: `Task ${job.j}: tell me about the sea, one sentence at a time.` },
-        ];
-        for (let t = 0; t < TURNS; t++) {
-          const t0 = performance.now();
-          const r = await fetch(`${job.base}/chat/completions`, {
-            method: 'POST',
-            headers: { 'content-type': 'application/json' },
-            body: JSON.stringify({ model: 'm', messages }),
-          });
-          const a = (await r.json()) as { choices: Array<{ message: Record<string, unknown> }> };
-          job.wall.push(performance.now() - t0);
-          messages.push(a.choices[0]!.message, { role: 'user', content: `Continue (${t}).` });
-        }
-      }),
-    );
+    // Gateway phase: 64 conversations at once, each call through its relay, driven from another
+    // process (as harnesses are), so this one does only what raas serve does.
+    const driver = spawn(process.execPath, ['--import', 'tsx', fileURLToPath(import.meta.url), '--driver', String(TURNS)], {
+      stdio: ['pipe', 'pipe', 'inherit'],
+    });
+    children.push(driver);
+    driver.stdin!.end(JSON.stringify(jobs.map((j) => ({ j: j.j, base: j.base }))));
+    const walls = JSON.parse((await firstLine(driver, 'stdout', /^(\[.*\])$/))[1]!) as number[][];
+    jobs.forEach((job, i) => job.wall.push(...walls[i]!));
     global.gc?.();
     const after = process.memoryUsage();
     const relayRss = rssKb(jobs[0]!.relay.pid!);
@@ -188,6 +188,9 @@ async function main(): Promise<void> {
     const wall = jobs.flatMap((j) => j.wall);
     const inside = jobs.flatMap((j) => j.session.recorded.map((r) => r.ms));
     const added = jobs.flatMap((j) => j.wall.map((w, i) => w - j.session.recorded[i]!.ms));
+    // The gateway's own work around the backend call, and what the relay and HTTP add on top.
+    const own = jobs.flatMap((j) => j.gateway.spent.map((c, i) => c - j.session.recorded[i]!.ms));
+    const transport = jobs.flatMap((j) => j.wall.map((w, i) => w - j.gateway.spent[i]!));
     const reused = jobs.reduce((n, j) => n + j.gateway.calls.reduce((m, c) => m + c.reused_tokens, 0), 0);
     const prompt = jobs.reduce((n, j) => n + j.gateway.calls.reduce((m, c) => m + c.prompt_tokens, 0), 0);
     const perJobKb =
@@ -202,6 +205,8 @@ async function main(): Promise<void> {
       inside_backend_ms: { p50: q(inside, 0.5), p99: q(inside, 0.99) },
       direct_ms: { p50: q(direct, 0.5), p99: q(direct, 0.99) },
       added_ms: { p50: q(added, 0.5), p99: q(added, 0.99), floor: 0 },
+      gateway_own_ms: { p50: q(own, 0.5), p99: q(own, 0.99) },
+      relay_and_http_ms: { p50: q(transport, 0.5), p99: q(transport, 0.99) },
       ratio_gateway_over_direct_p50: q(wall, 0.5) / q(direct, 0.5),
       reused_prompt_tokens_fraction: reused / prompt,
       retokenized_tokens: jobs.reduce((n, j) => n + j.gateway.retokenized, 0),
@@ -216,6 +221,8 @@ async function main(): Promise<void> {
         `  its backend call (inside the gateway)     ${f(out.inside_backend_ms)}`,
         `  same requests, direct to the backend      ${f(out.direct_ms)}`,
         `  added by the gateway (paired, floor 0)    ${f(out.added_ms)}`,
+        `    of which the gateway's own work          ${f(out.gateway_own_ms)}`,
+        `    of which relay, socket and HTTP          ${f(out.relay_and_http_ms)}`,
         `  ratio gateway / direct (p50)              ${out.ratio_gateway_over_direct_p50.toFixed(2)}`,
         `  prompt ids reused, not tokenised          ${(100 * out.reused_prompt_tokens_fraction).toFixed(1)} %  (re-tokenised: ${out.retokenized_tokens})`,
         `  memory per job: gateway host ${out.host_memory_per_job_kb} KiB; relay process RSS ${(relayRss / 1024).toFixed(1)} MiB`,
@@ -230,7 +237,37 @@ async function main(): Promise<void> {
   }
 }
 
-main().catch((e: unknown) => {
+/** The harnesses' side: reads [{j, base}] on stdin, holds every conversation at once, prints each job's call times. */
+async function drive(turns: number): Promise<void> {
+  const chunks: Buffer[] = [];
+  for await (const c of process.stdin) chunks.push(c as Buffer);
+  const jobs = JSON.parse(Buffer.concat(chunks).toString('utf8')) as Array<{ j: number; base: string }>;
+  const walls = await Promise.all(
+    jobs.map(async (job) => {
+      const wall: number[] = [];
+      const messages: Array<Record<string, unknown>> = [
+        { role: 'system', content: 'You are a helpful assistant in a benchmark.' },
+        { role: 'user', content: `Task ${job.j}: tell me about the sea, one sentence at a time.` },
+      ];
+      for (let t = 0; t < turns; t++) {
+        const t0 = performance.now();
+        const r = await fetch(`${job.base}/chat/completions`, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json' },
+          body: JSON.stringify({ model: 'm', messages }),
+        });
+        const a = (await r.json()) as { choices: Array<{ message: Record<string, unknown> }> };
+        wall.push(performance.now() - t0);
+        messages.push(a.choices[0]!.message, { role: 'user', content: `Continue (${t}).` });
+      }
+      return wall;
+    }),
+  );
+  process.stdout.write(`${JSON.stringify(walls)}\n`);
+}
+
+const driverAt = process.argv.indexOf('--driver');
+(driverAt >= 0 ? drive(Number(process.argv[driverAt + 1])) : main()).catch((e: unknown) => {
   process.stderr.write(`${(e as Error).stack ?? String(e)}\n`);
   process.exit(1);
 });

@@ -9,7 +9,7 @@ import { call, scriptPolicy } from '../agent/script-policy.js';
 import { processTable } from '../helpers/procs.js';
 
 // The harness handler end to end: the rollout server with bwrap sandboxes, the simulated vLLM
-// backend, and an agent harness of our own in Python's standard library (fixtures/mini_agent.py)
+// backend, and an agent harness of our own in Python's standard library (examples/harness/mini_agent.py)
 // that streams chat completions from the gateway through the loopback relay.
 const here = path.dirname(fileURLToPath(import.meta.url));
 
@@ -41,7 +41,7 @@ describe('harness handler: an agent CLI in a bwrap sandbox, its calls through th
 
   beforeAll(async () => {
     fs.chmodSync(harnessDir, 0o755);
-    fs.copyFileSync(path.join(here, 'fixtures/mini_agent.py'), path.join(harnessDir, 'mini_agent.py'));
+    fs.copyFileSync(path.join(here, '../../examples/harness/mini_agent.py'), path.join(harnessDir, 'mini_agent.py'));
     fs.chmodSync(path.join(harnessDir, 'mini_agent.py'), 0o644);
     sim = await startSim({ port: 0, seed: 5, request_log: 1000 }, { policies: [policy] });
     srv = await startRolloutServer({

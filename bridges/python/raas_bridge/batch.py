@@ -245,11 +245,15 @@ class Batch:
         """Every rollout, group by group (the row order of the adapters)."""
         return [r for g in self.groups for r in g.rollouts]
 
-    @property
-    def rows(self) -> List["Row"]:
-        """One row per token sequence: a rollout of one sequence is one row, one of several segments
-        is one row per segment (each with the rollout's reward and advantage, as slime assigns a
+    def rows(self, segments: str = "main") -> List["Row"]:
+        """One row per training sequence. ``segments="main"``: one per rollout (its ``tokens``, the
+        main sequence; the trainers' group statistics stay exact). ``segments="all"``: a rollout of
+        several segments gives one row per segment, each with the rollout's reward (slime assigns a
         session's reward to every sample it yields: slime/agent/trajectory.py@624b824:307-343)."""
+        if segments not in ("main", "all"):
+            raise RaasError("bad_request", f'segments must be "main" or "all", got {segments!r}')
+        if segments == "main":
+            return [Row(g, r, 0, r.tokens) for g in self.groups for r in g.rollouts]
         return [Row(g, r, i, t) for g in self.groups for r in g.rollouts for i, t in enumerate(r.sequences())]
 
     def __len__(self) -> int:

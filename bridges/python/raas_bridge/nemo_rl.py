@@ -52,10 +52,10 @@ def _prompt_message(t: Tokens, messages: Optional[List[Message]], first_index: O
 
 
 def to_nemo_rl(batch: Batch, *, tensor: Optional[Callable[[Any], Any]] = None,
-               expect_logprobs_mode: Optional[str] = None) -> Dict[str, Any]:
-    """NeMo RL's ``BatchedDataDict`` content after a rollout, one row per token sequence (group by
-    group): a rollout's ``tokens``, or each of its ``segments`` when it has several, every row of a
-    rollout with its rewards and group.
+               expect_logprobs_mode: Optional[str] = None, segments: str = "main") -> Dict[str, Any]:
+    """NeMo RL's ``BatchedDataDict`` content after a rollout, one row per rollout (group by group),
+    or with ``segments="all"`` one row per sequence of a rollout that has several, each with the
+    rollout's rewards and group (docs/python.md, "Rollouts of several sequences").
 
     - ``message_log``: per rollout, the prompt as one message (``token_ids`` = ``prompt_ids``), then
       one message per span, each with ``token_ids``; assistant messages carry
@@ -79,21 +79,21 @@ def to_nemo_rl(batch: Batch, *, tensor: Optional[Callable[[Any], Any]] = None,
     message_log: List[List[Dict[str, Any]]] = []
     cols: Dict[str, List[Any]] = {k: [] for k in (
         "total_reward", "unshaped_total_reward", "truncated", "group_ids", "idx", "task_name", "length", "policy_version", "staleness")}
-    for gi, group in enumerate(batch.groups):
-        for si, r in ((si, r) for r in group.rollouts for si in range(len(r.sequences()))):
-            t = r.sequences()[si]
-            # Messages describe the main sequence (``tokens``); a segment's ids stand alone.
-            messages = r.messages if not r.segments else None
-            message_log.append(_message_log(t, messages, r.job_id, conv))
-            cols["total_reward"].append(r.shaped_reward)
-            cols["unshaped_total_reward"].append(r.reward)
-            cols["truncated"].append(r.truncated)
-            cols["group_ids"].append(group.group_id)
-            cols["idx"].append(gi)
-            cols["task_name"].append(group.data_source)
-            cols["length"].append(len(t.prompt_ids))
-            cols["policy_version"].append(r.policy_version)
-            cols["staleness"].append(r.staleness)
+    index = {id(g): gi for gi, g in enumerate(batch.groups)}
+    for w in batch.rows(segments):
+        group, r, t, gi = w.group, w.rollout, w.tokens, index[id(w.group)]
+        # Messages describe the main sequence (``tokens``); a segment's ids stand alone.
+        messages = r.messages if t is r.tokens else None
+        message_log.append(_message_log(t, messages, r.job_id, conv))
+        cols["total_reward"].append(r.shaped_reward)
+        cols["unshaped_total_reward"].append(r.reward)
+        cols["truncated"].append(r.truncated)
+        cols["group_ids"].append(group.group_id)
+        cols["idx"].append(gi)
+        cols["task_name"].append(group.data_source)
+        cols["length"].append(len(t.prompt_ids))
+        cols["policy_version"].append(r.policy_version)
+        cols["staleness"].append(r.staleness)
     n = len(message_log)
     return {
         "message_log": message_log,

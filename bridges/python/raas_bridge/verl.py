@@ -23,11 +23,13 @@ TRUNCATIONS = ("error", "left")
 
 
 def to_verl(batch: Batch, max_prompt_len: int, max_response_len: int, pad_id: int, *, truncation: str = "error",
-            tensor: Optional[Callable[[Any], Any]] = None, expect_logprobs_mode: Optional[str] = None) -> Dict[str, Any]:
-    """The dict of arrays veRL's ``DataProto.from_dict`` takes after its agent loop, one row per token
-    sequence: a rollout's ``tokens``, or each of its ``segments`` when it has several (an agent
-    harness behind the gateway), every row of a rollout with its reward and the group's ``uid``
-    (``rollout_id`` and ``segment_index`` say which rollout and sequence a row is).
+            tensor: Optional[Callable[[Any], Any]] = None, expect_logprobs_mode: Optional[str] = None,
+            segments: str = "main") -> Dict[str, Any]:
+    """The dict of arrays veRL's ``DataProto.from_dict`` takes after its agent loop, one row per
+    rollout (``segments="main"``), or with ``segments="all"`` one row per sequence of a rollout
+    that has several (an agent harness behind the gateway), each with the rollout's reward and the
+    group's ``uid``; ``rollout_id`` and ``segment_index`` say which rollout and sequence a row is
+    (docs/python.md, "Rollouts of several sequences").
 
     Tensor part (int64 ids, float32 scores):
 
@@ -58,12 +60,12 @@ def to_verl(batch: Batch, max_prompt_len: int, max_response_len: int, pad_id: in
         raise RaasError("bad_request", f'to_verl: truncation must be "error" or "left", got {truncation!r}')
     batch.check_logprobs_mode(expect_logprobs_mode, "to_verl")
     P, R = max_prompt_len, max_response_len
-    _check_lengths(batch, P, R, truncation)
-    out = _with_numpy(batch, P, R, pad_id) if _arrays.np is not None else _with_lists(batch, P, R, pad_id)
+    rows = batch.rows(segments)
+    _check_lengths(rows, P, R, truncation, batch)
+    out = _with_numpy(rows, P, R, pad_id) if _arrays.np is not None else _with_lists(rows, P, R, pad_id)
     if tensor is not None:
         for k in VERL_TENSOR_KEYS:
             out[k] = tensor(out[k])
-    rows = batch.rows
     out["uid"] = vector([w.group.group_id for w in rows], "object")
     out["__num_turns__"] = vector([num_turns(w) for w in rows], "int32")
     out["multi_modal_inputs"] = vector([{} for _ in rows], "object")
@@ -98,10 +100,10 @@ def num_turns(w: Row) -> int:
     return turns + blocks + 1
 
 
-def _check_lengths(batch: Batch, P: int, R: int, truncation: str) -> None:
+def _check_lengths(rows: List[Row], P: int, R: int, truncation: str, batch: Batch) -> None:
     long_prompts: List[Tuple[str, int]] = []
     long_responses: List[Tuple[str, int]] = []
-    for w in batch.rows:
+    for w in rows:
         t = w.tokens
         if len(t.prompt_ids) > P:
             long_prompts.append((w.rollout.job_id, len(t.prompt_ids)))
@@ -128,10 +130,10 @@ def _check_lengths(batch: Batch, P: int, R: int, truncation: str) -> None:
                    f"(first: {long_responses[0][0]}, {long_responses[0][1]} ids)")
 
 
-def _with_lists(batch: Batch, P: int, R: int, pad_id: int) -> Dict[str, Any]:
+def _with_lists(seqs: List[Row], P: int, R: int, pad_id: int) -> Dict[str, Any]:
     """The tensor part as lists of lists (no numpy)."""
     rows: Dict[str, List[Any]] = {k: [] for k in VERL_TENSOR_KEYS}
-    for w in batch.rows:
+    for w in seqs:
         t, r = w.tokens, w.rollout
         prompt = t.prompt_ids[-P:]
         resp = t.response_ids[:R]
@@ -163,10 +165,9 @@ def _reward_index(mask: List[int]) -> int:
     return max((i for i, m in enumerate(mask) if m), default=len(mask) - 1)
 
 
-def _with_numpy(batch: Batch, P: int, R: int, pad_id: int) -> Dict[str, Any]:
+def _with_numpy(rows: List[Row], P: int, R: int, pad_id: int) -> Dict[str, Any]:
     """The same arrays filled by slices (a batch holds millions of ids; per-id Python loops are slow)."""
     np = _arrays.np
-    rows = batch.rows
     N = len(rows)
     prompts = np.full((N, P), pad_id, dtype=np.int64)
     responses = np.full((N, R), pad_id, dtype=np.int64)

@@ -272,7 +272,7 @@ class SegmentsTest(unittest.TestCase):
         return Batch.from_dict(batch([[a, b]]))
 
     def test_to_verl_has_a_row_per_segment_with_the_rollout_reward(self):
-        out = to_verl(self.sample(), max_prompt_len=8, max_response_len=8, pad_id=PAD)
+        out = to_verl(self.sample(), max_prompt_len=8, max_response_len=8, pad_id=PAD, segments="all")
         self.assertEqual(tolist(out["rollout_id"]), ["a", "a", "b"])
         self.assertEqual(tolist(out["segment_index"]), [0, 1, 0])
         self.assertEqual(tolist(out["uid"]), ["g0", "g0", "g0"])
@@ -284,7 +284,7 @@ class SegmentsTest(unittest.TestCase):
         self.assertAlmostEqual(tolist(out["rollout_log_probs"])[1][0], -0.5)
 
     def test_to_nemo_rl_has_a_row_per_segment(self):
-        out = to_nemo_rl(self.sample())
+        out = to_nemo_rl(self.sample(), segments="all")
         self.assertEqual(len(out["message_log"]), 3)
         seg = out["message_log"][1]
         self.assertEqual(tolist(seg[0]["token_ids"]), [1, 2, 3, 10, 11, 95])
@@ -294,4 +294,7 @@ class SegmentsTest(unittest.TestCase):
         self.assertEqual(out["group_ids"], [out["group_ids"][0]] * 3)
 
     def test_a_rollout_without_segments_keeps_its_one_row(self):
-        self.assertEqual(len(Batch.from_dict(batch([[rollout("x", [1], [[2]], [])]])).rows), 1)
+        self.assertEqual(len(Batch.from_dict(batch([[rollout("x", [1], [[2]], [])]])).rows("all")), 1)
+        main = to_verl(self.sample(), max_prompt_len=8, max_response_len=8, pad_id=PAD)
+        self.assertEqual(tolist(main["rollout_id"]), ["a", "b"])
+        self.assertEqual(len(to_nemo_rl(self.sample())["message_log"]), 2)

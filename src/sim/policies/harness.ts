@@ -27,6 +27,13 @@ const HARNESS_SCHEMAS: readonly HarnessToolSchema[] = [
     run: (command) => ({ name: 'run_shell_command', arguments: { command, description: 'Run the command' } }),
   },
   {
+    // examples/harness/mini_agent.py (docs/tasks.md, "Bring your own agent"): run {command}, write_file {path, content}.
+    name: 'mini-agent',
+    detect: ['run', 'write_file'],
+    write: (p, content) => ({ name: 'write_file', arguments: { path: p, content } }),
+    run: (command) => ({ name: 'run', arguments: { command } }),
+  },
+  {
     // @anthropic-ai/claude-code: Write {file_path, content}, Bash {command, description}.
     name: 'claude-code',
     detect: ['Bash', 'Write'],
@@ -107,7 +114,7 @@ function plan(row: TaskRow, s: HarnessToolSchema, right: boolean): Step[] {
         ? String(Number(row.instance.answer) + 1)
         : `${row.instance.answer}1`;
     return [
-      { say: 'I will compute the value with Python.', call: s.run(`python3 -c "print('ANSWER=' + ${JSON.stringify(value)})"`) },
+      { say: 'I will compute the value with Python.', call: s.run(`python3 -c 'print("ANSWER=" + ${JSON.stringify(value).replaceAll("'", "'\\''")})'`) },
       {
         final: (out) =>
           `The computation gives ${/ANSWER=(\S+)/.exec(out)?.[1] ?? value}, so the answer is \\boxed{${/ANSWER=(\S+)/.exec(out)?.[1] ?? value}}.`,
