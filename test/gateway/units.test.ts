@@ -9,7 +9,10 @@ import type { GenerateRequest, GenerateResult, LlmSession } from '../../src/serv
 import { qwen3Tokenizer } from '../../src/tokens/tokenizer.js';
 
 const tok = qwen3Tokenizer();
-const TOOL = { type: 'function' as const, function: { name: 'f', description: '', parameters: { type: 'object', properties: { n: { type: 'integer' }, s: { type: 'string' } } } } };
+const TOOL = {
+  type: 'function' as const,
+  function: { name: 'f', description: '', parameters: { type: 'object', properties: { n: { type: 'integer' }, s: { type: 'string' } } } },
+};
 
 /** A backend in-process: answers each call with the next scripted text, recording the requests. */
 class ScriptedSession implements LlmSession {
@@ -37,22 +40,43 @@ class ScriptedSession implements LlmSession {
 
 const gw = (texts: string[], sampling = {}) => {
   const llm = new ScriptedSession(texts);
-  return { llm, g: new JobGateway({ llm, tokenizer: tok, sampling: { enable_thinking: false, ...sampling }, parser: toolParser('hermes'), maxTokensPerTurn: 100 }) };
+  return {
+    llm,
+    g: new JobGateway({
+      llm,
+      tokenizer: tok,
+      sampling: { enable_thinking: false, ...sampling },
+      parser: toolParser('hermes'),
+      maxTokensPerTurn: 100,
+    }),
+  };
 };
 const signal = new AbortController().signal;
-const req = (messages: Array<Record<string, unknown>>, extra = {}) => ({ api: 'chat' as const, messages: messages as never, tools: [TOOL], toolChoice: 'auto' as const, asked: {}, ...extra });
+const req = (messages: Array<Record<string, unknown>>, extra = {}) => ({
+  api: 'chat' as const,
+  messages: messages as never,
+  tools: [TOOL],
+  toolChoice: 'auto' as const,
+  asked: {},
+  ...extra,
+});
 
 describe('tool-call parsers', () => {
   it('hermes: calls after text, the text before the first block as content; a broken block keeps the whole text', () => {
     const p = toolParser('hermes');
-    expect(p.parse('Hi.\n<tool_call>{"name": "f", "arguments": {"n": 1}}</tool_call>', [TOOL])).toEqual({ content: 'Hi.', calls: [{ name: 'f', arguments: { n: 1 } }], invalid: 0 });
+    expect(p.parse('Hi.\n<tool_call>{"name": "f", "arguments": {"n": 1}}</tool_call>', [TOOL])).toEqual({
+      content: 'Hi.',
+      calls: [{ name: 'f', arguments: { n: 1 } }],
+      invalid: 0,
+    });
     const bad = '<tool_call>{"name": "f", "arguments": {"n": 1}}</tool_call><tool_call>{oops}</tool_call>';
     expect(p.parse(bad, [TOOL])).toEqual({ content: bad, calls: [], invalid: 1 });
     expect(p.parse('no calls', [TOOL])).toEqual({ content: 'no calls', calls: [], invalid: 0 });
   });
   it('qwen3_coder: parameters converted by the tool schema (integer read as JSON, string kept)', () => {
     const p = toolParser('qwen3_coder');
-    const text = 'Ok.\n<tool_call>\n<function=f>\n<parameter=n>\n42\n</parameter>\n<parameter=s>\n007\n</parameter>\n</function>\n</tool_call>';
+    const text =
+      'Ok.\n<tool_call>\n<function=f>\n<parameter=n>\n42\n</parameter>\n<parameter=s>\n007\n</parameter>\n</function>\n</tool_call>';
     expect(p.parse(text, [TOOL])).toEqual({ content: 'Ok.', calls: [{ name: 'f', arguments: { n: 42, s: '007' } }], invalid: 0 });
     expect(p.parse('<tool_call>\n<function=f>\n<parameter=n>1', [TOOL]).invalid).toBe(1);
   });
@@ -69,10 +93,23 @@ describe('tool-call parsers', () => {
 describe('messages', () => {
   it('an echoed assistant message matches by visible text and call arguments (key order, ids and reasoning aside)', () => {
     const held = { role: 'assistant' as const, content: 'x', tool_calls: [{ id: 'call_1', name: 'f', arguments: { a: 1, b: [1, 2] } }] };
-    expect(sameMessage(held, { role: 'assistant', content: '<think>r</think>x', tool_calls: [{ id: 'other', name: 'f', arguments: { b: [1, 2], a: 1 } }] })).toBe(true);
-    expect(sameMessage(held, { role: 'assistant', content: 'x', tool_calls: [{ id: 'call_1', name: 'f', arguments: { a: 2, b: [1, 2] } }] })).toBe(false);
+    expect(
+      sameMessage(held, {
+        role: 'assistant',
+        content: '<think>r</think>x',
+        tool_calls: [{ id: 'other', name: 'f', arguments: { b: [1, 2], a: 1 } }],
+      }),
+    ).toBe(true);
+    expect(
+      sameMessage(held, { role: 'assistant', content: 'x', tool_calls: [{ id: 'call_1', name: 'f', arguments: { a: 2, b: [1, 2] } }] }),
+    ).toBe(false);
     expect(canonicalJson({ b: 1, a: { d: 2, c: 3 } })).toBe('{"a":{"c":3,"d":2},"b":1}');
-    expect(textOf([{ type: 'text', text: 'a' }, { type: 'input_text', text: 'b' }])).toBe('a\nb');
+    expect(
+      textOf([
+        { type: 'text', text: 'a' },
+        { type: 'input_text', text: 'b' },
+      ]),
+    ).toBe('a\nb');
   });
   it('Anthropic: tool_result blocks become tool messages before the text of the same user turn; server tools are dropped', () => {
     const r = anthropicMessages.translate(
@@ -83,8 +120,20 @@ describe('messages', () => {
         tools: [{ name: 'f', input_schema: { type: 'object' } }, { name: 'web_search', type: 'web_search_20250305' } as never],
         messages: [
           { role: 'user', content: 'go' },
-          { role: 'assistant', content: [{ type: 'text', text: 'ok' }, { type: 'tool_use', id: 't1', name: 'f', input: { n: 1 } }] },
-          { role: 'user', content: [{ type: 'tool_result', tool_use_id: 't1', content: [{ type: 'text', text: 'out' }], is_error: true } as never, { type: 'text', text: 'next' }] },
+          {
+            role: 'assistant',
+            content: [
+              { type: 'text', text: 'ok' },
+              { type: 'tool_use', id: 't1', name: 'f', input: { n: 1 } },
+            ],
+          },
+          {
+            role: 'user',
+            content: [
+              { type: 'tool_result', tool_use_id: 't1', content: [{ type: 'text', text: 'out' }], is_error: true } as never,
+              { type: 'text', text: 'next' },
+            ],
+          },
         ],
       },
       { responses: new Map() },
@@ -113,9 +162,18 @@ describe('messages', () => {
       },
       { responses: new Map() },
     );
-    expect(r.messages[2]).toEqual({ role: 'assistant', content: 'ok', tool_calls: [{ id: 'c1', name: 'f', arguments: { n: 1 } }, { id: 'c2', name: 'f', arguments: { n: 2 } }] });
+    expect(r.messages[2]).toEqual({
+      role: 'assistant',
+      content: 'ok',
+      tool_calls: [
+        { id: 'c1', name: 'f', arguments: { n: 1 } },
+        { id: 'c2', name: 'f', arguments: { n: 2 } },
+      ],
+    });
     expect(r.messages[3]).toEqual({ role: 'tool', content: 'one', tool_call_id: 'c1' });
-    expect(() => openaiResponses.translate({ model: 'm', input: 'x', previous_response_id: 'resp_x' }, { responses: new Map() })).toThrow(/no response resp_x/);
+    expect(() => openaiResponses.translate({ model: 'm', input: 'x', previous_response_id: 'resp_x' }, { responses: new Map() })).toThrow(
+      /no response resp_x/,
+    );
   });
 });
 
@@ -125,10 +183,36 @@ describe('segments', () => {
     const seg = book.open(renderKey([], false), [1, 2], null);
     seg.messages.push({ role: 'user', content: 'a' }, { role: 'assistant', content: 'b' });
     seg.cuts.push(undefined, 5);
-    expect(book.plan([{ role: 'user', content: 'a' }, { role: 'assistant', content: 'b' }], renderKey([], false)).kind).toBe('fresh');
-    expect(book.plan([{ role: 'user', content: 'a' }, { role: 'assistant', content: 'b' }, { role: 'user', content: 'c' }], renderKey([], false)).kind).toBe('extend');
+    expect(
+      book.plan(
+        [
+          { role: 'user', content: 'a' },
+          { role: 'assistant', content: 'b' },
+        ],
+        renderKey([], false),
+      ).kind,
+    ).toBe('fresh');
+    expect(
+      book.plan(
+        [
+          { role: 'user', content: 'a' },
+          { role: 'assistant', content: 'b' },
+          { role: 'user', content: 'c' },
+        ],
+        renderKey([], false),
+      ).kind,
+    ).toBe('extend');
     // Other tools: another rendering, so nothing is reused.
-    expect(book.plan([{ role: 'user', content: 'a' }, { role: 'assistant', content: 'b' }, { role: 'user', content: 'c' }], renderKey([TOOL], false)).kind).toBe('fresh');
+    expect(
+      book.plan(
+        [
+          { role: 'user', content: 'a' },
+          { role: 'assistant', content: 'b' },
+          { role: 'user', content: 'c' },
+        ],
+        renderKey([TOOL], false),
+      ).kind,
+    ).toBe('fresh');
   });
 
   it('two concurrent calls extending one segment: the first extends it, the second branches with the same prefix ids', async () => {

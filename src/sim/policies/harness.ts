@@ -114,7 +114,10 @@ function plan(row: TaskRow, s: HarnessToolSchema, right: boolean): Step[] {
         ? String(Number(row.instance.answer) + 1)
         : `${row.instance.answer}1`;
     return [
-      { say: 'I will compute the value with Python.', call: s.run(`python3 -c 'print("ANSWER=" + ${JSON.stringify(value).replaceAll("'", "'\\''")})'`) },
+      {
+        say: 'I will compute the value with Python.',
+        call: s.run(`python3 -c 'print("ANSWER=" + ${JSON.stringify(value).replaceAll("'", "'\\''")})'`),
+      },
       {
         final: (out) =>
           `The computation gives ${/ANSWER=(\S+)/.exec(out)?.[1] ?? value}, so the answer is \\boxed{${/ANSWER=(\S+)/.exec(out)?.[1] ?? value}}.`,
