@@ -7,6 +7,7 @@ const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..')
 
 /** The third-party harnesses the CI runs, each at a pinned version from the npm registry. */
 export const QWEN_CODE = { pkg: '@qwen-code/qwen-code', version: '0.24.4', bin: 'qwen' } as const;
+export const CODEX = { pkg: '@openai/codex', version: '0.171.0', bin: 'codex' } as const;
 export const CLAUDE_CODE = { pkg: '@anthropic-ai/claude-code', version: '2.1.332', bin: 'claude' } as const;
 
 /**

@@ -34,6 +34,16 @@ const HARNESS_SCHEMAS: readonly HarnessToolSchema[] = [
     run: (command) => ({ name: 'run', arguments: { command } }),
   },
   {
+    // @openai/codex 0.171.0 (Responses API): exec_command {cmd}; a file is written with a heredoc.
+    name: 'codex',
+    detect: ['exec_command', 'write_stdin'],
+    write: (p, content) => ({
+      name: 'exec_command',
+      arguments: { cmd: `cat > ${p} <<'RAAS_EOF'\n${content.endsWith('\n') ? content : `${content}\n`}RAAS_EOF` },
+    }),
+    run: (cmd) => ({ name: 'exec_command', arguments: { cmd } }),
+  },
+  {
     // @anthropic-ai/claude-code: Write {file_path, content}, Bash {command, description}.
     name: 'claude-code',
     detect: ['Bash', 'Write'],
@@ -52,7 +62,8 @@ type Step = { say: string; call: PolicyCall } | { final: (output: string) => str
 
 /**
  * Scripted rollouts in a harness's own tool schema, for the dataset's math and code rows: the
- * prompt is recognised by its tools (the harness) and its first user message (the row). Math runs
+ * prompt is recognised by its tools (the harness) and its user messages before the first model turn
+ * (the row). Math runs
  * a command that prints the answer (right or off by one) and answers it boxed; code writes
  * solution.py (the reference or a mutant), runs it on the example and answers in prose. Right or
  * wrong is drawn once, on the first turn, with the row's probability; later turns read it back from
@@ -73,7 +84,10 @@ export class HarnessPolicy implements SimPolicy {
     if (!schema) return undefined;
     const t = parseTranscript(ctx.promptText);
     if (t.firstUser === undefined) return undefined;
-    const row = this.find(t.firstUser);
+    // The task may be in any user message before the first model turn (Codex sends its environment first).
+    const from = ctx.promptText.indexOf('<|im_start|>user');
+    const to = ctx.promptText.indexOf('<|im_start|>assistant', from);
+    const row = this.find(ctx.promptText.slice(from, to < 0 ? undefined : to));
     if (!row) return undefined;
     const k = t.assistant.length;
     // Right or wrong: drawn on the first turn, read back from what that turn did.
