@@ -6,6 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startRolloutServer, type RolloutServer } from '../../src/server/index.js';
 import { startSim, type SimHandle } from '../../src/sim/index.js';
 import { call, scriptPolicy } from '../agent/script-policy.js';
+import { DATA, readJsonl } from '../handlers/helpers.js';
 import { processTable } from '../helpers/procs.js';
 
 // The harness handler end to end: the rollout server with bwrap sandboxes, the simulated vLLM
@@ -23,7 +24,7 @@ const policy = scriptPolicy({
   slow: [call('run', { command: 'sleep 30' })],
 });
 
-describe('harness handler: timeouts end the process tree; what the sandbox sees', () => {
+describe('harness handler: the swe grader; timeouts end the process tree; what the sandbox sees', () => {
   let sim: SimHandle;
   let srv: RolloutServer;
   const root = `${process.getuid?.() === 0 ? '/var/tmp' : '/tmp'}/raas-t-gwl-${process.pid}`;
@@ -43,7 +44,7 @@ describe('harness handler: timeouts end the process tree; what the sandbox sees'
     fs.chmodSync(harnessDir, 0o755);
     fs.copyFileSync(path.join(here, '../../examples/harness/mini_agent.py'), path.join(harnessDir, 'mini_agent.py'));
     fs.chmodSync(path.join(harnessDir, 'mini_agent.py'), 0o644);
-    sim = await startSim({ port: 0, seed: 5, request_log: 1000 }, { policies: [policy] });
+    sim = await startSim({ port: 0, seed: 5, request_log: 1000, datasets: [path.join(DATA, 'swe.jsonl')] }, { policies: [policy] });
     srv = await startRolloutServer({
       port: 0,
       log_level: 'silent',
@@ -73,6 +74,32 @@ describe('harness handler: timeouts end the process tree; what the sandbox sees'
     fs.rmSync(root, { recursive: true, force: true });
     fs.rmSync(harnessDir, { recursive: true, force: true });
   });
+
+  it('swe grader: the harness fixes a repository (git apply through its own tool), the diff it leaves is graded by the tests', async () => {
+    const row = readJsonl('swe.jsonl')[0]!;
+    const results = await Promise.all(
+      [1, 2, 3].map(async (k) => {
+        const r = await post('/process', {
+          instance: { ...row, data_source: 'harness', harness: 'mini', grader: 'swe' },
+          job_id: `swe-${k}`,
+          sampling_params: { enable_thinking: false, seed: k },
+        });
+        expect(r.status).toBe(200);
+        return r.body;
+      }),
+    );
+    for (const res of results) {
+      expect(res.critical_error, `${res.error}\n${res.harness?.output_tail}`).toBeNull();
+      const applied = res.messages.some((m: any) =>
+        (m.tool_calls ?? []).some((c: any) => String(c.arguments.command).includes('git apply')),
+      );
+      // Graded as the swe handler grades: resolved exactly when the fix was applied.
+      expect(res.resolved).toBe(applied);
+      expect(res.reward).toBe(applied ? 1 : 0);
+      expect(res.git_patch.length > 0).toBe(applied);
+      expect(res.details.harness).toMatchObject({ exit_code: 0 });
+    }
+  }, 180_000);
 
   it('a harness past its timeout_s is ended with its whole process tree', async () => {
     const r = await post('/process', {

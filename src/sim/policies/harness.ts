@@ -61,11 +61,12 @@ const WRONG_OPENING = 'Okay.';
 type Step = { say: string; call: PolicyCall } | { final: (output: string) => string };
 
 /**
- * Scripted rollouts in a harness's own tool schema, for the dataset's math and code rows: the
+ * Scripted rollouts in a harness's own tool schema, for the dataset's math, code and swe rows: the
  * prompt is recognised by its tools (the harness) and its user messages before the first model turn
  * (the row). Math runs
  * a command that prints the answer (right or off by one) and answers it boxed; code writes
- * solution.py (the reference or a mutant), runs it on the example and answers in prose. Right or
+ * solution.py (the reference or a mutant), runs it on the example and answers in prose; swe applies
+ * the reference fix with git (or leaves the repository as it is) and runs the tests. Right or
  * wrong is drawn once, on the first turn, with the row's probability; later turns read it back from
  * the transcript. A call of the harness's that is not the scripted conversation (a sub-agent, a
  * memory pass) is left to the filler text.
@@ -112,7 +113,7 @@ export class HarnessPolicy implements SimPolicy {
   private find(user: string): TaskRow | undefined {
     let hit = this.cache.get(user);
     if (hit === undefined) {
-      hit = this.rows.find((r) => r.task !== 'swe' && user.includes(r.instance.problem.trim())) ?? null;
+      hit = this.rows.find((r) => user.includes((r.task === 'swe' ? r.instance.problem_statement : r.instance.problem).trim())) ?? null;
       if (this.cache.size > 10_000) this.cache.clear();
       this.cache.set(user, hit);
     }
@@ -148,6 +149,19 @@ function plan(row: TaskRow, s: HarnessToolSchema, right: boolean): Step[] {
         call: s.run(`cd ${WS} && python3 solution.py <<'RAAS_EOF'\n${example.endsWith('\n') ? example : `${example}\n`}RAAS_EOF`),
       },
       { final: () => 'The program is written to /workspace/solution.py and runs on the example.' },
+    ];
+  }
+  if (row.task === 'swe') {
+    // Right: the reference fix applied with git; wrong: the repository left as it is.
+    const patch = row.instance.gold_patch ?? (typeof row.instance.patch === 'string' ? row.instance.patch : undefined);
+    if (!patch) return [];
+    const fix = right
+      ? `cd ${WS} && git apply <<'RAAS_EOF'\n${patch.endsWith('\n') ? patch : `${patch}\n`}RAAS_EOF`
+      : `cd ${WS} && git status --short`;
+    return [
+      { say: 'I will fix the code.', call: s.run(fix) },
+      { say: 'Let me run the tests.', call: s.run(`cd ${WS} && ${row.instance.test_command ?? 'python3 -m pytest -q'}`) },
+      { final: () => 'The fix is in place and the tests were run.' },
     ];
   }
   return [];
