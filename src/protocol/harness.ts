@@ -72,7 +72,8 @@ export const HarnessInstance = z.looseObject({
   instance_id: z.union([z.string(), z.number()]).optional(),
   trajectory_id: z.union([z.string(), z.number()]).optional(),
   harness: HarnessName.optional(),
-  grader: HarnessGrader.default('none'),
+  /** Absent: read from the row's fields (problem_statement: swe, tests: code, answer: math, else none). */
+  grader: HarnessGrader.optional(),
   /** The prompt the harness gets; default: the grader task's own prompt (the problem, where the program goes). */
   prompt: z.string().min(1).optional(),
 });
