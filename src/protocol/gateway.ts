@@ -109,7 +109,10 @@ export const MessagesRequest = z.looseObject({
   model: z.string(),
   max_tokens: z.number().int().positive().optional(),
   system: z.union([z.string(), z.array(AnthropicBlock)]).nullish(),
-  messages: z.array(z.looseObject({ role: z.enum(['user', 'assistant']), content: z.union([z.string(), z.array(AnthropicBlock)]) })),
+  // Claude Code 2.1 also sends `system` turns inside `messages` (its reminders).
+  messages: z.array(
+    z.looseObject({ role: z.enum(['user', 'assistant', 'system']), content: z.union([z.string(), z.array(AnthropicBlock)]) }),
+  ),
   tools: z
     .array(
       z.looseObject({

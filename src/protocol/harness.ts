@@ -44,6 +44,13 @@ export const HarnessHandlerConfig = z.looseObject({
   zero_reward_on_invalid_tool_calls: z.boolean().default(false),
   /** The node that runs the loopback relay inside the sandbox (any node ≥ 18 on the sandbox's PATH). */
   node: z.string().min(1).default('node'),
+  /**
+   * sandbox.limits.memory_mb for harness sandboxes. It is also the address-space rlimit of the
+   * sandbox's processes, and node-based harnesses reserve far more address space than they use
+   * (V8's heap cage, and about 10 GB per WebAssembly memory: undici's HTTP parser is one), so the
+   * default is higher than other tasks'; a cgroup, where there is one, still bounds real memory.
+   */
+  memory_mb: z.number().int().positive().default(32768),
   /** Bytes of the harness's output tail kept in the result. */
   output_tail_bytes: z
     .number()
@@ -65,7 +72,8 @@ export const HarnessInstance = z.looseObject({
   instance_id: z.union([z.string(), z.number()]).optional(),
   trajectory_id: z.union([z.string(), z.number()]).optional(),
   harness: HarnessName.optional(),
-  grader: HarnessGrader.default('none'),
+  /** Absent: read from the row's fields (problem_statement: swe, tests: code, answer: math, else none). */
+  grader: HarnessGrader.optional(),
   /** The prompt the harness gets; default: the grader task's own prompt (the problem, where the program goes). */
   prompt: z.string().min(1).optional(),
 });

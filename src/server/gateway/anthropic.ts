@@ -77,6 +77,7 @@ export function translateMessages(body: MessagesRequest): { messages: GwMessage[
   if (system) messages.push({ role: 'system', content: system });
   for (const m of body.messages) {
     if (m.role === 'user') messages.push(...userMessages(m.content));
+    else if (m.role === 'system') messages.push({ role: 'system', content: textOf(m.content) });
     else messages.push(assistantMessage(m.content));
   }
   // Server tools (web search, code execution: a `type` and no input_schema) cannot run in a sandbox without network.

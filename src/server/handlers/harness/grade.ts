@@ -18,6 +18,31 @@ function section(config: Record<string, unknown>, grader: string): Record<string
   return s && typeof s === 'object' && !Array.isArray(s) ? (s as Record<string, unknown>) : {};
 }
 
+/**
+ * The stage's context under another config section (a grader's): read through, since the
+ * pipeline's contexts keep their state in private fields that a spread would not carry.
+ */
+function withConfig<I>(ctx: StageContext<unknown>, config: Record<string, unknown>): StageContext<I> {
+  return {
+    get job() {
+      return ctx.job as StageContext<I>['job'];
+    },
+    get signal() {
+      return ctx.signal;
+    },
+    config,
+    get log() {
+      return ctx.log;
+    },
+    get sandboxes() {
+      return ctx.sandboxes;
+    },
+    get tokenizer() {
+      return ctx.tokenizer;
+    },
+  };
+}
+
 /** What RUN reads out of the sandbox for its grader: the program (code) or the diff (swe), through the sandbox. */
 export async function readArtifacts<I>(ctx: RunContext<I>, sb: Sandbox): Promise<Record<string, unknown>> {
   const grader = (ctx.job.instance as { grader?: HarnessGrader }).grader;
@@ -58,7 +83,7 @@ export async function gradeHarness<I>(ctx: EvalContext<I>, grader: HarnessGrader
     if (typeof code !== 'string' || code.trim() === '')
       return { reward: 0, resolved: false, details: { reason: `no /workspace/${SOLUTION_FILE} was written`, harness } };
     const cfg = section(ctx.config, 'code');
-    const cctx = { ...ctx, config: cfg } as unknown as StageContext<CodeInstance>;
+    const cctx = withConfig<CodeInstance>(ctx as StageContext<unknown>, cfg);
     const r = await runHiddenTests(cctx, code, {
       timeLimitS: cctx.job.instance.time_limit_s,
       stopAtFirstFailure: true,
@@ -70,7 +95,7 @@ export async function gradeHarness<I>(ctx: EvalContext<I>, grader: HarnessGrader
   }
   if (grader === 'swe') {
     const cfg = section(ctx.config, 'swe');
-    const sctx = { ...ctx, config: cfg } as unknown as StageContext<SweInstance>;
+    const sctx = withConfig<SweInstance>(ctx as StageContext<unknown>, cfg);
     const patch = typeof a.git_patch === 'string' ? a.git_patch : '';
     const r = await evaluatePatch(sctx, patch, { testTimeoutS: configNumber(cfg, 'test_timeout_s', 300) });
     return {

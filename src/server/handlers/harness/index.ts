@@ -20,6 +20,17 @@ const TASKS = { math: MathInstance, code: CodeInstance, swe: SweInstance } as co
 /** Each job's gateway endpoint, from INIT (which binds its directory into the sandbox) to the end of RUN. */
 const endpoints = new WeakMap<Sandbox, GatewayEndpoint>();
 
+/**
+ * The grader a row implies when it names none, so an existing math, code or swe dataset runs as a
+ * harness task by setting only `dataset.data_source: harness`.
+ */
+function graderOf(inst: Record<string, unknown>): HarnessGrader {
+  if (typeof inst.problem_statement === 'string') return 'swe';
+  if (Array.isArray(inst.tests)) return 'code';
+  if (inst.answer !== undefined) return 'math';
+  return 'none';
+}
+
 /** The prompt a harness gets: the instance's own, else its grader task's prompt. */
 function promptOf(inst: HarnessInstance, config: Record<string, unknown>): string {
   if (inst.prompt) return inst.prompt;
@@ -41,7 +52,8 @@ function promptOf(inst: HarnessInstance, config: Record<string, unknown>): strin
 export const harnessHandler: AgentHandler<HarnessInstance> = {
   name: 'harness',
   instance: HarnessInstance,
-  checkInstance(inst) {
+  checkInstance(raw) {
+    const inst = { ...raw, grader: raw.grader ?? graderOf(raw) };
     if (inst.grader === 'none') {
       if (!inst.prompt)
         throw new RaasError('invalid_instance', 'instance.prompt is required when grader is "none" (or set grader: math, code or swe)');
@@ -72,10 +84,13 @@ export const harnessHandler: AgentHandler<HarnessInstance> = {
         const sctx = ctx as unknown as StageContext<SweInstance>;
         const material = await repoMaterial(sctx);
         const base = repoSpec(material);
-        runtime = await ctx.sandboxes.open({ ...base, readOnly: [...(base.readOnly ?? []), ...readOnly] }, ctx.signal);
+        runtime = await ctx.sandboxes.open(
+          { ...base, limits: { ...base.limits, memory_mb: cfg.memory_mb }, readOnly: [...(base.readOnly ?? []), ...readOnly] },
+          ctx.signal,
+        );
         metadata.base_commit = await initRepo(runtime, material, ctx.signal);
       } else {
-        const spec: SandboxSpec = { network: false, tools: ['editor'], readOnly };
+        const spec: SandboxSpec = { network: false, tools: ['editor'], readOnly, limits: { memory_mb: cfg.memory_mb } };
         runtime = await ctx.sandboxes.open(spec, ctx.signal);
       }
       endpoints.set(runtime, endpoint);
