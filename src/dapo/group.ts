@@ -131,6 +131,8 @@ export function toBatchGroup(g: GroupRecord, version: number, withMessages: bool
       finish_reason: r.finish_reason,
       num_turns: r.num_turns,
       tokens: r.tokens,
+      // A harness rollout of several sequences carries them all; one of one sequence keeps today's shape.
+      ...(r.segments && r.segments.length > 1 ? { segments: r.segments } : {}),
       ...(withMessages ? { messages: batchMessages(r) } : {}),
     }));
   return { group_id: g.id, instance_id: g.prompt.instance_id, data_source: g.prompt.data_source, rollouts };
