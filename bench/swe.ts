@@ -80,7 +80,7 @@ async function main(): Promise<void> {
     for (let i = 0; i < COLD; i++) {
       for (const [form, ref] of Object.entries(refs)) {
         // The cache forgets the image: its entry is removed, so this start converts it again.
-        const img = await rt.rootfsStore().resolve(ref);
+        const img = await rt.roots.store().resolve(ref);
         fs.rmSync(path.dirname(img.dir), { recursive: true, force: true });
         cold[form]!.push(await open({ rootImage: { ref } }));
       }

@@ -30,7 +30,7 @@ afterAll(async () => {
 describe("apptainer with the instance's own image (binary absent here: the exact command line)", () => {
   it("runs the .sif itself: no workspace bind, raas under /.raas read-only, the image's working directory", async () => {
     const p = rt.prepare();
-    const { root: r, release } = await rt.rootOf({ ref: sif, workdir: '/testbed' }, []);
+    const { root: r, release } = await rt.roots.rootOf({ ref: sif, workdir: '/testbed' }, []);
     const dirs = { workspace: `${root}/ws/x`, run: `${root}/run/x` };
     const plan = rt.plan(p, dirs, { rootImage: { ref: sif, workdir: '/testbed' } }, undefined, undefined, r);
     release();
@@ -61,7 +61,7 @@ describe("apptainer with the instance's own image (binary absent here: the exact
   });
 
   it('an OCI layout is unpacked by the image cache first, and its Env sent (Apptainer would not read it from a plain tree)', async () => {
-    const { root: r, release } = await rt.rootOf({ ref: oci }, []);
+    const { root: r, release } = await rt.roots.rootOf({ ref: oci }, []);
     try {
       expect(r.dir).toMatch(new RegExp(`^${root}/rootfs/[0-9a-f]{32}/rootfs$`));
       expect(r.workdir).toBe('/testbed');

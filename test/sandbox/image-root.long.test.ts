@@ -166,7 +166,7 @@ describe('a Debian image with python3 and pytest inside', () => {
   });
 
   it('writes, deletions and renames land in a private layer: the image and other sandboxes never see them', async () => {
-    const img = await rt.rootfsStore().resolve(debian);
+    const img = await rt.roots.store().resolve(debian);
     const before = treeDigest(path.join(img.dir, 'etc'));
     const r = await sb.exec([
       'sh',

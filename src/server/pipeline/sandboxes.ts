@@ -30,7 +30,7 @@ export class LazySandboxRuntime {
   prefetch(ref: string): void {
     if (this.closed) return;
     this.ensure().then(
-      () => this.resolved?.prefetchRoot(ref),
+      () => this.resolved?.roots.prefetch(ref),
       () => undefined,
     );
   }

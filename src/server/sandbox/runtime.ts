@@ -16,12 +16,9 @@ import { WarmPool } from './pool.js';
 import { CgroupManager, type CgroupLimits, type SandboxCgroup } from './cgroup.js';
 import { lineCapFor } from './client.js';
 import { systemClock, type Clock } from '../../util/clock.js';
-import { BwrapImageStrategy, strategyFor, type ImageRoot, type PreparedHost, type RuntimeStrategy } from './runtimes/index.js';
-import { ApptainerImageStrategy } from './runtimes/apptainer-image.js';
-import { detectImage } from './rootfs/detect.js';
-import { checkImagePaths, imageRootOf } from './image-root.js';
-import { IMAGE_RAAS } from './runtimes/bwrap-image.js';
-import { RootfsStore, type RootfsStats } from './rootfs/index.js';
+import { strategyFor, type ImageRoot, type PreparedHost, type RuntimeStrategy } from './runtimes/index.js';
+import { ImageRoots } from './image-roots.js';
+import type { RootfsStats } from './rootfs/index.js';
 
 /** What the first open() prepares once: binaries, identity, tool server install, cgroups. */
 interface Prepared extends PreparedHost {
@@ -59,10 +56,8 @@ export class Runtime implements SandboxRuntime {
   private readonly starting = new Set<{ ac: AbortController; done: Promise<void> }>();
   /** The image cache (built lazily, bwrap images). */
   images: ImageCache | undefined;
-  /** Unpacked image roots (SandboxSpec.rootImage), built on first use. */
-  private rootfs: RootfsStore | undefined;
-  /** The image-rooted variant of the runtime's strategy, made on first use. */
-  private imageStrategy: RuntimeStrategy | undefined;
+  /** Sandboxes rooted in an image (SandboxSpec.rootImage): the image cache and their strategy. */
+  readonly roots: ImageRoots;
 
   constructor(
     readonly config: SandboxConfig,
@@ -71,6 +66,7 @@ export class Runtime implements SandboxRuntime {
   ) {
     this.kind = config.runtime;
     this.strategy = strategyFor(config);
+    this.roots = new ImageRoots(config, () => this.prepare(), BASE_ENV.PATH!, log, clock);
   }
 
   /** Checks binaries and the sandbox user and installs the tool server; runs on the first open(). */
@@ -137,7 +133,7 @@ export class Runtime implements SandboxRuntime {
     }
     const imageDir = spec.image ? await this.images!.resolve(spec.image, signal) : undefined;
     const rooted = spec.rootImage
-      ? await this.rootOf(
+      ? await this.roots.rootOf(
           spec.rootImage,
           (spec.readOnly ?? []).map((b) => b.inside),
           signal,
@@ -184,107 +180,18 @@ export class Runtime implements SandboxRuntime {
     return sb;
   }
 
-  /**
-   * The image a spec's rootImage names (unpacked by the cache where the runtime needs a tree), what
-   * runs in it, and `release`, which ends its protection from eviction (the sandbox's close).
-   * `binds`: where the spec mounts read-only data inside.
-   */
-  async rootOf(
-    want: NonNullable<SandboxSpec['rootImage']>,
-    binds: string[],
-    signal?: AbortSignal,
-  ): Promise<{ root: ImageRoot; release: () => void }> {
-    if (this.kind === 'process') {
-      throw new RaasError(
-        'bad_request',
-        'SandboxSpec.rootImage needs sandbox.runtime "bwrap" or "apptainer" (this server runs "process")',
-        {
-          retryable: false,
-        },
-      );
-    }
-    const store = this.rootfsStore();
-    if (this.kind === 'apptainer') {
-      // Apptainer runs a .sif or an unpacked tree itself, with the environment the image declares;
-      // the other forms are unpacked by the cache first.
-      const src = detectImage(want.ref);
-      if (src.form === 'sif' || (src.form === 'directory' && !src.bundleConfig)) {
-        const dir = src.form === 'sif' ? src.path : (src.root ?? src.path);
-        return {
-          root: { dir, workdir: want.workdir ?? INSIDE.workspace, shell: '/bin/sh', env: {}, inherit: true },
-          release: () => undefined,
-        };
-      }
-      const img = await store.resolve(want.ref, signal);
-      const workdir = want.workdir ?? (img.workdir && img.workdir !== '/' ? img.workdir : INSIDE.workspace);
-      return { root: { dir: img.dir, workdir, shell: '/bin/sh', env: img.env, inherit: true }, release: store.retain(img) };
-    }
-    const img = await store.resolve(want.ref, signal);
-    const release = store.retain(img);
-    try {
-      const root = imageRootOf(img, want.workdir, BASE_ENV.PATH!);
-      checkImagePaths(want.ref, root.dir, ['/tmp', '/proc', '/dev', IMAGE_RAAS, root.workdir, ...binds]);
-      return { root, release };
-    } catch (e) {
-      release();
-      throw e;
-    }
-  }
-
-  /** The cache of unpacked image roots. */
-  rootfsStore(): RootfsStore {
-    const p = this.prepare();
-    this.rootfs ??= new RootfsStore({
-      cacheDir: path.resolve(this.config.image_roots.cache_dir ?? path.join(p.root, 'rootfs')),
-      budgetBytes: this.config.image_roots.budget_gb * 2 ** 30,
-      owner: p.identity ? { uid: p.identity.uid, gid: p.identity.gid } : undefined,
-      clock: this.clock,
-      log: this.log,
-    });
-    return this.rootfs;
-  }
-
-  /** Starts unpacking an image root in the background, so a later open() does not wait on it (forms Apptainer runs as they are need nothing). */
-  prefetchRoot(ref: string): void {
-    if (this.closing || this.kind === 'process') return;
-    if (this.kind === 'apptainer') {
-      let form: string;
-      try {
-        form = detectImage(ref).form;
-      } catch {
-        return;
-      }
-      if (form === 'sif' || form === 'directory') return;
-    }
-    this.rootfsStore().prefetch(ref);
-  }
-
   /** The strategy a sandbox starts with: the image-rooted variant for a spec with a root image. */
   private strategyOf(root: ImageRoot | undefined): RuntimeStrategy {
-    if (!root) return this.strategy;
-    if (!this.imageStrategy) {
-      const p = this.prepare();
-      if (this.kind === 'apptainer') {
-        const st = new ApptainerImageStrategy(this.config);
-        st.prepare(p.root);
-        st.prepareImages(p.root, p.node, p.toolServer);
-        this.imageStrategy = st;
-      } else {
-        const st = new BwrapImageStrategy(this.config);
-        st.prepareImages(p.root, p.node, p.toolServer, p.identity);
-        this.imageStrategy = st;
-      }
-    }
-    return this.imageStrategy;
+    return root ? this.roots.strategy() : this.strategy;
   }
 
   /**
    * For /status: sandboxes alive now (pooled and closing ones included), closes that left processes
    * behind, and once an image was used, the image cache (entries and bytes on disk; this server's
-   * conversions, hits, evictions and conversions under way).
+   * conversions, hits, evictions and conversions under way) and the overlay in force (kernel or fuse).
    */
-  counts(): { open: number; survived_close: number; image_cache?: RootfsStats } {
-    return { open: this.open_.size, survived_close: this.survivors, ...(this.rootfs ? { image_cache: this.rootfs.stats() } : {}) };
+  counts(): { open: number; survived_close: number; image_cache?: RootfsStats; image_overlay?: string } {
+    return { open: this.open_.size, survived_close: this.survivors, ...this.roots.stats() };
   }
 
   /** The sandboxes this runtime has open (pooled ones included). */
@@ -496,7 +403,7 @@ export class Runtime implements SandboxRuntime {
       await this.pool?.close();
       await Promise.all([...this.open_].map((s) => s.close()));
       // Conversions under way stop (their temporary trees are removed); finished entries stay for the next server.
-      await this.rootfs?.close();
+      await this.roots.close();
     })();
     return this.closing;
   }
