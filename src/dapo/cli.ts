@@ -10,6 +10,7 @@ import { CoordinatorMetrics, plural } from './metrics.js';
 import { serveMetrics, type MetricsServer } from './metrics-server.js';
 import { TrainerCommandError } from './trainer-command.js';
 import { setHelp, collect, intArg } from '../util/config-flags.js';
+import { examples } from '../util/help.js';
 
 /** Ctrl-C (and SIGTERM) abort the signal once; a second Ctrl-C exits at once. */
 function interruptSignal(): { signal: AbortSignal; dispose(): void } {
@@ -31,6 +32,14 @@ export function registerTrain(program: Command): void {
   program
     .command('train')
     .description('run DAPO training steps: embedded (local rollout server + simulated backends) or against configured servers')
+    .addHelpText(
+      'after',
+      examples([
+        ['raas train configs/demo.yaml', 'embedded: a local rollout server and simulated backends; writes runs/demo/'],
+        ['raas train configs/demo.yaml --set n=2 --set sampling_params.temperature=0.7', 'override keys (typed, checked)'],
+        ['raas train --resume runs/demo --steps 6', 'continue an interrupted (or finished) run up to 6 steps'],
+      ]),
+    )
     .argument('[config]', "training config (YAML); optional with --resume (the run directory's config.json is used)")
     .option('--smoke', "CI smoke run: the config's smoke overrides (fewer steps)")
     .option('--steps <n>', 'override steps', intArg('--steps', { min: 1 }))
@@ -155,6 +164,7 @@ export function registerTrain(program: Command): void {
   program
     .command('eval')
     .description('one pass over a dataset: n rollouts per prompt, no filtering, no weight updates; pass@1 and pass@n per data source')
+    .addHelpText('after', examples([['raas eval configs/demo.yaml --n 4', 'pass@1 and pass@4 per data source, into runs/demo/eval.json']]))
     .argument('<config>', 'training config (YAML); its eval section picks the dataset and n')
     .option('--n <n>', 'rollouts per prompt', intArg('--n', { min: 1 }))
     .option('--set <key=value>', setHelp('sampling_params.temperature=0.7'), collect)

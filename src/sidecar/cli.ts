@@ -4,12 +4,19 @@ import { SIDECAR_LIMITS } from '../protocol/sidecar.js';
 import { setHelp, collect } from '../util/config-flags.js';
 import type { LogLevel } from './log.js';
 import { serveStdio } from './stdio.js';
+import { examples } from '../util/help.js';
 
 /** Registers `raas sidecar --config x.yaml`: the JSON-lines protocol on stdin/stdout (docs/sidecar.md). */
 export function registerSidecar(program: Command): void {
   program
     .command('sidecar')
     .description('serve the coordinator to a Python trainer: JSON lines on stdin/stdout, logs on stderr (docs/sidecar.md)')
+    .addHelpText(
+      'after',
+      examples([
+        [`printf '{"id": 1, "op": "hello"}\\n' | raas sidecar --config configs/demo.yaml`, 'one request; stdin closed ends the sidecar'],
+      ]),
+    )
     .requiredOption('-c, --config <path>', 'training config (YAML), as for raas train')
     .option('--return-messages', 'put messages (with their token ids) on every rollout, as return_messages: true in the config')
     .option(
