@@ -8,6 +8,7 @@ import { registerSidecar } from './sidecar/cli.js';
 import { registerAuditDrift } from './tokens/audit-cli.js';
 import { RAAS_VERSION } from './version.js';
 import { flagErrorLine } from './util/config-flags.js';
+import { followNpmWrapper } from './util/wrapper.js';
 
 const program = new Command('raas')
   .description('rollout-as-a-service for RL of multi-turn LLM agents')
@@ -16,6 +17,9 @@ const program = new Command('raas')
   // with a pointer to --help rather than the whole help text. Subcommands inherit this.
   .configureOutput({ outputError: (text, write) => write(flagErrorLine(text)) })
   .showHelpAfterError('(add --help for the options)');
+
+// Started through npm or npx: stop with the wrapper, which does not pass SIGTERM on (src/util/wrapper.ts).
+followNpmWrapper();
 
 registerServe(program);
 registerTrain(program);
