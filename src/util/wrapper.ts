@@ -1,5 +1,3 @@
-import { readFileSync } from 'node:fs';
-
 /**
  * `npm run raas -- serve` and `npx raas serve` start raas as `npm → sh -c "raas serve" → node`. npm
  * forwards SIGTERM and SIGINT to its direct child only (@npmcli/run-script's signal-manager), the
@@ -11,10 +9,10 @@ import { readFileSync } from 'node:fs';
 export function followNpmWrapper(env: NodeJS.ProcessEnv = process.env, intervalMs = 500): () => void {
   // npm run sets npm_lifecycle_event, npx npm_lifecycle_script; both (and yarn, pnpm) set npm_config_user_agent.
   if (env.npm_config_user_agent === undefined && env.npm_lifecycle_script === undefined) return () => {};
-  const parent = parentPid();
+  const parent = process.ppid;
   const timer = setInterval(() => {
     // Re-parented to init before this ran: the wrapper was stopped while raas was starting.
-    if (parentPid() === parent && parent !== 1) return;
+    if (process.ppid === parent && parent !== 1) return;
     clearInterval(timer);
     process.stderr.write(`raas: the npm/npx process that started raas is gone; stopping as on SIGTERM\n`);
     process.kill(process.pid, 'SIGTERM');
@@ -22,23 +20,4 @@ export function followNpmWrapper(env: NodeJS.ProcessEnv = process.env, intervalM
   // Never what keeps raas alive: a command that is done exits whatever the watch.
   timer.unref();
   return () => clearInterval(timer);
-}
-
-/**
- * The parent's pid now (`process.ppid` is read once at start-up in Node 20): field 4 of
- * /proc/self/stat, after the command name in parentheses. Without /proc: the start-up parent while
- * it is alive.
- */
-function parentPid(): number {
-  try {
-    const stat = readFileSync('/proc/self/stat', 'utf8');
-    return Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
-  } catch {
-    try {
-      process.kill(process.ppid, 0);
-      return process.ppid;
-    } catch {
-      return -1;
-    }
-  }
 }
