@@ -5,6 +5,7 @@ import { AddLlmServerRequest, RemoveLlmServerRequest, addressProblem } from '../
 import { PauseRequest } from '../protocol/pause.js';
 import { CancelRequest, JobId } from '../protocol/process.js';
 import { parseOrThrow } from '../protocol/validation.js';
+import { describeUnknownKey, unknownProcessKeys, warningHeader } from '../protocol/strict.js';
 import type { ServerConfig } from '../protocol/config-server.js';
 import { makeTokenCheck } from './auth.js';
 import { gateOf } from './llm/pool.js';
@@ -123,6 +124,18 @@ export function buildApp(deps: AppDeps): FastifyInstance {
 
   // Results are serialized once, when the job ends; they go out as they are.
   app.post('/process', async (req, reply) => {
+    // Keys the server does not read: refused in strict mode, else named in a Warning header (src/protocol/strict.ts).
+    const unknown = unknownProcessKeys(req.body);
+    if (unknown.length) {
+      const handling = /\bhandling\s*=\s*(strict|lenient)\b/i.exec(String(req.headers.prefer ?? ''))?.[1]?.toLowerCase();
+      if (handling) reply.header('preference-applied', `handling=${handling}`);
+      if ((handling ?? (config.unknown_request_keys === 'reject' ? 'strict' : 'lenient')) === 'strict')
+        throw new RaasError(
+          'unknown_key',
+          `unknown key${unknown.length > 1 ? 's' : ''} ${unknown.map(describeUnknownKey).join(', ')}: this server reads no such key; remove it (a backend field goes in sampling_params.extra_body)`,
+        );
+      reply.header('warning', warningHeader(unknown));
+    }
     const sub = await pipeline.submit(req.body);
     return reply.type('application/json; charset=utf-8').send(await sub.finished);
   });
