@@ -24,7 +24,7 @@ import { RUNNABLE, docBlocks, type DocBlock } from './blocks.js';
 // - TypeScript: written under .raas/docs-test/ in the repository (so `import ... from 'raas'`
 //   resolves to this package) and run with tsx.
 // - Python: python3 with bridges/python on PYTHONPATH, in the repository; RaasSidecar gets
-//   `--set batch_size=1` (one accepted group per step).
+//   `--set batch_size=1` (one accepted group per step) and its run directory under <tmp>.
 
 const ROOT = path.resolve(path.dirname(new URL(import.meta.url).pathname), '../..');
 const DOCS = [
@@ -150,7 +150,7 @@ doc_curl() {
 
 const PY_PRELUDE = `import raas_bridge, raas_bridge.client as _c
 _init = _c.RaasSidecar.__init__
-def _fast(self, *a, args=(), **k): _init(self, *a, args=(*args, "--set", "batch_size=1"), **k)
+def _fast(self, *a, args=(), **k): _init(self, *a, args=(*args, "--set", "batch_size=1", "--output-dir", ${JSON.stringify(path.join(OUT, 'py-runs'))}), **k)
 _c.RaasSidecar.__init__ = _fast
 `;
 
