@@ -3,6 +3,7 @@ import { Command } from 'commander';
 import { registerServe } from './server/cli.js';
 import { registerSimLlm } from './sim/cli.js';
 import { registerTrain } from './dapo/cli.js';
+import { registerShow } from './dapo/show-cli.js';
 import { registerPlace } from './placement/cli.js';
 import { registerSidecar } from './sidecar/cli.js';
 import { registerAuditDrift } from './tokens/audit-cli.js';
@@ -23,6 +24,7 @@ followNpmWrapper();
 
 registerServe(program);
 registerTrain(program);
+registerShow(program);
 registerPlace(program);
 registerSidecar(program);
 registerSimLlm(program);
