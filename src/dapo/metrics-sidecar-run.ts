@@ -8,6 +8,7 @@ import type { SidecarBackend, SidecarCoordinator, SidecarLog } from '../sidecar/
 import type { PromptRecord } from './history.js';
 import { MetricsLog } from './metrics-log.js';
 import { stepRecord } from './metrics.js';
+import { decorate } from './metrics-sidecar.js';
 import { RunWriter, summarise, type StepSummary } from './run-writer.js';
 
 /** Where and what the sidecar writes. */
@@ -74,23 +75,19 @@ export function withRunOutputs(backend: SidecarBackend, cfg: TrainConfig, opts: 
       if (history) await writer.writePrompts(history);
     });
   };
-  const wrap = (c: SidecarCoordinator): SidecarCoordinator => ({
-    nextBatch: async (o) => {
-      const b = await c.nextBatch(o);
-      await record(c, b);
-      return b;
-    },
-    updateWeights: (r) => c.updateWeights(r),
-    pause: (r, o) => c.pause(r, o),
-    resume: () => c.resume(),
-    status: () => c.status(),
-    checkpoint: () => c.checkpoint(),
-    close: async (o) => {
-      await c.close(o);
-      status = 'finished';
-      await safely('summary.json', () => writer.writeSummary(summary(c), 'raas sidecar'));
-    },
-  });
+  const wrap = (c: SidecarCoordinator): SidecarCoordinator =>
+    decorate(c, {
+      nextBatch: async (o) => {
+        const b = await c.nextBatch(o);
+        await record(c, b);
+        return b;
+      },
+      close: async (o) => {
+        await c.close(o);
+        status = 'finished';
+        await safely('summary.json', () => writer.writeSummary(summary(c), 'raas sidecar'));
+      },
+    });
 
   return {
     info: () => backend.info(),
