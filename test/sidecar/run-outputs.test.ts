@@ -4,6 +4,8 @@ import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { parseTrainConfig } from '../../src/dapo/config.js';
 import { withRunOutputs } from '../../src/dapo/metrics-sidecar-run.js';
+import { withMetrics } from '../../src/dapo/metrics-sidecar.js';
+import { CoordinatorMetrics } from '../../src/dapo/metrics.js';
 import type { SidecarBackend, SidecarLog } from '../../src/sidecar/types.js';
 import { scriptedBackend } from './fixtures/scripted-backend.mjs';
 
@@ -57,5 +59,14 @@ describe('raas sidecar run outputs', () => {
     await c.close();
     expect(lines.some((l) => /were moved to .*previous-/.test(l))).toBe(true);
     expect(lines.filter((l) => l.startsWith('warn'))).toEqual([]);
+  });
+
+  it('close({cancel: false}) reaches the coordinator through both wrappers (a resume re-attaches to the jobs)', async () => {
+    const scripted = scriptedBackend() as SidecarBackend & { state: { cancels: boolean[] } };
+    const backend = withMetrics(withRunOutputs(scripted, cfg, { dir: run, keepBatches: false, log }), new CoordinatorMetrics());
+    const c = await backend.start(signal);
+    await c.nextBatch({});
+    await c.close({ cancel: false });
+    expect(scripted.state.cancels).toEqual([false]);
   });
 });
