@@ -7,6 +7,8 @@ import { CancelRequest, JobId } from '../protocol/process.js';
 import { parseOrThrow } from '../protocol/validation.js';
 import type { ServerConfig } from '../protocol/config-server.js';
 import { makeTokenCheck } from './auth.js';
+import { registerConsole, registerEvents, type ConsoleDeps } from './console/routes.js';
+import { UiSessions, credentialOf, sameOrigin } from './console/session.js';
 import { gateOf } from './llm/pool.js';
 import type { BackendPool } from './llm/pool.js';
 import { probeBackend } from './llm/probe.js';
@@ -20,6 +22,8 @@ export interface AppDeps {
   metrics: ServerMetrics;
   /** Checks a backend's tokenizer against the server's before it is registered (src/tokens/backend-check.ts). */
   tokenizerGuard?: TokenizerGuard;
+  /** The event feed and what the console reads (GET /events always; /ui when console.enabled). */
+  console?: Omit<ConsoleDeps, 'config' | 'pipeline' | 'pool' | 'sessions' | 'check'>;
 }
 
 /** Paths the API serves, for telling 405 (wrong method) from 404 (no such route). */
@@ -36,7 +40,13 @@ const ROUTES: Record<string, string> = {
   '/status': 'GET',
   '/health': 'GET',
   '/metrics': 'GET',
+  '/events': 'GET',
 };
+
+/** The request's URL as the log shows it: a console sign-in link's token is not written down. */
+function logUrl(url: string): string {
+  return url.replace(/([?&]token=)[^&]*/g, '$1[redacted]');
+}
 
 /** Maps fastify's own errors (body parsing, limits) onto the registry's codes. */
 function toRaasError(err: FastifyError | Error, limit: number): RaasError {
@@ -65,7 +75,19 @@ function sendError(reply: FastifyReply, err: RaasError, config: ServerConfig): F
 export function buildApp(deps: AppDeps): FastifyInstance {
   const { config, pipeline, pool, metrics, tokenizerGuard } = deps;
   const app = Fastify({
-    logger: config.log_level === 'silent' ? false : { level: config.log_level },
+    logger:
+      config.log_level === 'silent'
+        ? false
+        : {
+            level: config.log_level,
+            serializers: {
+              req: (req: { method: string; url: string; ip?: string }) => ({
+                method: req.method,
+                url: logUrl(req.url),
+                remoteAddress: req.ip,
+              }),
+            },
+          },
     bodyLimit: config.body_limit_bytes,
     // Held /process answers can last as long as a job: never time the socket out under them.
     requestTimeout: 0,
@@ -93,18 +115,30 @@ export function buildApp(deps: AppDeps): FastifyInstance {
     return json(req, body as string, done);
   });
 
-  if (config.token) {
-    const check = makeTokenCheck(config.token);
+  const check = config.token ? makeTokenCheck(config.token) : undefined;
+  const sessions = check && deps.console && config.console.enabled ? new UiSessions(deps.console.clock) : undefined;
+  if (check) {
     app.addHook('onRequest', async (req, reply) => {
       if (req.method === 'GET' && req.url === '/health') return;
-      if (!check(req.headers.authorization)) {
-        reply.header('www-authenticate', 'Bearer');
-        return sendError(
-          reply,
-          new RaasError('unauthorized', 'missing or wrong bearer token: send "Authorization: Bearer <token>"'),
-          config,
-        );
+      // The console's sign-in form is what an unauthenticated browser is sent to.
+      if (sessions && req.url.split('?')[0] === '/ui/login') return;
+      const cred = credentialOf(req, sessions);
+      if (check(cred.authorization)) {
+        if (cred.via === 'cookie' && req.method !== 'GET' && req.method !== 'HEAD' && !sameOrigin(req))
+          return sendError(
+            reply,
+            new RaasError(
+              'unauthorized',
+              'a console session cookie authenticates only requests from the console itself: send "Authorization: Bearer <token>"',
+            ),
+            config,
+          );
+        return;
       }
+      // A browser opening the console without a session is sent to the sign-in form.
+      if (sessions && req.method === 'GET' && /^\/ui\/?(\?|$)/.test(req.url)) return reply.redirect('/ui/login', 303);
+      reply.header('www-authenticate', 'Bearer');
+      return sendError(reply, new RaasError('unauthorized', 'missing or wrong bearer token: send "Authorization: Bearer <token>"'), config);
     });
   }
 
@@ -116,7 +150,7 @@ export function buildApp(deps: AppDeps): FastifyInstance {
   app.setNotFoundHandler((req: FastifyRequest, reply) => {
     const path = req.url.split('?')[0];
     const method = ROUTES[path] ?? (/^\/jobs\/[^/]+$/.test(path) ? 'GET' : undefined);
-    if (method && method !== req.method)
+    if (method && method !== req.method && !(method === 'GET' && req.method === 'HEAD'))
       return sendError(reply, new RaasError('method_not_allowed', `${req.method} ${path} is not served: use ${method}`), config);
     return sendError(reply, new RaasError('route_not_found', `no route ${req.method} ${path}: see docs/api.md`), config);
   });
@@ -193,6 +227,11 @@ export function buildApp(deps: AppDeps): FastifyInstance {
     return { ...pipeline.status(), backends: pool.list(), generation: gateOf(pool).status() };
   });
   app.get('/health', async () => ({ status: 'ok' }));
+  if (deps.console) {
+    const c = { ...deps.console, config, pipeline, pool, sessions, check };
+    registerEvents(app, c);
+    if (config.console.enabled) app.register(async (scope) => registerConsole(scope, c));
+  }
   app.get('/metrics', async (_req, reply) => {
     reply.header('content-type', metrics.contentType);
     return metrics.text();

@@ -15,6 +15,8 @@ import { loadHandlerModules } from './handlers/load.js';
 import type { AgentHandler } from './handlers/types.js';
 import { BackendPool, defaultClientFactory, type ClientFactory } from './llm/pool.js';
 import { ServerMetrics } from './metrics.js';
+import { ConsoleFeed } from './console/feed.js';
+import { EngineStatsReader } from './console/engine-stats.js';
 import { ResultsJournal } from './pipeline/journal.js';
 import { Pipeline } from './pipeline/pipeline.js';
 
@@ -54,6 +56,8 @@ export interface RolloutServer {
   app: FastifyInstance;
   pipeline: Pipeline;
   pool: BackendPool;
+  /** Job and backend events (GET /events) and what the console keeps of them. */
+  feed: ConsoleFeed;
   /** Loads the tokenizer now instead of at the first job (raas serve does this before announcing its URL). */
   warmTokenizer(): Tokenizer;
   /** Stops intake, cancels every job, closes sandboxes, answers every waiter, then closes HTTP. Safe twice. */
@@ -102,12 +106,20 @@ export async function startRolloutServer(config: ServerConfigInput = {}, opts: R
     warn: (o: unknown, m?: string) => logRef.log?.warn(o, m),
     error: (o: unknown, m?: string) => logRef.log?.error(o, m),
   };
+  const wallNow = opts.wallNow ?? Date.now;
+  const feed = new ConsoleFeed({ eventBuffer: cfg.console.event_buffer, recentJobs: cfg.console.recent_jobs }, wallNow);
   const pool = new BackendPool(
     cfg.llm,
     opts.clientFactory ?? defaultClientFactory({ model: cfg.llm.model, requestTimeoutMs: cfg.llm.request_timeout_s * 1000 }),
     Math.random,
-    { clock, log },
+    { clock, log, onChange: (b, change) => feed.backendChange(b, change) },
   );
+  const engine = new EngineStatsReader({
+    everyS: cfg.console.backend_metrics_s,
+    clock,
+    wallNow,
+    backends: () => pool.list().map((b) => b.address),
+  });
   // Each configured backend's tokenizer is checked against ours first: a mismatch stops the start.
   const tokenizerGuard = new TokenizerGuard(tokenizer);
   for (const b of cfg.llm.backends) {
@@ -130,12 +142,20 @@ export async function startRolloutServer(config: ServerConfigInput = {}, opts: R
       llmCall: (api, sec) => metrics.llmCall(api, sec),
       move: () => metrics.move(),
       ignoredKey: (k) => metrics.ignoredKey(k),
+      jobState: (job, from, result) => feed.jobState(job, from, result),
     },
   });
   // Only a server configured for sandboxes loads the sandbox code at start.
   if (Object.keys(cfg.sandbox).length > 0) await pipeline.sandboxes.validate();
   await pipeline.openJournal();
-  const app = buildApp({ config: cfg, pipeline, pool, metrics, tokenizerGuard });
+  const app = buildApp({
+    config: cfg,
+    pipeline,
+    pool,
+    metrics,
+    tokenizerGuard,
+    console: { feed, engine, tokenizer, clock, wallNow },
+  });
   logRef.log = app.log;
   try {
     // A coordinator opens one connection per held /process answer: thousands may arrive at once.
@@ -143,6 +163,7 @@ export async function startRolloutServer(config: ServerConfigInput = {}, opts: R
   } catch (err) {
     await pipeline.close();
     pool.close();
+    engine.close();
     throw new RaasError('config_invalid', `cannot listen on ${cfg.host}:${cfg.port}: ${(err as Error).message}`, { cause: err });
   }
   const addr = app.server.address();
@@ -156,11 +177,13 @@ export async function startRolloutServer(config: ServerConfigInput = {}, opts: R
     app,
     pipeline,
     pool,
+    feed,
     warmTokenizer: tokenizer,
     close() {
       closing ??= (async () => {
         await pipeline.close();
         pool.close();
+        engine.close();
         await app.close();
         await encoderPool?.close();
       })();

@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { CancelledError, RaasError, TimeoutError } from '../../protocol/errors.js';
-import type { JobState } from '../../protocol/process.js';
+import type { JobState, Result } from '../../protocol/process.js';
 import type { ServerConfig } from '../../protocol/config-server.js';
 import type { StatusResponse } from '../../protocol/status.js';
 import type { Clock } from '../../util/clock.js';
@@ -23,6 +23,11 @@ export interface PipelineObserver extends LifecycleObserver {
   jobEnded?(state: JobState): void;
   /** A /process body carried a top-level key the server does not read (it was ignored). */
   ignoredKey?(key: string): void;
+  /**
+   * A job was admitted (`from` undefined) or changed state. For a terminal state it is called once
+   * the result is built, with the result. Must not throw.
+   */
+  jobState?(job: Job, from: JobState | undefined, result?: Result): void;
 }
 
 export interface PipelineOptions {
@@ -144,6 +149,14 @@ export class Pipeline {
     if (same) same.push(job);
     else this.live.set(id, [job]);
     this.liveCount++;
+    const observe = this.o.observer?.jobState;
+    if (observe) {
+      // Terminal states are reported by end(), with the result.
+      job.onTransition = (j, from) => {
+        if (!j.terminal) observe(j, from);
+      };
+      observe(job, undefined);
+    }
     this.track(this.drive(job));
     return { jobId: id, finished: job.finished, attached: false };
   }
@@ -287,17 +300,19 @@ export class Pipeline {
   /** Ends the job: the state, the result's JSON (once, for every waiter), the live map, the store. Never throws before the waiters have their answer. */
   private end(job: Job, outcome: Outcome): void {
     if (job.terminal) return;
+    const from = job.state;
     try {
       transition(job, outcome.state);
     } catch {
       forceEnd(job, outcome.state === 'cancelled' ? 'cancelled' : 'failed');
     }
-    const json = this.resultJson(job, outcome);
+    const { json, result } = this.resultJson(job, outcome);
     job.endedAtWall = this.wallNow();
     this.forgetLive(job);
     job.settle(json);
     try {
       this.o.observer?.jobEnded?.(job.state);
+      this.o.observer?.jobState?.(job, from, result);
       if (!job.forget) this.done.put(job.id, job.state, json, job.endedAtWall, job.request.instance);
     } catch (err) {
       this.o.log.error({ err, job: job.id }, 'storing a finished result failed');
@@ -309,7 +324,7 @@ export class Pipeline {
    * a structure nested past V8's limit into it) is answered without the rollout's messages, tokens
    * and hook fields, with the serializer's error: the job is never left without an answer.
    */
-  private resultJson(job: Job, outcome: Outcome): string {
+  private resultJson(job: Job, outcome: Outcome): { json: string; result: Result } {
     const now = this.o.clock.now();
     const { init, run, eval: ev } = job.stageSeconds;
     const queued = Math.max(0, (now - job.createdAt) / 1000 - (init + run + ev));
@@ -328,13 +343,15 @@ export class Pipeline {
       counted_s: counted,
     };
     try {
-      return JSON.stringify(buildResult(job, { eval: outcome.eval }, timing));
+      const result = buildResult(job, { eval: outcome.eval }, timing);
+      return { json: JSON.stringify(result), result };
     } catch (err) {
       job.run = undefined;
       job.patches = [];
       job.criticalError ??= 'eval';
       job.errorMessage = `the result could not be serialized (${(err instanceof Error ? err.message : String(err)).split('\n')[0]}); it is answered without its messages, tokens and handler fields`;
-      return JSON.stringify(buildResult(job, {}, timing));
+      const result = buildResult(job, {}, timing);
+      return { json: JSON.stringify(result), result };
     }
   }
 
