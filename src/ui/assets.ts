@@ -59,7 +59,15 @@ export async function registerWeb(
   opts: { beforePage?: (req: FastifyRequest, reply: FastifyReply) => FastifyReply | undefined } = {},
 ): Promise<void> {
   const { files: vendor, inMemory } = vendorFiles();
-  await app.register(fastifyStatic, { root: WEB_DIR, prefix: '/ui/static/', index: false, wildcard: true, decorateReply: true });
+  await app.register(fastifyStatic, {
+    root: WEB_DIR,
+    prefix: '/ui/static/',
+    index: false,
+    wildcard: true,
+    decorateReply: true,
+    // The type-checking config sits beside the pages under tsx; it is not one of them.
+    allowedPath: (p) => !p.endsWith('tsconfig.json'),
+  });
   const page = (req: FastifyRequest, reply: FastifyReply) =>
     opts.beforePage?.(req, reply) ??
     reply.header('cache-control', 'no-cache').type('text/html; charset=utf-8').sendFile('index.html', WEB_DIR);
