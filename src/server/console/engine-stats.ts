@@ -134,7 +134,7 @@ export class EngineStatsReader {
       addresses.map(async (a) => {
         const prev = this.stats.get(a);
         try {
-          const text = await read(a, AbortSignal.timeout(Math.min(2_000, this.o.everyS * 1000)));
+          const text = await read(a, AbortSignal.timeout(Math.min(5_000, Math.max(1_000, this.o.everyS * 1000))));
           this.stats.set(a, { ...engineFigures(parsePrometheus(text), prev?.counters), metrics_at: this.o.wallNow(), metrics_error: null });
         } catch (err) {
           this.stats.set(a, { ...(prev ?? UNKNOWN), metrics_error: err instanceof Error ? err.message : String(err) });

@@ -134,7 +134,7 @@ export function ConsolePage({ filters, setFilters }) {
     <div class="grid3" id="stages">${['init', 'run', 'eval'].map((s) => html`<${Stage} name=${s} st=${ov.stages[/** @type {'init'|'run'|'eval'} */ (s)]} />`)}</div>
     <div class="grid2">
       <section class="panel"><h3>Jobs per ${ov.throughput.bucket_s} s (last ${(ov.throughput.bucket_s * ov.throughput.buckets.length) / 60} min)</h3>
-        <${Chart} id="throughput" title="" time=${true} height=${180} x=${ov.throughput.buckets.map((b) => b.t)} series=${[
+        <${Chart} id="throughput" title="" time=${true} xLabel="time" height=${180} x=${ov.throughput.buckets.map((b) => b.t)} series=${[
           { label: 'admitted', color: '#8a94a6', values: ov.throughput.buckets.map((b) => b.admitted) },
           { label: 'done', color: '#2e7d32', values: ov.throughput.buckets.map((b) => b.done) },
           { label: 'failed', color: '#c62828', values: ov.throughput.buckets.map((b) => b.failed) },
@@ -177,12 +177,19 @@ function applyJob(l, e, f) {
       : {}),
   };
   const jobs = l.jobs.slice();
-  if (i >= 0) jobs.splice(i, 1);
-  if (matches(row, f)) jobs.unshift(row);
+  let matched = l.matched;
+  if (i >= 0) {
+    jobs.splice(i, 1);
+    matched--;
+  }
+  if (matches(row, f)) {
+    jobs.unshift(row);
+    matched++;
+  }
   const by_state = { ...l.by_state };
   if (e.from) by_state[e.from] = Math.max(0, (by_state[e.from] ?? 0) - 1);
   by_state[e.state] = (by_state[e.state] ?? 0) + 1;
-  return { ...l, jobs, by_state };
+  return { ...l, jobs, matched, by_state };
 }
 
 /** @param {{name: string, st: {queued: number, busy: number, size: number}}} p */

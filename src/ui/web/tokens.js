@@ -142,7 +142,7 @@ export function TokenView({ view, focus }) {
       ${
         mode === 'mask'
           ? html`<span class="legend"><span class="tk tk-prompt">prompt</span> <span class="tk tk-gen">generated (mask 1)</span> <span class="tk tk-obs">observation (mask 0)</span> <span class="tk tk-special">added token</span></span>`
-          : html`<span class="legend"><span class="tk" style=${`background:${heat(0)}`}>p≈1</span> <span class="tk" style=${`background:${heat(Math.log(0.5))}`}>p=0.5</span> <span class="tk tk-low" style=${`background:${heat(Math.log(0.05))}`}>p<0.1</span> <span class="tk tk-dim">not generated</span></span>`
+          : html`<span class="legend"><span class="tk" style=${`background:${heat(0)}`}>p≈1</span> <span class="tk" style=${`background:${heat(Math.log(0.5))}`}>p=0.5</span> <span class="tk tk-low" style=${`background:${heat(Math.log(0.05))}`}>${'p < 0.1'}</span> <span class="tk tk-dim">not generated</span></span>`
       }
       <span class="muted" id="token-summary">${n} tokens · prompt ${seq.prompt_len} · generated ${gen} · observation ${n - seq.prompt_len - gen} · mean logprob ${gen ? num(sum / gen) : '–'} · ${low} below p 0.1 · ${view.tokenizer}</span>
     </div>

@@ -1,0 +1,82 @@
+import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { type BrowserContext, type Page, chromium } from 'playwright-core';
+
+/** Debian's chromium (scripts/setup.sh installs it); playwright-core drives it and downloads no browser. */
+export const CHROMIUM = '/usr/bin/chromium';
+
+/** Where page screenshots go: a gitignored folder CI keeps as artifacts. */
+export const ARTIFACTS = path.resolve(import.meta.dirname, '../../.raas/artifacts/console');
+
+/** What a page said that a user would see as broken: console errors and warnings, uncaught errors, failed loads. */
+export interface PageProblems {
+  console: string[];
+  errors: string[];
+  failed: string[];
+}
+
+/** A headless chromium with a fresh profile, and the problems of every page it opens. */
+export interface Browser {
+  context: BrowserContext;
+  problems: PageProblems;
+  page(): Promise<Page>;
+  /** Saves a full-page screenshot as ARTIFACTS/<name>.png and returns its path. */
+  shot(page: Page, name: string, fullPage?: boolean): Promise<string>;
+  close(): Promise<void>;
+}
+
+/** Starts chromium with the flags that work in CI's containers (no sandbox, no GPU, no background traffic). */
+export async function launch(): Promise<Browser> {
+  const profile = mkdtempSync(path.join(os.tmpdir(), 'raas-chromium-'));
+  const context = await chromium.launchPersistentContext(profile, {
+    executablePath: CHROMIUM,
+    headless: true,
+    viewport: { width: 1400, height: 1000 },
+    args: [
+      '--no-sandbox',
+      '--disable-gpu',
+      '--disable-quic',
+      '--no-first-run',
+      '--disable-background-networking',
+      '--disable-component-update',
+      '--disable-sync',
+    ],
+  });
+  // A step that does not happen fails within 10 s, naming the step (the test's own timeout names nothing).
+  context.setDefaultTimeout(10_000);
+  const problems: PageProblems = { console: [], errors: [], failed: [] };
+  context.on('page', (p) => watch(p, problems));
+  mkdirSync(ARTIFACTS, { recursive: true });
+  return {
+    context,
+    problems,
+    async page() {
+      return context.pages()[0] ?? context.newPage();
+    },
+    async shot(page, name, fullPage = true) {
+      const file = path.join(ARTIFACTS, `${name}.png`);
+      await page.screenshot({ path: file, fullPage });
+      return file;
+    },
+    async close() {
+      await context.close();
+      rmSync(profile, { recursive: true, force: true });
+    },
+  };
+}
+
+function watch(page: Page, p: PageProblems): void {
+  page.on('console', (m) => {
+    if (m.type() === 'error' || m.type() === 'warning') p.console.push(`${m.type()}: ${m.text()}`);
+  });
+  page.on('pageerror', (e) => p.errors.push(e.message));
+  page.on('requestfailed', (r) => {
+    // An event stream the page closes when it navigates away is aborted by design.
+    if (r.failure()?.errorText === 'net::ERR_ABORTED') return;
+    p.failed.push(`${r.url()}: ${r.failure()?.errorText}`);
+  });
+  page.on('response', (r) => {
+    if (r.status() >= 400 && !r.url().includes('/ui/login')) p.failed.push(`${r.url()}: ${r.status()}`);
+  });
+}
