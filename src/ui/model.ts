@@ -204,7 +204,7 @@ export interface RolloutRow {
   num_turns?: number;
   response_tokens?: number;
   critical_error?: string | null;
-  /** Whether the run kept its trajectory (accepted rollouts always; others when the run recorded them). */
+  /** Whether it opens (its outcome and grader details; its turns and tokens when the run kept its ids). */
   openable: boolean;
 }
 

@@ -48,7 +48,7 @@ function rolloutRow(r: Partial<Rollout> & { job_id: string; critical_error?: str
     ...(r.num_turns !== undefined ? { num_turns: r.num_turns } : {}),
     ...(Array.isArray(mask) ? { response_tokens: mask.reduce((a: number, b) => a + b, 0) } : {}),
     ...(r.critical_error ? { critical_error: r.critical_error } : {}),
-    openable: openable && Array.isArray(r.tokens?.response_ids),
+    openable,
   };
 }
 

@@ -9,7 +9,8 @@ const LOW_LOGPROB = Math.log(0.1);
 export interface TrajectorySource {
   job_id: string;
   reward: number;
-  tokens: Tokens;
+  /** Absent from a groups.jsonl summary line. */
+  tokens?: Tokens;
   messages?: Message[];
   trailing_messages?: Message[];
   weight_versions?: string[];
@@ -54,7 +55,7 @@ function sequenceOf(label: string, t: Partial<Tokens>): TokenSequence | undefine
 /** The token sequences of a rollout: its `tokens`, then each of `segments` that has token ids. */
 function sequencesOf(src: TrajectorySource): TokenSequence[] {
   const out: TokenSequence[] = [];
-  const main = sequenceOf('tokens', src.tokens);
+  const main = sequenceOf('tokens', src.tokens ?? {});
   if (main && main.ids.length > 0) out.push(main);
   if (Array.isArray(src.segments))
     src.segments.forEach((s, k) => {
@@ -126,7 +127,7 @@ function turnsFromMessages(src: TrajectorySource, seq: TokenSequence | undefined
   const kept = src.messages ?? [];
   const all = kept.concat(src.trailing_messages ?? []);
   const spans = new Map<number, Span>();
-  for (const s of src.tokens.spans ?? []) spans.set(s.message_index, s);
+  for (const s of src.tokens?.spans ?? []) spans.set(s.message_index, s);
   const runs = seq ? maskRuns(seq.mask).filter((r) => r[2] === 1) : [];
   // Prompt messages are located by their <|im_start|> ids in prompt_ids (ChatML templates).
   const promptStarts: number[] = [];
