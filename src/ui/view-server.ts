@@ -61,6 +61,7 @@ export async function startRunViewer(o: RunViewerOptions): Promise<RunViewer> {
   });
   await registerWeb(app);
   app.get('/', (_req, reply) => reply.redirect('/ui', 302));
+  app.get('/health', async () => ({ status: 'ok' }));
   app.get('/ui/api/info', async (): Promise<UiInfo> => ({ mode: 'run', version: RAAS_VERSION, title: run.dir }));
   app.get('/ui/api/run', async () => run.view(follower.updatedAt, wallNow()));
   app.get('/ui/api/run/steps/:k', async (req) => run.stepView(Number((req.params as { k: string }).k)));

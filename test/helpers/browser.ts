@@ -9,6 +9,12 @@ export const CHROMIUM = '/usr/bin/chromium';
 /** Where page screenshots go: a gitignored folder CI keeps as artifacts. */
 export const ARTIFACTS = path.resolve(import.meta.dirname, '../../.raas/artifacts/console');
 
+/**
+ * RAAS_DOC_SHOTS=docs/img remakes the screenshots of docs/console.md: the same pages, drawn at
+ * three quarters of the size (so the committed PNGs stay small), one screen each.
+ */
+const DOC_SHOTS = process.env.RAAS_DOC_SHOTS ? path.resolve(process.env.RAAS_DOC_SHOTS) : undefined;
+
 /** What a page said that a user would see as broken: console errors and warnings, uncaught errors, failed loads. */
 export interface PageProblems {
   console: string[];
@@ -32,7 +38,8 @@ export async function launch(): Promise<Browser> {
   const context = await chromium.launchPersistentContext(profile, {
     executablePath: CHROMIUM,
     headless: true,
-    viewport: { width: 1400, height: 1000 },
+    viewport: DOC_SHOTS ? { width: 1280, height: 860 } : { width: 1400, height: 1000 },
+    ...(DOC_SHOTS ? { deviceScaleFactor: 0.75 } : {}),
     args: [
       '--no-sandbox',
       '--disable-gpu',
@@ -57,6 +64,7 @@ export async function launch(): Promise<Browser> {
     async shot(page, name, fullPage = true) {
       const file = path.join(ARTIFACTS, `${name}.png`);
       await page.screenshot({ path: file, fullPage });
+      if (DOC_SHOTS) await page.screenshot({ path: path.join(DOC_SHOTS, `console-${name}.png`) });
       return file;
     },
     async close() {

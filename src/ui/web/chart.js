@@ -26,7 +26,11 @@ export function Chart(p) {
       title: p.title,
       width: Math.max(200, el.clientWidth),
       height: p.height ?? 200,
-      scales: { x: { time: p.time ?? false } },
+      // Counts, rates and shares start at 0; a flat line of zeros still gets an axis up to 1 (or 1%).
+      scales: {
+        x: { time: p.time ?? false },
+        y: { range: (_u, min, max) => [Math.min(0, min), max > 0 ? max * 1.1 : p.percent ? 0.01 : 1] },
+      },
       legend: { live: true },
       cursor: { drag: { x: true, y: false } },
       axes: [
