@@ -14,7 +14,7 @@ function bundledDataDir(): string {
 }
 
 /** Resource limits of the bash and python children (defaults; a SandboxSpec may lower or raise them). */
-export const SandboxLimitsConfig = z.strictObject({
+const SandboxLimitsConfig = z.strictObject({
   /** Address-space limit (ulimit -v) of bash, python and what they start. Never applied to Node. */
   memory_mb: z.number().int().positive().default(4096),
   /** CPU seconds per process (ulimit -t). */
@@ -30,7 +30,7 @@ export const SandboxLimitsConfig = z.strictObject({
 });
 
 /** How an image is reused: always rebuilt, reused per base + framework version, or per lockfile hash. */
-export const ImageMode = z.enum(['scratch', 'versioned', 'lock']);
+const ImageMode = z.enum(['scratch', 'versioned', 'lock']);
 
 /** An image: a template (setup script) plus build inputs; built inside a sandbox, cached under `<root>/images`. */
 export const ImageDefinition = z.strictObject({
@@ -52,7 +52,7 @@ export const ImageDefinition = z.strictObject({
 });
 
 /** Apptainer (Singularity) runtime settings for HPC clusters. */
-export const ApptainerConfig = z.strictObject({
+const ApptainerConfig = z.strictObject({
   /** Binary; by default the first of `apptainer`, `singularity` on PATH. */
   binary: z.string().optional(),
   /** The .sif image sandboxes run from (must contain node and bash); an image name from `images` also works. */

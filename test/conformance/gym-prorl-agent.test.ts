@@ -190,7 +190,7 @@ describe('NeMo-Gym prorl_agent against raas (rollout server + simulated vLLM + b
       messages: [],
     });
     expect(result!.traceback).toBeTypeOf('string');
-    // The error names what was looked for (issue 11: "an error naming the image or repository").
+    // The error names what was looked for (the image or the repository).
     expect(result!.error).toContain('acme/absent');
     expect(verify).toMatchObject({ reward: 0, resolved: 0, patch_exists: 0, patch_successfully_applied: 0, output: [], input: [] });
     expect(verify.swebench_metrics).toMatchObject({ critical_error: 'init', filter: true, end_properly: false });

@@ -32,7 +32,7 @@ const until = async (fn: () => boolean, what: string, ms = 15_000): Promise<void
 };
 
 /**
- * Capacity follows the live fleet (issue 13, item 1): the admission cap was read once at start, so
+ * Capacity follows the live fleet: the admission cap was read once at start, so
  * after a server died the coordinator kept its share of jobs in flight and piled them onto the
  * survivors' queues. Now the cap is the live servers' workers (or their share of max_inflight_jobs),
  * read again whenever a server goes down or comes back.

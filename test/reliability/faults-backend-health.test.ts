@@ -1,4 +1,4 @@
-// Backend health under real process faults (issue 13, items 2 and 6): a `raas serve` child process
+// Backend health under real process faults: a `raas serve` child process
 // with `raas sim-llm` child processes as backends. A backend SIGKILLed and restarted on its port, a
 // backend SIGSTOPped (hung) and continued, a dead address registered beside a live one, and ProRL's
 // clear + add weight update during RUN. Each case checks what a user sees: every job finishes, no new
@@ -154,7 +154,7 @@ describe('faults: LLM backend health with real processes', () => {
       Array.from({ length: 22 }, (_, i) => postJson(`${url}/process`, chat(`dead-${i}`, 1), { timeoutMs: 60_000 })),
     );
     const m1 = await moves(url);
-    // Before the breaker, 8 of 22 jobs went to the dead address, each paying 1-1.4 s of retries, and 2 failed (issue 13).
+    // Before the breaker, 8 of 22 jobs went to the dead address, each paying 1-1.4 s of retries, and 2 failed.
     expect(wave1.map((r) => r.body.critical_error)).toEqual(Array(22).fill(null));
     expect(wave1.every((r) => r.body.backend === live.url)).toBe(true);
     const d = (await backendOf(url, deadUrl))!;

@@ -1,9 +1,9 @@
-// The fault matrix of a training run (issue 13, item 6): real processes — `raas serve` rollout
+// The fault matrix of a training run: real processes — `raas serve` rollout
 // servers and `raas sim-llm` backends as child processes, the coordinator in this process or as a
 // `raas train` child — and faults injected while a run trains: a rollout server SIGKILLed with
 // backends configured and weight updates continuing; a backend SIGKILLed, restarted on its port,
 // SIGSTOPped (hung) and continued; ProRL's clear + add at every weight update with jobs in RUN; and
-// the issue's end-to-end case, a 3-step `raas train` that loses a server after its first step and a
+// the end-to-end case, a 3-step `raas train` that loses a server after its first step and a
 // backend during its second. Every case checks what a user sees: every step arrives complete, no
 // rollout is lost or failed, weight versions stay right, and nothing is left running.
 import fs from 'node:fs';

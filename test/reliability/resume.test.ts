@@ -1,4 +1,4 @@
-// Resume without re-running (issue 13, items 4 and 6): the coordinator is killed and resumed with real
+// Resume without re-running: the coordinator is killed and resumed with real
 // processes — two `raas serve` rollout servers, two `raas sim-llm` backends, `raas train` and
 // `raas sidecar` as child processes. The servers run a chat handler that appends each execution of a
 // job (its INIT, which an attach never repeats) to a file per server, so the tests count rollouts

@@ -1,4 +1,4 @@
-// The LLM backend pool's health (issue 13, item 2): a circuit breaker per backend on consecutive
+// The LLM backend pool's health: a circuit breaker per backend on consecutive
 // connection failures or timeouts, no new work while it is open, a probe that brings it back, a
 // per-call deadline from max_tokens, calls in flight ending (and their jobs moving) when it opens,
 // clear + re-add keeping the load and weight_version of jobs in flight, and metadata fetched again

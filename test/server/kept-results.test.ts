@@ -1,4 +1,4 @@
-// Finished results kept in memory are capped (`max_kept_results`, issue 13 item 5): past the cap
+// Finished results kept in memory are capped (`max_kept_results`): past the cap
 // the oldest answer GET /jobs/:id, attach and /cancel from the results journal, across a restart
 // too; without a journal they are forgotten. Real rollout servers on port 0 with the staged handler.
 import { mkdtemp, readFile, rm } from 'node:fs/promises';

@@ -102,8 +102,19 @@ export class ResultsJournal {
     return [...winners.values()].map((w) => w.entry);
   }
 
-  /** Appends one finished result, given as JSON text (buffered; never blocks the answer). Returns where its line sits. */
-  append(jobId: string, state: JobState, endedAt: number, instanceHash: string, resultJson: string): JournalLocation | undefined {
+  /**
+   * Appends one finished result, given as JSON text. Returns where its line sits; `written` is called
+   * once the line reached the kernel (or the write failed), so a caller can answer only then and a
+   * result a client has seen survives a crash of the server.
+   */
+  append(
+    jobId: string,
+    state: JobState,
+    endedAt: number,
+    instanceHash: string,
+    resultJson: string,
+    written?: () => void,
+  ): JournalLocation | undefined {
     if (!this.stream || this.closing) return undefined;
     const line = Buffer.from(
       `{"job_id":${JSON.stringify(jobId)},"state":"${state}","ended_at":${endedAt},"instance_hash":"${instanceHash}","result":${resultJson}}\n`,
@@ -111,6 +122,7 @@ export class ResultsJournal {
     const at = { offset: this.size, length: line.length - 1 };
     this.size += line.length;
     this.stream.write(line, (err) => {
+      written?.();
       if (err) return this.fail();
       this.flushed = at.offset + line.length;
       for (const w of this.waiters) if (w.upTo <= this.flushed) w.wake();

@@ -297,7 +297,12 @@ export class Pipeline {
     this.end(job, outcome);
   }
 
-  /** Ends the job: the state, the result's JSON (once, for every waiter), the live map, the store. Never throws before the waiters have their answer. */
+  /**
+   * Ends the job: the state, the result's JSON (once, for every waiter), the live map, the store.
+   * With a journal the waiters are answered once the result's line is written, so a result a client
+   * has seen survives a crash (a resumed coordinator finds it instead of running the job again).
+   * Never throws before the waiters have their answer.
+   */
   private end(job: Job, outcome: Outcome): void {
     if (job.terminal) return;
     const from = job.state;
@@ -309,14 +314,15 @@ export class Pipeline {
     const { json, result } = this.resultJson(job, outcome);
     job.endedAtWall = this.wallNow();
     this.forgetLive(job);
-    job.settle(json);
+    let pending = false;
     try {
       this.o.observer?.jobEnded?.(job.state);
       this.o.observer?.jobState?.(job, from, result);
-      if (!job.forget) this.done.put(job.id, job.state, json, job.endedAtWall, job.request.instance);
+      if (!job.forget) pending = this.done.put(job.id, job.state, json, job.endedAtWall, job.request.instance, () => job.settle(json));
     } catch (err) {
       this.o.log.error({ err, job: job.id }, 'storing a finished result failed');
     }
+    if (!pending) job.settle(json);
   }
 
   /**

@@ -71,13 +71,20 @@ export class ResultStore {
     }
   }
 
-  /** Stores a job's result (and journals it); the last job to finish under an id is the one that answers. */
-  put(id: string, state: JobState, json: string, endedAt: number, instance: unknown): void {
+  /**
+   * Stores a job's result (and journals it); the last job to finish under an id is the one that
+   * answers. Returns true when `written` will be called once the journal line is written; false
+   * when nothing is journaled (the caller answers at once).
+   */
+  put(id: string, state: JobState, json: string, endedAt: number, instance: unknown, written?: () => void): boolean {
     const journal = this.o.journal;
     let r: FinishedRecord;
+    let pending = false;
     if (journal) {
       const hash = instanceHash(instance);
-      r = { state, endedAt, hash, json, at: journal.append(id, state, endedAt, hash, json) };
+      const at = journal.append(id, state, endedAt, hash, json, written);
+      pending = at !== undefined;
+      r = { state, endedAt, hash, json, at };
     } else {
       r = { state, endedAt, instance, json };
     }
@@ -86,6 +93,7 @@ export class ResultStore {
     this.kept.delete(id);
     this.keep(id, r);
     this.trim();
+    return pending;
   }
 
   private keep(id: string, r: FinishedRecord): void {

@@ -1,6 +1,7 @@
 import { RaasError } from '../../protocol/errors.js';
 import type { Logger, SandboxOpener } from '../handlers/types.js';
 import type { Sandbox, SandboxRuntime, SandboxSpec } from '../sandbox/types.js';
+import type { Runtime } from '../sandbox/runtime.js';
 import type { Clock } from '../../util/clock.js';
 
 /**
@@ -12,7 +13,7 @@ export class LazySandboxRuntime {
   private closed = false;
   /** What the runtime reports in force (isolation, limits), once it is known. */
   private described: Record<string, unknown> | undefined;
-  private resolved: SandboxRuntime | undefined;
+  private resolved: Runtime | undefined;
 
   constructor(
     private readonly config: Record<string, unknown>,
@@ -35,30 +36,23 @@ export class LazySandboxRuntime {
 
   /** Validates the sandbox settings now (at server start) so a bad key fails fast, not at the first open. */
   async validate(): Promise<void> {
-    const mod = (await import('../sandbox/index.js')) as Record<string, unknown>;
-    const schema = mod.SandboxConfig as
-      | { safeParse?(v: unknown): { success: boolean; error?: { issues: Array<{ path: PropertyKey[]; message: string }> } } }
-      | undefined;
-    const r = schema?.safeParse?.(this.config);
-    if (r && !r.success) {
-      const i = r.error!.issues[0];
+    const { SandboxConfig, describeSandbox } = await import('../sandbox/index.js');
+    const r = SandboxConfig.safeParse(this.config);
+    if (!r.success) {
+      const i = r.error.issues[0]!;
       throw new RaasError('config_invalid', `sandbox.${i.path.map(String).join('.')}: ${i.message}`);
     }
-    const describe = mod.describeSandbox as ((config: unknown) => Record<string, unknown>) | undefined;
-    if (describe) {
-      this.described = describe(this.config);
-      this.log.info({ sandbox: this.described }, 'sandbox isolation and limits in force');
-    }
+    this.described = describeSandbox(r.data);
+    this.log.info({ sandbox: this.described }, 'sandbox isolation and limits in force');
   }
 
   /** The isolation and limits in force, for /status (null until the sandbox settings were read). */
   describe(): Record<string, unknown> | null {
     if (!this.described) return null;
-    const rt = this.resolved as { limitsInForce?: () => unknown; counts?: () => Record<string, number> } | undefined;
     // Counts exist once a runtime does (the first open): before, nothing was ever started.
-    const counts = rt?.counts?.() ?? {};
+    const counts = this.resolved?.counts() ?? {};
     // Once the runtime prepared, its cgroup probe is the word on which limits hold.
-    const inForce = rt?.limitsInForce?.();
+    const inForce = this.resolved?.limitsInForce();
     if (!inForce) return { ...this.described, ...counts };
     return { ...this.described, ...counts, limits: { ...(this.described.limits as object), cgroup: inForce } };
   }
@@ -70,21 +64,12 @@ export class LazySandboxRuntime {
   }
 
   private async create(): Promise<SandboxRuntime> {
-    const mod = (await import('../sandbox/index.js')) as Record<string, unknown>;
-    const create = mod.createSandboxRuntime as ((config: unknown, opts?: { log?: Logger; clock?: Clock }) => SandboxRuntime) | undefined;
-    const schema = mod.SandboxConfig as { parse(v: unknown): unknown } | undefined;
-    if (typeof create !== 'function')
-      throw new RaasError('sandbox_unavailable', 'this build has no sandbox runtime (src/server/sandbox exports no createSandboxRuntime)');
-    let config: unknown = this.config;
-    try {
-      config = schema ? schema.parse(this.config) : this.config;
-    } catch (err) {
-      throw new RaasError('config_invalid', `sandbox: ${err instanceof Error ? err.message : String(err)}`, { cause: err });
-    }
-    const rt = create(config, { log: this.log, clock: this.clock });
+    const { SandboxConfig, createSandboxRuntime, describeSandbox } = await import('../sandbox/index.js');
+    const parsed = SandboxConfig.safeParse(this.config);
+    if (!parsed.success) throw new RaasError('config_invalid', `sandbox: ${parsed.error.message}`, { cause: parsed.error });
+    const rt = createSandboxRuntime(parsed.data, { log: this.log, clock: this.clock });
     this.resolved = rt;
-    const describe = mod.describeSandbox as ((config: unknown) => Record<string, unknown>) | undefined;
-    this.described ??= describe?.(config);
+    this.described ??= describeSandbox(parsed.data);
     return rt;
   }
 }

@@ -79,7 +79,7 @@ function idOf(user: string, flag: '-u' | '-g'): number | undefined {
 }
 
 /** Largest Unix socket path Node handles: longer ones are silently truncated by Node 20. */
-export const MAX_SOCKET_PATH_BYTES = 107;
+const MAX_SOCKET_PATH_BYTES = 107;
 
 /** Throws a clear error when a Unix socket path is too long to bind or connect. */
 export function checkSocketPath(p: string, what = 'sandbox socket'): void {

@@ -9,25 +9,20 @@ import { SandboxConfig, type SandboxConfigInput } from '../../protocol/config-sa
 import { Runtime } from './runtime.js';
 import type { SandboxRuntime } from './types.js';
 
-export { SandboxConfig, SandboxLimitsConfig, ImageDefinition, ImageMode, ApptainerConfig } from '../../protocol/config-sandbox.js';
+export { SandboxConfig } from '../../protocol/config-sandbox.js';
 export type { SandboxConfigInput } from '../../protocol/config-sandbox.js';
 export { Runtime } from './runtime.js';
 export { describeSandbox } from './describe.js';
 export { ManagedSandbox } from './managed.js';
-export { ToolClient } from './client.js';
-export { LoopbackLeases, loopbackAddress } from './leases.js';
+export { LoopbackLeases } from './leases.js';
 export { ImageCache } from './image-cache.js';
-export { bwrapArgs, INSIDE } from './bwrap.js';
-export { apptainerArgs, apptainerBuildArgs, renderDefinition } from './apptainer.js';
-export { checkSocketPath, MAX_SOCKET_PATH_BYTES, defaultRoot, resolveIdentity } from './host.js';
+export { INSIDE } from './bwrap.js';
+export { apptainerArgs } from './apptainer.js';
 export type {
   Sandbox,
   SandboxRuntime,
   SandboxSpec,
-  SandboxLimits,
-  BashOptions,
   BashResult,
-  PythonOptions,
   PythonResult,
   EditOp,
   EditResult,

@@ -36,7 +36,8 @@ export interface SandboxSpec {
   readOnly?: Array<{ host: string; inside: string }>;
 }
 
-export interface SandboxLimits {
+/** Per-sandbox resource limits; each key overrides the server config's `sandbox.limits`. */
+interface SandboxLimits {
   memory_mb?: number;
   cpu_s?: number;
   processes?: number;
