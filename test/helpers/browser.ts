@@ -2,6 +2,7 @@ import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { type BrowserContext, type Page, chromium } from 'playwright-core';
+import { waitGone, withCommand } from './procs.js';
 
 /** Debian's chromium (scripts/setup.sh installs it); playwright-core drives it and downloads no browser. */
 export const CHROMIUM = '/usr/bin/chromium';
@@ -25,6 +26,8 @@ export interface PageProblems {
 /** A headless chromium with a fresh profile, and the problems of every page it opens. */
 export interface Browser {
   context: BrowserContext;
+  /** The fresh profile folder: every chromium process of this browser has it on its command line. */
+  profile: string;
   problems: PageProblems;
   page(): Promise<Page>;
   /** Saves a full-page screenshot as ARTIFACTS/<name>.png and returns its path. */
@@ -57,6 +60,7 @@ export async function launch(): Promise<Browser> {
   mkdirSync(ARTIFACTS, { recursive: true });
   return {
     context,
+    profile,
     problems,
     async page() {
       return context.pages()[0] ?? context.newPage();
@@ -70,6 +74,9 @@ export async function launch(): Promise<Browser> {
     async close() {
       await context.close();
       rmSync(profile, { recursive: true, force: true });
+      // Nothing we start outlives its owner: no chromium process of this profile is left.
+      const left = await waitGone(() => withCommand(profile));
+      if (left.length > 0) throw new Error(`chromium processes outlived the test: ${left.map((p) => p.pid).join(', ')}`);
     },
   };
 }

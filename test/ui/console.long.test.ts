@@ -6,7 +6,6 @@ import type { AgentHandler } from '../../src/server/handlers/types.js';
 import { startRolloutServer, type RolloutServer } from '../../src/server/index.js';
 import { startSim, type SimHandle } from '../../src/sim/index.js';
 import { type Browser, launch } from '../helpers/browser.js';
-import { withCommand } from '../helpers/procs.js';
 import { post } from '../server/helpers.js';
 
 const TOKEN = 'browser-test-token';
@@ -66,8 +65,6 @@ describe('the console in a browser', () => {
     await browser?.close();
     await srv?.close();
     await sim?.close();
-    // No chromium of this test outlives it.
-    expect(withCommand('raas-chromium-').length).toBe(0);
   });
 
   it('signs in with the token and shows stages, backends, throughput and jobs, updated as a job moves', async () => {

@@ -244,6 +244,7 @@ function Jobs({ list, filters, setFilters }) {
         ${['init', 'run', 'eval', 'timeout', 'cancelled'].map((s) => html`<option value=${s}>${s}</option>`)}</select></label>
       <label>search <input id="f-q" type="search" placeholder="job, group or instance id" value=${filters.q} onInput=${set('q')} /></label>
       <span class="muted">${list ? `${list.matched} match${list.jobs.length < list.matched ? `, newest ${list.jobs.length} shown` : ''}` : ''}</span>
+      ${filters.q ? html`<a id="open-by-id" href=${`#/jobs/${encodeURIComponent(filters.q)}`} title="a finished job the list no longer keeps still opens by its id within result_ttl_s">open job ${clip(filters.q, 40)}</a>` : null}
     </div>
     <table class="table" id="jobs"><thead><tr><th>job</th><th>state</th><th>data source</th><th>instance</th><th>reward</th><th>critical error</th><th>finish</th><th>turns</th><th>queued / init / run / eval</th><th>changed</th></tr></thead>
       <tbody>${(list?.jobs ?? []).map(
