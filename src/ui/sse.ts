@@ -47,7 +47,17 @@ export function streamEvents<E>(req: FastifyRequest, reply: FastifyReply, o: Str
     'x-accel-buffering': 'no',
   });
   let lagging = false;
+  let corked = false;
   const write = (s: string): void => {
+    // Events emitted in one tick (a burst of job transitions) go out in one socket write.
+    if (!corked) {
+      corked = true;
+      res.cork();
+      process.nextTick(() => {
+        corked = false;
+        res.uncork();
+      });
+    }
     if (!res.write(s) && res.writableLength > max && !lagging) {
       lagging = true;
       res.once('drain', () => {

@@ -100,6 +100,22 @@ describe('the console in a browser', () => {
     expect(browser.problems).toEqual({ console: [], errors: [], failed: [] });
   });
 
+  it('keeps up with a burst of jobs: counts and rows agree with the server once it settles', async () => {
+    const page = await browser.page();
+    await page.goto(`${srv.url}/ui#/`);
+    await page.waitForSelector('#live:text("live")');
+    // 300 jobs, 2,100 events, as fast as the server takes them.
+    await Promise.all(
+      Array.from({ length: 300 }, (_, k) =>
+        post(`${srv.url}/process`, { instance: { data_source: 'chat', instance_id: `c${k}`, pass_rate: 1 }, job_id: `burst-${k}` }, auth),
+      ),
+    );
+    const counts = (await (await fetch(`${srv.url}/ui/api/jobs?limit=1`, { headers: auth })).json()).by_state;
+    await expect.poll(() => page.textContent('#state-counts'), { timeout: 10_000 }).toContain(`done ${counts.done}`);
+    expect(await page.locator('#jobs tr[data-job^="burst-"][data-state=done]').count()).toBe(300);
+    expect(browser.problems).toEqual({ console: [], errors: [], failed: [] });
+  });
+
   it("opens a job from the list: turns, the grader's answer, stage timings, the token view with ids on hover", async () => {
     const page = await browser.page();
     await page.goto(`${srv.url}/ui#/`);

@@ -61,6 +61,10 @@ export function ConsolePage({ filters, setFilters }) {
     let stop = () => {};
     /** @type {ReturnType<typeof setTimeout> | undefined} */
     let refetch;
+    /** @type {JobEvent[]} */
+    const pending = [];
+    /** @type {number | undefined} */
+    let frame;
     const reload = () =>
       getJson(query(fref.current))
         .then((l) => !closed && setList(/** @type {JobList} */ (l)))
@@ -78,7 +82,13 @@ export function ConsolePage({ filters, setFilters }) {
               if (name === 'stats') return setOv(/** @type {Overview} */ (data));
               if (name === 'job') {
                 const e = /** @type {JobEvent} */ (data);
-                setList((l) => (l ? applyJob(l, e, fref.current) : l));
+                // A busy server sends thousands of job events a second: they are applied once per frame.
+                pending.push(e);
+                frame ??= requestAnimationFrame(() => {
+                  frame = undefined;
+                  const batch = pending.splice(0);
+                  setList((l) => (l ? applyJobs(l, batch, fref.current) : l));
+                });
                 if (e.critical_error && e.critical_error !== 'cancelled')
                   setEvents((ev) =>
                     [
@@ -114,6 +124,7 @@ export function ConsolePage({ filters, setFilters }) {
       closed = true;
       stop();
       if (refetch) clearTimeout(refetch);
+      if (frame !== undefined) cancelAnimationFrame(frame);
     };
   }, [epoch]);
 
@@ -153,43 +164,56 @@ export function ConsolePage({ filters, setFilters }) {
   </div>`;
 }
 
-/** @param {JobList} l @param {JobEvent} e @param {Filters} f @returns {JobList} */
-function applyJob(l, e, f) {
-  const i = l.jobs.findIndex((r) => r.job_id === e.job_id);
-  /** @type {JobRow} */
-  const row = {
-    ...(i >= 0 ? l.jobs[i] : { job_id: e.job_id, created_at: e.at, data_source: e.data_source, instance_id: e.instance_id }),
-    state: e.state,
-    updated_at: e.at,
-    data_source: e.data_source,
-    instance_id: e.instance_id,
-    ...(e.group_id ? { group_id: e.group_id } : {}),
-    ...(e.reward !== undefined
-      ? {
-          reward: e.reward,
-          critical_error: e.critical_error,
-          finish_reason: e.finish_reason,
-          num_turns: e.num_turns,
-          error: e.error,
-          timing: e.timing,
-          ended_at: e.at,
-        }
-      : {}),
-  };
-  const jobs = l.jobs.slice();
-  let matched = l.matched;
-  if (i >= 0) {
-    jobs.splice(i, 1);
-    matched--;
-  }
-  if (matches(row, f)) {
-    jobs.unshift(row);
-    matched++;
-  }
+/**
+ * Applies a frame's job events to the list: every event moves the state counts; each job's row
+ * takes its newest state (and its outcome once ended), moves to the top, or leaves when it no
+ * longer matches the filters.
+ * @param {JobList} l @param {JobEvent[]} events @param {Filters} f @returns {JobList}
+ */
+function applyJobs(l, events, f) {
   const by_state = { ...l.by_state };
-  if (e.from) by_state[e.from] = Math.max(0, (by_state[e.from] ?? 0) - 1);
-  by_state[e.state] = (by_state[e.state] ?? 0) + 1;
-  return { ...l, jobs, matched, by_state };
+  /** @type {Map<string, JobRow>} */
+  const rows = new Map(l.jobs.map((r) => [r.job_id, r]));
+  /** @type {Set<string>} */
+  const moved = new Set();
+  for (const e of events) {
+    if (e.from) by_state[e.from] = Math.max(0, (by_state[e.from] ?? 0) - 1);
+    by_state[e.state] = (by_state[e.state] ?? 0) + 1;
+    const prev = rows.get(e.job_id);
+    rows.set(e.job_id, {
+      ...(prev ?? { job_id: e.job_id, created_at: e.at }),
+      state: e.state,
+      updated_at: e.at,
+      data_source: e.data_source,
+      instance_id: e.instance_id,
+      ...(e.group_id ? { group_id: e.group_id } : {}),
+      ...(e.reward !== undefined
+        ? {
+            reward: e.reward,
+            critical_error: e.critical_error,
+            finish_reason: e.finish_reason,
+            num_turns: e.num_turns,
+            error: e.error,
+            timing: e.timing,
+            ended_at: e.at,
+          }
+        : {}),
+    });
+    moved.add(e.job_id);
+  }
+  let matched = l.matched;
+  const before = new Set(l.jobs.map((r) => r.job_id));
+  /** @type {JobRow[]} */
+  const top = [];
+  for (const id of [...moved].reverse()) {
+    const row = /** @type {JobRow} */ (rows.get(id));
+    const was = before.has(id);
+    const now = matches(row, f);
+    if (now) top.push(row);
+    matched += (now ? 1 : 0) - (was ? 1 : 0);
+  }
+  const rest = l.jobs.filter((r) => !moved.has(r.job_id));
+  return { ...l, jobs: [...top, ...rest], matched, by_state };
 }
 
 /** @param {{name: string, st: {queued: number, busy: number, size: number}}} p */
