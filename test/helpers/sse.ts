@@ -14,6 +14,8 @@ export interface EventStream {
   frames: Frame[];
   /** Resolves with the first frame (from the start of the stream) that `pred` accepts, or rejects after `ms`. */
   until(pred: (f: Frame) => boolean, ms?: number): Promise<Frame>;
+  /** Calls `fn` once the server ended the stream. */
+  onEnd(fn: () => void): void;
   close(): void;
 }
 
@@ -69,6 +71,9 @@ export function openEvents(url: string, headers: Record<string, string> = {}): P
             waiters.add(check);
             check();
           });
+        },
+        onEnd: (fn) => {
+          res.once('close', fn);
         },
         close: () => req.destroy(),
       });

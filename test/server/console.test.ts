@@ -210,6 +210,17 @@ describe('GET /events and the console routes', () => {
     expect((await get(`${srv.url}/ui/api/overview`, session)).status).toBe(401);
   });
 
+  it('closes with event streams open: close() ends them instead of waiting for them', async () => {
+    const other = await startRolloutServer({ port: 0, log_level: 'silent' });
+    const es = await openEvents(`${other.url}/events?stats=1`);
+    await es.until((f) => f.event === 'stats');
+    const ended = new Promise<void>((resolve) => es.onEnd(resolve));
+    const t0 = Date.now();
+    await other.close();
+    await ended;
+    expect(Date.now() - t0).toBeLessThan(5_000);
+  });
+
   it('serves the pages and their libraries from the package, nothing else', async () => {
     const page = await get(`${srv.url}/ui`, auth);
     expect(page.status).toBe(200);
