@@ -125,6 +125,10 @@ describe('the console in a browser', () => {
     expect(await page.locator('#turns .turn[data-role=assistant]').count()).toBeGreaterThan(0);
     expect(await page.textContent('#answer-compare')).toContain(math[0].answer);
     expect(await page.textContent('#timing')).toMatch(/run \d/);
+    // The raw result, as the API answers it, with the page's session.
+    const raw = await page.request.get(`${srv.url}${await page.getAttribute('a.raw', 'href')}`);
+    expect(raw.status()).toBe(200);
+    expect((await raw.json()).result.job_id).toBe('m-0');
     await browser.shot(page, 'job');
     // From a turn to its tokens.
     await page.click('#turns .turn[data-role=assistant] button.link');

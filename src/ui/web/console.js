@@ -332,5 +332,6 @@ export function JobPage({ id }) {
       <div class="field"><div class="label">state</div><div class="value" id="live-state"><${StateBadge} state=${detail.state} /></div></div>
       ${detail.row ? html`<div class="field"><div class="label">data source</div><div class="value">${detail.row.data_source}</div></div>` : null}</div>${actions}</div>
       <p class="muted">The job is running: its trajectory shows here when it ends.</p></div>`;
-  return html`<${Trajectory} view=${/** @type {import('../model.js').TrajectoryView} */ (detail.trajectory)} />`;
+  const raw = html`<a class="raw" href=${`/jobs/${encodeURIComponent(id)}`} target="_blank" rel="noopener" title="GET /jobs/:id, the result as the API answers it">result JSON</a>`;
+  return html`<${Trajectory} view=${/** @type {import('../model.js').TrajectoryView} */ (detail.trajectory)} actions=${raw} />`;
 }
