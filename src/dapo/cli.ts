@@ -9,7 +9,7 @@ import { planResume } from './resume.js';
 import { CoordinatorMetrics, plural } from './metrics.js';
 import { serveMetrics, type MetricsServer } from './metrics-server.js';
 import { TrainerCommandError } from './trainer-command.js';
-import { SET_HELP, collect, intArg } from '../util/config-flags.js';
+import { setHelp, collect, intArg } from '../util/config-flags.js';
 
 /** Ctrl-C (and SIGTERM) abort the signal once; a second Ctrl-C exits at once. */
 function interruptSignal(): { signal: AbortSignal; dispose(): void } {
@@ -34,7 +34,7 @@ export function registerTrain(program: Command): void {
     .argument('[config]', "training config (YAML); optional with --resume (the run directory's config.json is used)")
     .option('--smoke', "CI smoke run: the config's smoke overrides (fewer steps)")
     .option('--steps <n>', 'override steps', intArg('--steps', { min: 1 }))
-    .option('--set <key=value>', SET_HELP, collect)
+    .option('--set <key=value>', setHelp('sampling_params.temperature=0.7'), collect)
     .option('--name <name>', 'override the run name (runs/<name>/)')
     .option('--output-dir <dir>', 'override output_dir')
     .option(
@@ -157,7 +157,7 @@ export function registerTrain(program: Command): void {
     .description('one pass over a dataset: n rollouts per prompt, no filtering, no weight updates; pass@1 and pass@n per data source')
     .argument('<config>', 'training config (YAML); its eval section picks the dataset and n')
     .option('--n <n>', 'rollouts per prompt', intArg('--n', { min: 1 }))
-    .option('--set <key=value>', SET_HELP, collect)
+    .option('--set <key=value>', setHelp('sampling_params.temperature=0.7'), collect)
     .option('--output <file>', 'write the report JSON here (default runs/<name>/eval.json)')
     .option('--tag <tag>', 'job id tag, to evaluate again against the same servers', '0')
     .action(async (file: string, o: { n?: number; output?: string; tag: string; set?: string[] }) => {

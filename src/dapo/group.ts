@@ -179,6 +179,8 @@ export function toBatchGroup(g: GroupRecord, version: number, withMessages: bool
       finish_reason: r.finish_reason,
       num_turns: r.num_turns,
       tokens: r.tokens,
+      // A harness rollout of several sequences carries them all; one of one sequence keeps today's shape.
+      ...(r.segments && r.segments.length > 1 ? { segments: r.segments } : {}),
       ...(withMessages ? { messages: batchMessages(r) } : {}),
       // Why the rollout got its reward: the grader's details, and a failure's critical_error and error.
       ...(r.details ? { details: r.details as Record<string, unknown> } : {}),

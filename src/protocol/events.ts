@@ -17,7 +17,7 @@ export const JobEvent = z.object({
   data_source: z.string(),
   instance_id: z.union([z.string(), z.number()]).nullable(),
   group_id: z.string().optional(),
-  /** The tenant the job belongs to, once the server has tenants. */
+  /** The tenant the job belongs to, on a server with tenants. */
   tenant: z.string().optional(),
   // Terminal states only: the result's outcome.
   reward: z.number().optional(),

@@ -1,7 +1,7 @@
 import path from 'node:path';
 import { Option, type Command } from 'commander';
 import type { ServerConfigInput } from '../protocol/config-server.js';
-import { SET_HELP, collect, intArg, numberArg, portArg } from '../util/config-flags.js';
+import { setHelp, collect, intArg, numberArg, portArg } from '../util/config-flags.js';
 import { loadServerConfig } from './config.js';
 import { startRolloutServer } from './index.js';
 
@@ -80,7 +80,7 @@ export function registerServe(program: Command): void {
     .addOption(
       new Option('--log-level <level>', 'server log level').choices(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']),
     )
-    .option('--set <key=value>', SET_HELP, collect)
+    .option('--set <key=value>', setHelp('workers.run=32'), collect)
     .action(async (flags: ServeFlags) => {
       const { config, baseDir } = await loadServerConfig(flags.config, overridesOf(flags), flags.set);
       const server = await startRolloutServer(config, { baseDir });

@@ -1,7 +1,7 @@
 import path from 'node:path';
 import { Option, type Command } from 'commander';
 import { SIDECAR_LIMITS } from '../protocol/sidecar.js';
-import { SET_HELP, collect } from '../util/config-flags.js';
+import { setHelp, collect } from '../util/config-flags.js';
 import type { LogLevel } from './log.js';
 import { serveStdio } from './stdio.js';
 
@@ -26,7 +26,7 @@ export function registerSidecar(program: Command): void {
     )
     .option('--close-timeout-s <s>', 'longest wait for a clean close before exiting', (v) => nonNegative(v, '--close-timeout-s'), 30)
     .addOption(new Option('--log-level <level>', 'stderr log level').choices(['debug', 'info', 'warn', 'error', 'silent']).default('info'))
-    .option('--set <key=value>', SET_HELP, collect)
+    .option('--set <key=value>', setHelp('sampling_params.temperature=0.7'), collect)
     .option(
       '--metrics-port <port>',
       "serve the coordinator's Prometheus metrics on 127.0.0.1:<port>/metrics (0: a free port, logged)",

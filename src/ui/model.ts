@@ -60,7 +60,7 @@ export interface ThroughputBucket {
 
 /** What the console shows of a backend: the pool's view and, when its /metrics answers, the engine's. */
 export interface BackendRow extends BackendInfo {
-  /** The tenant that registered it, once the server has tenants. */
+  /** The tenant that owns it, on a server with tenants. */
   tenant?: string;
   failures: number;
   last_error: string | null;
@@ -78,7 +78,7 @@ export interface BackendRow extends BackendInfo {
 
 /** The console's live figures: sent on connect and every second on the event stream (`event: stats`). */
 export interface Overview {
-  status: 'running' | 'stopped' | 'stopping';
+  status: 'running' | 'draining' | 'stopped' | 'stopping';
   version: string;
   /** Seconds since the server started. */
   uptime_s: number;

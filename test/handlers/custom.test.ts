@@ -71,7 +71,7 @@ it('runs the documented one-file handler end to end and grades it', async () => 
 
 it('the fixture is the handler printed in docs/tasks.md', () => {
   const doc = fs.readFileSync(path.join(here, '../../docs/tasks.md'), 'utf8');
-  const start = doc.indexOf('// handlers/write-file.ts');
+  const start = doc.indexOf('// examples/write-file/write-file.ts');
   const block = doc.slice(doc.indexOf('\n', start) + 1, doc.indexOf('```', start));
   const fixture = fs.readFileSync(path.join(here, 'fixtures/write-file.ts'), 'utf8');
   const body = (s: string) =>
@@ -81,4 +81,13 @@ it('the fixture is the handler printed in docs/tasks.md', () => {
       .join('\n')
       .trim();
   expect(body(fixture)).toBe(body(block));
+  // The example the docs train (examples/write-file) is the printed block itself.
+  expect(fs.readFileSync(path.join(here, '../../examples/write-file/write-file.ts'), 'utf8')).toBe(
+    doc.slice(start, doc.indexOf('```', start)),
+  );
+  // So is the simulator's script of the task.
+  const sim = doc.indexOf('// examples/write-file/write-file.sim.ts');
+  expect(fs.readFileSync(path.join(here, '../../examples/write-file/write-file.sim.ts'), 'utf8')).toBe(
+    doc.slice(sim, doc.indexOf('```', sim)),
+  );
 });

@@ -20,12 +20,16 @@ export class ConsoleFeed {
   readonly jobs: JobIndex;
   readonly throughput = new Throughput();
 
+  /** Whether events name their tenant (a server with a `tenants:` section). */
+  private readonly named: boolean;
+
   constructor(
-    opts: { eventBuffer: number; recentJobs: number },
+    opts: { eventBuffer: number; recentJobs: number; tenants?: boolean },
     private readonly wallNow: () => number,
   ) {
     this.log = new EventLog(opts.eventBuffer);
     this.jobs = new JobIndex(opts.recentJobs);
+    this.named = opts.tenants ?? false;
   }
 
   /** The pipeline's observer: a job was admitted (`from` undefined) or changed state. */
@@ -42,6 +46,7 @@ export class ConsoleFeed {
     };
     if (from !== undefined) e.from = from;
     if (job.request.group_id !== undefined) e.group_id = job.request.group_id;
+    if (this.named && job.tenant) e.tenant = job.tenant.name;
     if (result) {
       e.reward = result.reward;
       e.critical_error = result.critical_error;
@@ -58,8 +63,9 @@ export class ConsoleFeed {
   }
 
   /** The pool's observer: a backend was added, removed, or changed health or weight_version. */
-  backendChange(b: Backend, change: BackendChange): void {
+  backendChange(b: Backend, change: BackendChange, tenant?: string): void {
     const e: BackendEvent = { type: 'backend', at: this.wallNow(), change, backend: { ...b.info(), last_error: b.lastError } };
+    if (tenant !== undefined) e.tenant = tenant;
     this.log.emit('backend', e);
   }
 }

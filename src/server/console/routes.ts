@@ -13,8 +13,10 @@ import type { BackendRow, JobDetail, Overview, UiInfo } from '../../ui/model.js'
 import { streamEvents } from '../../ui/sse.js';
 import { trajectoryView, type TrajectorySource } from '../../ui/trajectory.js';
 import { RAAS_VERSION } from '../../version.js';
-import { gateOf, type BackendPool } from '../llm/pool.js';
+import { gateOf } from '../llm/pool.js';
 import type { Pipeline } from '../pipeline/pipeline.js';
+import type { Access } from '../tenants/access.js';
+import type { TenantSet } from '../tenants/tenants.js';
 import type { EngineStatsReader } from './engine-stats.js';
 import type { ConsoleFeed } from './feed.js';
 import { sees, viewerOf, type Viewer } from './scope.js';
@@ -24,7 +26,9 @@ import { SESSION_COOKIE, UiSessions, cookieValue } from './session.js';
 export interface ConsoleDeps {
   config: ServerConfig;
   pipeline: Pipeline;
-  pool: BackendPool;
+  tenants: TenantSet;
+  /** What a request may reach (its principal), as the API's routes ask it. */
+  access: (req: FastifyRequest) => Access;
   feed: ConsoleFeed;
   engine: EngineStatsReader;
   tokenizer: () => Tokenizer;
@@ -42,20 +46,30 @@ const EVENT_TYPES = new Set(['job', 'backend']);
 /** The console's live figures for a viewer. */
 function overview(d: ConsoleDeps, viewer: Viewer, startedAt: number): Overview {
   // status() is typed without the backends; the fields read here are StatusResponse's.
-  const st = d.pipeline.status() as unknown as StatusResponse;
+  const st = d.pipeline.status(viewer.scope) as unknown as StatusResponse;
   d.engine.touch();
-  const backends: BackendRow[] = d.pool.list().map((b) => {
-    const full = d.pool.get(b.address);
-    return { ...b, failures: full?.failures ?? 0, last_error: full?.lastError ?? null, ...d.engine.of(b.address) };
-  });
+  const shown = viewer.scope ? [viewer.scope] : d.tenants.list;
+  const backends: BackendRow[] = shown.flatMap((t) =>
+    t.pool.list().map((b) => {
+      const full = t.pool.get(b.address);
+      return {
+        ...b,
+        ...(d.tenants.multi ? { tenant: t.name } : {}),
+        failures: full?.failures ?? 0,
+        last_error: full?.lastError ?? null,
+        ...d.engine.of(b.address),
+      };
+    }),
+  );
+  const gates = shown.map((t) => gateOf(t.pool).status());
   const stage = (s: 'init' | 'run' | 'eval') => ({ queued: st.queues[s], busy: st.workers[s].busy, size: st.workers[s].size });
   return {
     status: st.status,
     version: RAAS_VERSION,
     uptime_s: (d.clock.now() - startedAt) / 1000,
     stages: { init: stage('init'), run: stage('run'), eval: stage('eval') },
-    backends: backends.filter((b) => sees(viewer, b)),
-    generation: gateOf(d.pool).status(),
+    backends,
+    generation: gates.length === 1 ? gates[0] : { paused: gates.some((g) => g.paused) },
     live_jobs: d.feed.jobs.liveCount,
     by_state: d.feed.jobs.counts((r) => sees(viewer, r)),
     throughput: { bucket_s: d.feed.throughput.bucketS, buckets: d.feed.throughput.series(d.wallNow()) },
@@ -75,7 +89,7 @@ export function registerEvents(app: FastifyInstance, d: ConsoleDeps): void {
   const startedAt = d.clock.now();
   app.get('/events', (req, reply) => {
     const q = req.query as Record<string, unknown>;
-    const viewer = viewerOf(req);
+    const viewer = viewerOf(d.access(req));
     const types = str(q.types)?.split(',');
     const bad = types?.find((t) => !EVENT_TYPES.has(t));
     if (bad !== undefined)
@@ -107,13 +121,13 @@ export async function registerConsole(app: FastifyInstance, d: ConsoleDeps): Pro
   });
 
   app.get('/ui/api/info', async (): Promise<UiInfo> => ({ mode: 'server', version: RAAS_VERSION, title: `raas serve ${d.config.host}` }));
-  app.get('/ui/api/overview', async (req) => overview(d, viewerOf(req), startedAt));
+  app.get('/ui/api/overview', async (req) => overview(d, viewerOf(d.access(req)), startedAt));
   app.get('/ui/api/jobs', async (req) => {
     const q = req.query as Record<string, unknown>;
     const limit = q.limit === undefined ? 200 : Number(q.limit);
     if (!Number.isInteger(limit) || limit < 1 || limit > 10_000)
       throw new RaasError('bad_request', 'limit: send an integer from 1 to 10000');
-    const viewer = viewerOf(req);
+    const viewer = viewerOf(d.access(req));
     return d.feed.jobs.query({
       state: str(q.state),
       data_source: str(q.data_source),
@@ -126,8 +140,8 @@ export async function registerConsole(app: FastifyInstance, d: ConsoleDeps): Pro
   app.get('/ui/api/jobs/:id', async (req, reply) => {
     const id = parseOrThrow(JobId, (req.params as { id: string }).id, 'bad_request', 'job_id');
     const row = d.feed.jobs.get(id) ?? null;
-    if (row && !sees(viewerOf(req), row)) throw new RaasError('job_not_found', `job_id ${JSON.stringify(id)} is unknown`);
-    const got = JSON.parse(await d.pipeline.get(id)) as { job_id: string; state: JobState; result?: Result };
+    if (row && !sees(viewerOf(d.access(req)), row)) throw new RaasError('job_not_found', `job_id ${JSON.stringify(id)} is unknown`);
+    const got = JSON.parse(await d.pipeline.get(id, d.access(req).scope())) as { job_id: string; state: JobState; result?: Result };
     const detail: JobDetail = {
       job_id: got.job_id,
       state: got.state,

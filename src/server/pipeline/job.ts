@@ -3,6 +3,8 @@ import type { AgentHandler, InitResult, JobInfo, RunResult } from '../handlers/t
 import type { Sandbox } from '../sandbox/types.js';
 import type { PausableTimer } from './timer.js';
 import type { JobLlmSession } from '../llm/session.js';
+import type { BackendPool } from '../llm/pool.js';
+import type { Tenant } from '../tenants/tenant.js';
 import { randomInt } from 'node:crypto';
 import { seedOf } from '../../util/hash.js';
 
@@ -74,6 +76,12 @@ export class Job {
   /** The runtime INIT returned; lives until RUN ends. */
   runtime: Sandbox | undefined;
   session: JobLlmSession | undefined;
+  /** Its tenant: stage slots are charged to it; unset (pipeline unit tests): the limiter's sole holder. */
+  tenant: Tenant | undefined;
+  /** Its priority class at every stage (higher first). */
+  priority = 0;
+  /** Its tenant's LLM backends; unset: the pipeline's pool. */
+  pool: BackendPool | undefined;
   /** Seconds spent inside each stage. */
   stageSeconds = { init: 0, run: 0, eval: 0 };
   /** Wall-clock ms (Date.now) when the job ended, for the results journal's ttl. */

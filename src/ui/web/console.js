@@ -138,7 +138,7 @@ export function ConsolePage({ filters, setFilters }) {
   if (!ov) return html`<p class="loading">loading…</p>`;
   return html`<div class="console">
     <div class="statusline">
-      <span class=${`pill ${ov.status === 'running' ? (ov.generation?.paused ? 'warn' : 'good') : 'bad'}`} id="server-status">${ov.generation?.paused ? 'paused' : ov.status}</span>
+      <span class=${`pill ${ov.status === 'running' ? (ov.generation?.paused ? 'warn' : 'good') : ov.status === 'draining' ? 'warn' : 'bad'}`} id="server-status">${ov.generation?.paused ? 'paused' : ov.status}</span>
       <span class=${`pill ${conn === 'open' ? 'good' : 'warn'}`} id="live" title="the event stream (GET /events)">${conn === 'open' ? 'live' : conn}</span>
       <span class="muted">up ${secs(ov.uptime_s)} · raas ${ov.version} · event ${ov.last_event_id}</span>
     </div>
