@@ -52,18 +52,32 @@ function sequenceOf(label: string, t: Partial<Tokens>): TokenSequence | undefine
   return { label, ids: t.prompt_ids.concat(t.response_ids), prompt_len: t.prompt_ids.length, mask, logprobs };
 }
 
-/** The token sequences of a rollout: its `tokens`, then each of `segments` that has token ids. */
+/** How a segment is named in the sequence picker: its index, where it branched from, its turns. */
+function segmentLabel(s: { index?: unknown; parent?: unknown; num_turns?: unknown }, k: number): string {
+  const index = typeof s.index === 'number' ? s.index : k;
+  const p = s.parent as { segment?: number; shared?: number } | null | undefined;
+  const from = p && typeof p.segment === 'number' ? ` from segment ${p.segment} (${p.shared ?? 0} ids shared)` : '';
+  return `segment ${index}${from}${typeof s.num_turns === 'number' ? `, ${s.num_turns} turns` : ''}`;
+}
+
+/**
+ * The token sequences of a rollout: its `tokens` (the main sequence), then each of the agent
+ * gateway's `segments` (every sequence the backend saw, the main one among them) that has ids.
+ */
 function sequencesOf(src: TrajectorySource): TokenSequence[] {
   const out: TokenSequence[] = [];
-  const main = sequenceOf('tokens', src.tokens ?? {});
+  const segments = Array.isArray(src.segments) ? src.segments : [];
+  const main = sequenceOf(segments.length ? 'tokens (the main sequence)' : 'tokens', src.tokens ?? {});
   if (main && main.ids.length > 0) out.push(main);
-  if (Array.isArray(src.segments))
-    src.segments.forEach((s, k) => {
-      if (s && typeof s === 'object') {
-        const seg = sequenceOf(`segment ${k}`, (s as { tokens?: Partial<Tokens> }).tokens ?? (s as Partial<Tokens>));
-        if (seg) out.push(seg);
-      }
-    });
+  segments.forEach((s, k) => {
+    if (s && typeof s === 'object') {
+      const seg = sequenceOf(
+        segmentLabel(s as Record<string, unknown>, k),
+        (s as { tokens?: Partial<Tokens> }).tokens ?? (s as Partial<Tokens>),
+      );
+      if (seg) out.push(seg);
+    }
+  });
   return out;
 }
 

@@ -100,9 +100,26 @@ describe('trajectoryView: what the trajectory page draws', () => {
 
   it("draws an agent gateway's extra token sequences as further views", () => {
     const src = rollout(tok);
-    src.segments = [{ prompt_ids: [1, 2], response_ids: [3, 4, 5], response_mask: [1, 1, 0], logprobs: [-0.1, -0.2, 0] }];
+    // The gateway's Segment shape (src/protocol/process.ts): token fields plus index, parent, num_turns.
+    src.segments = [
+      { ...src.tokens, index: 0, parent: null, num_turns: 2, weight_versions: ['3', '4'] },
+      {
+        prompt_ids: [1, 2],
+        response_ids: [3, 4, 5],
+        response_mask: [1, 1, 0],
+        logprobs: [-0.1, -0.2, 0],
+        index: 1,
+        parent: { segment: 0, shared: 2 },
+        num_turns: 1,
+        weight_versions: ['4'],
+      },
+    ];
     const v = trajectoryView(src, tok);
-    expect(v.sequences.map((s) => s.label)).toEqual(['tokens', 'segment 0']);
-    expect(v.sequences[1]).toMatchObject({ ids: [1, 2, 3, 4, 5], prompt_len: 2, mask: [1, 1, 0] });
+    expect(v.sequences.map((s) => s.label)).toEqual([
+      'tokens (the main sequence)',
+      'segment 0, 2 turns',
+      'segment 1 from segment 0 (2 ids shared), 1 turns',
+    ]);
+    expect(v.sequences[2]).toMatchObject({ ids: [1, 2, 3, 4, 5], prompt_len: 2, mask: [1, 1, 0] });
   });
 });
