@@ -4,6 +4,7 @@
  * JSDoc. They are the console's own shapes, not the stable API (docs/api.md has that).
  */
 import type { BackendInfo } from '../protocol/llm.js';
+import type { TenantStatus } from '../protocol/status.js';
 import type { JobState } from '../protocol/process.js';
 
 /** What a page asks first: which server it talks to. */
@@ -86,6 +87,8 @@ export interface Overview {
   backends: BackendRow[];
   generation?: { paused: boolean; [k: string]: unknown };
   live_jobs: number;
+  /** On a server with tenants: every tenant's share (the admin), or the viewer's own (a tenant). */
+  tenants?: TenantStatus[];
   by_state: Partial<Record<JobState, number>>;
   throughput: { bucket_s: number; buckets: ThroughputBucket[] };
   totals: { admitted: number; done: number; failed: number; cancelled: number; timed_out: number };

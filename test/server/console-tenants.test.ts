@@ -65,8 +65,13 @@ describe('the console and GET /events with tenants', () => {
     const ovA = (await get(`${srv.url}/ui/api/overview`, bearer(A))).body;
     expect(ovA.backends.map((b: { address: string; tenant: string }) => [b.tenant, b.address])).toEqual([['a', simA.url]]);
     expect(ovA.by_state).toEqual({ done: 1 });
+    expect(ovA.tenants.map((t: { name: string }) => t.name)).toEqual(['a']);
     const ovAdmin = (await get(`${srv.url}/ui/api/overview`, bearer(ADMIN))).body;
     expect(ovAdmin.backends.map((b: { tenant: string }) => b.tenant).sort()).toEqual(['a', 'b']);
+    expect(ovAdmin.tenants.map((t: { name: string; backends: number }) => [t.name, t.backends])).toEqual([
+      ['a', 1],
+      ['b', 1],
+    ]);
   });
 
   it("signs a browser in with a tenant's token: the session is that tenant", async () => {

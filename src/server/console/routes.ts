@@ -71,6 +71,7 @@ function overview(d: ConsoleDeps, viewer: Viewer, startedAt: number): Overview {
     backends,
     generation: gates.length === 1 ? gates[0] : { paused: gates.some((g) => g.paused) },
     live_jobs: d.feed.jobs.liveCount,
+    ...(st.tenants ? { tenants: st.tenants } : st.tenant ? { tenants: [st.tenant] } : {}),
     by_state: d.feed.jobs.counts((r) => sees(viewer, r)),
     throughput: { bucket_s: d.feed.throughput.bucketS, buckets: d.feed.throughput.series(d.wallNow()) },
     totals: { ...d.feed.throughput.totals },

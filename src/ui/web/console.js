@@ -159,6 +159,7 @@ export function ConsolePage({ filters, setFilters }) {
         ${events.length ? html`<ul class="events" id="event-log">${events.map((e) => html`<li class=${e.cls}><span class="muted">${e.id ?? ''}</span> ${e.text}</li>`)}</ul>` : html`<p class="muted">none since this page opened</p>`}
       </section>
     </div>
+    ${ov.tenants ? html`<${Tenants} rows=${ov.tenants} />` : null}
     <${Backends} rows=${ov.backends} />
     <${Jobs} list=${list} filters=${filters} setFilters=${setFilters} />
   </div>`;
@@ -226,6 +227,18 @@ function Stage({ name, st }) {
   </section>`;
 }
 
+/** @param {{rows: import('../../protocol/status.js').TenantStatus[]}} p */
+function Tenants({ rows }) {
+  return html`<section class="panel"><h3>Tenants (${rows.length})</h3>
+    <table class="table" id="tenants"><thead><tr><th>tenant</th><th>weight</th><th>priority</th><th>jobs</th><th>queued</th><th>in a stage</th><th>max running</th><th>max queued</th><th>backends</th></tr></thead>
+      <tbody>${rows.map(
+        (
+          t,
+        ) => html`<tr data-tenant=${t.name}><td>${t.name}</td><td>${t.weight}</td><td>${t.priority}</td><td>${t.jobs}</td><td>${t.queued}</td><td>${t.in_stage}</td>
+          <td>${t.max_running ?? '–'}</td><td>${t.max_queued ?? '–'}</td><td>${t.backends}</td></tr>`,
+      )}</tbody></table></section>`;
+}
+
 /** @param {{rows: import('../model.js').BackendRow[]}} p */
 function Backends({ rows }) {
   return html`<section class="panel"><h3>LLM backends (${rows.length})</h3>
@@ -236,7 +249,7 @@ function Backends({ rows }) {
           <th title="prefix-cache hit rate over the last read interval (and since the engine started)">prefix-cache hits</th><th title="the engine's running / waiting requests">engine run / wait</th><th>KV cache</th><th>last error</th></tr></thead>
         <tbody>${rows.map(
           (b) => html`<tr data-backend=${b.address}>
-            <td>${b.address}</td><td>${b.api}</td>
+            <td>${b.address}${b.tenant ? html` <span class="muted">(${b.tenant})</span>` : null}</td><td>${b.api}</td>
             <td><span class=${`pill ${b.healthy === false ? 'bad' : 'good'}`}>${b.healthy === false ? 'unhealthy' : 'healthy'}</span>${b.failures ? html` <span class="muted">${b.failures} failures</span>` : null}</td>
             <td>${b.active}</td><td>${b.assigned}</td><td>${b.weight_version}</td>
             <td class="hits">${pct(b.prefix_cache_hit_rate)}${b.prefix_cache_hit_rate_total !== null ? html` <span class="muted">(${pct(b.prefix_cache_hit_rate_total)})</span>` : null}</td>
