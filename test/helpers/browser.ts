@@ -1,4 +1,4 @@
-import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { type BrowserContext, type Page, chromium } from 'playwright-core';
@@ -37,6 +37,8 @@ export interface Browser {
 
 /** Starts chromium with the flags that work in CI's containers (no sandbox, no GPU, no background traffic). */
 export async function launch(): Promise<Browser> {
+  if (!existsSync(CHROMIUM))
+    throw new Error(`${CHROMIUM} is missing: the browser tests need Debian's chromium (bash scripts/setup.sh as root installs it)`);
   const profile = mkdtempSync(path.join(os.tmpdir(), 'raas-chromium-'));
   const context = await chromium.launchPersistentContext(profile, {
     executablePath: CHROMIUM,
