@@ -7,6 +7,7 @@ import { registerShow } from './dapo/show-cli.js';
 import { registerPlace } from './placement/cli.js';
 import { registerSidecar } from './sidecar/cli.js';
 import { registerAuditDrift } from './tokens/audit-cli.js';
+import { registerView } from './ui/view-cli.js';
 import { RAAS_VERSION } from './version.js';
 import { flagErrorLine } from './util/config-flags.js';
 import { followNpmWrapper } from './util/wrapper.js';
@@ -29,6 +30,7 @@ registerPlace(program);
 registerSidecar(program);
 registerSimLlm(program);
 registerAuditDrift(program);
+registerView(program);
 
 program.parseAsync(process.argv).catch((err: unknown) => {
   process.stderr.write(`raas: ${err instanceof Error ? err.message : String(err)}\n`);

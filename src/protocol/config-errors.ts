@@ -126,9 +126,14 @@ function bestBranch(branches: ReadonlyArray<ReadonlyArray<z.core.$ZodIssue>>): R
   return best;
 }
 
-/** A value as a message quotes it: short, on one line. */
+/** A value as a message quotes it: short, on one line (a value nested too deep to serialize is named by its kind). */
 function shown(v: unknown): string {
-  const s = JSON.stringify(v) ?? String(v);
+  let s: string;
+  try {
+    s = JSON.stringify(v) ?? String(v);
+  } catch {
+    s = Array.isArray(v) ? '[…]' : typeof v === 'object' && v !== null ? '{…}' : String(v);
+  }
   return s.length > 60 ? `${s.slice(0, 57)}...` : s;
 }
 

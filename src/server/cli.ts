@@ -99,6 +99,7 @@ export function registerServe(program: Command): void {
       // The tokenizer loads at the first job that needs it (~1.5 s of CPU), so sandbox-less or
       // tokenizer-less handler sets start at once.
       process.stdout.write(`raas serve listening on ${server.url} (routing ${config.llm.routing}, ${server.pool.size} LLM backend(s))\n`);
+      if (config.console.enabled) process.stdout.write(`raas serve: console at ${server.url}/ui (docs/console.md)\n`);
       let stopping = false;
       const stop = (signal: string): void => {
         if (stopping) return;

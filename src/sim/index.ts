@@ -55,7 +55,11 @@ export async function startSim(opts: SimOptions = {}, deps: SimDeps = {}): Promi
   const policies = [
     ...(deps.policies ?? []),
     ...modules.policies,
-    ...(await loadPolicies(cfg.datasets, { seed: cfg.seed, alpha: cfg.policy.alpha, beta: cfg.policy.beta }, modules.scripts)),
+    ...(await loadPolicies(
+      cfg.datasets,
+      { seed: cfg.seed, alpha: cfg.policy.alpha, beta: cfg.policy.beta, harnesses: true },
+      modules.scripts,
+    )),
   ];
   const engine = new SimEngine(cfg, tokenizer, policies, deps.clock ?? systemClock);
 

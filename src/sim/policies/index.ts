@@ -1,5 +1,6 @@
 import type { PolicyOptions, SimPolicy } from '../policy.js';
 import { readRows, toTaskRows, type TaskRow } from './rows.js';
+import { HarnessPolicy } from './harness.js';
 import { ScriptedPolicy } from './scripted.js';
 import { codePlan, customPlan, mathPlan, swePlan } from './tasks.js';
 import type { TaskScript } from './custom.js';
@@ -19,12 +20,14 @@ export const DEFAULT_BETA = 1;
  */
 export async function loadPolicies(
   datasetPaths: string[],
-  opts: PolicyOptions,
+  opts: PolicyOptions & { harnesses?: boolean },
   scripts: ReadonlyArray<{ script: TaskScript; from: string }> = [],
 ): Promise<SimPolicy[]> {
   const raws = await Promise.all(datasetPaths.map(readRows));
   const raw = { rows: raws.flatMap((r) => r.rows), where: raws.flatMap((r) => r.where) };
-  return policiesFor(toTaskRows(raw, { seed: opts.seed, alpha: opts.alpha ?? DEFAULT_ALPHA, beta: opts.beta ?? DEFAULT_BETA, scripts }));
+  const rows = toTaskRows(raw, { seed: opts.seed, alpha: opts.alpha ?? DEFAULT_ALPHA, beta: opts.beta ?? DEFAULT_BETA, scripts });
+  // Asked first: an agent harness's prompt (its own tool schema) holds the same problem text the task policies match.
+  return [...(opts.harnesses && rows.length ? [new HarnessPolicy(rows)] : []), ...policiesFor(rows)];
 }
 
 /** The policies over already-parsed rows (one per task that has rows). */
