@@ -11,7 +11,7 @@ const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..')
 const CLI = path.join(ROOT, 'dist/src/cli.js');
 const DOC = path.join(ROOT, 'docs/cli.md');
 /** In the page's order: the simulator and server first, so the later examples find what they use. */
-const COMMANDS = ['sim-llm', 'serve', 'place', 'train', 'eval', 'show', 'audit-drift', 'sidecar'];
+const COMMANDS = ['sim-llm', 'serve', 'place', 'train', 'eval', 'show', 'view', 'audit-drift', 'sidecar'];
 
 function help(args: string[]): Promise<string> {
   return new Promise((resolve, reject) => {
