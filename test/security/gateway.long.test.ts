@@ -19,6 +19,7 @@ beforeAll(async () => {
   h = await startHarness('gw', { server: { handlers: { harness: evil.config } }, sim: { request_log: 20_000 } });
   h.script('rt-hello', ['hello']);
   h.script('rt-long', ['lorem ipsum dolor sit amet '.repeat(400)]);
+  h.script('rt-wrong', ['The answer is \\boxed{41}.']);
 }, 180_000);
 afterAll(async () => {
   await h?.close();
@@ -150,6 +151,58 @@ describe('after the job', () => {
     const during = callsOf(r.job_id).length;
     await sleep(3000);
     expect(callsOf(r.job_id).length, 'backend calls made for the job after it answered').toBe(during);
+    await expectNothingLeft(h);
+  }, 180_000);
+});
+
+describe('forged history and the graded answer', () => {
+  it("a harness alters the model's answer in its history, invents a model turn with a tool call and prints the right answer itself: every sampled token is the backend's, no forged text is, and the model's own (wrong) answer is graded", async () => {
+    const tok = await qwen3Tokenizer();
+    const a = await h.process(
+      {
+        instance: {
+          data_source: 'harness',
+          harness: 'rewrite',
+          grader: 'math',
+          problem: 'What is 6 times 7?',
+          answer: '42',
+          prompt: `ATTACK ${JSON.stringify({ script: 'rt-wrong' })}`,
+          instance_id: 'rt-rewrite',
+        },
+      },
+      120_000,
+    );
+    const r = answered(a);
+    expect(harnessReport(r).statuses, summary(r)).toEqual([200, 200, 200, 200]);
+    expect(r.harness.output_tail).toContain('\\boxed{42}');
+    expect([r.reward, r.details.answer]).toEqual([0, '41']);
+    const calls = callsOf(r.job_id);
+    expect(calls).toHaveLength(4);
+    type Seq = { response_ids: number[]; response_mask: number[] };
+    const segments: Seq[] = r.segments ?? [r.tokens];
+    const sampled = (s: Seq) => s.response_ids.filter((_, i) => s.response_mask[i] === 1);
+    // Exactly the backend's tokens are marked sampled, each call's as one run in some segment.
+    expect(segments.reduce((n, s) => n + sampled(s).length, 0)).toBe(calls.reduce((n, c) => n + c.ids.length, 0));
+    const hasRun = (s: Seq, ids: number[]) =>
+      s.response_ids.some((_, at) => ids.every((id, k) => s.response_ids[at + k] === id && s.response_mask[at + k] === 1));
+    for (const c of calls) expect(segments.some((s) => hasRun(s, c.ids))).toBe(true);
+    for (const s of segments) expect(tok.decode(sampled(s))).not.toContain('checked every case');
+  }, 180_000);
+});
+
+describe('a harness that will not end', () => {
+  it("ignores SIGTERM, detaches children that ignore it too and keep the relay's stdout open: the job ends at the harness's timeout_s (6 s), nothing is left, the gateway takes no later call", async () => {
+    const t0 = Date.now();
+    const a = await h.process({ instance: attack('immortal', { mark: h.secrets.procMark }) }, 120_000);
+    const r = answered(a);
+    const took = Date.now() - t0;
+    expect(r.harness, `${summary(r)} ${r.harness?.output_tail}`).toMatchObject({ timed_out: true });
+    expect(r.finish_reason).toBe('timeout');
+    expect(took, 'ms until the job answered').toBeLessThan(40_000);
+    const n = callsOf(r.job_id).length;
+    expect(n).toBeGreaterThan(0);
+    await sleep(2000);
+    expect(callsOf(r.job_id).length).toBe(n);
     await expectNothingLeft(h);
   }, 180_000);
 });
