@@ -194,15 +194,16 @@ describe("b reaches for a's backends", () => {
 });
 
 describe("b crowds a out of the server's queues", () => {
-  // Defect (not fixed): max_queued_jobs is one cap for all tenants, taken first come, first served. A
-  // tenant without max_queued fills it and every other tenant's /process answers 503 queue_full,
-  // whatever its weight: b starves a below a's fair share of admission. Proposed fix: when the cap is
-  // reached, still admit a tenant whose queued jobs are below its weighted share of the cap.
-  it.fails('b fills max_queued_jobs (4) with its own jobs: a, with nothing queued, is still admitted', async () => {
+  // Found here: max_queued_jobs was one first-come cap, so a tenant without max_queued filled it and
+  // every other tenant got 503 queue_full whatever its weight. A tenant below its weighted share of
+  // the cap is now still admitted.
+  it('b fills max_queued_jobs (4) with its own jobs: a, with nothing queued, is still admitted; b, past its share, is refused', async () => {
     const ids = [...Array(5)].map((_, i) => `b-fill-${i}-${hex(3)}`);
     const hold = ids.map((id) => as(B).post('/process', staged(id, { init_ms: 5000 })));
     try {
       await waitFor('the queue full of b', async () => (await as(ADMIN).get('/status')).body.queued >= 4);
+      const more = await as(B).post('/process', staged(`b-more-${hex(3)}`));
+      expect([more.status, more.body?.error?.code, more.headers.get('retry-after')]).toEqual([503, 'queue_full', '1']);
       const a = await as(A).post('/process', staged(`a-after-${hex(3)}`));
       expect([a.status, a.body?.error?.code ?? null]).toEqual([200, null]);
     } finally {
