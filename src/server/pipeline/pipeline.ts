@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { CancelledError, RaasError, TimeoutError } from '../../protocol/errors.js';
-import type { JobState } from '../../protocol/process.js';
+import type { JobState, Result } from '../../protocol/process.js';
 import type { ServerConfig } from '../../protocol/config-server.js';
 import type { StatusResponse } from '../../protocol/status.js';
 import type { Clock } from '../../util/clock.js';
@@ -35,6 +35,11 @@ export interface PipelineObserver extends LifecycleObserver {
   slotHeld?(stage: Stage, tenant: string, seconds: number): void;
   /** A tenant asked for a job id only another tenant has (answered as unknown). */
   foreignLookup?(tenant: string): void;
+  /**
+   * A job was admitted (`from` undefined) or changed state. For a terminal state it is called once
+   * the result is built, with the result. Must not throw.
+   */
+  jobState?(job: Job, from: JobState | undefined, result?: Result): void;
 }
 
 export interface PipelineOptions {
@@ -202,6 +207,14 @@ export class Pipeline implements LiveJobs {
     else this.live.set(mapKey, [job]);
     this.liveCount++;
     tenant.live++;
+    const observe = this.o.observer?.jobState;
+    if (observe) {
+      // Terminal states are reported by end(), with the result.
+      job.onTransition = (j, from) => {
+        if (!j.terminal) observe(j, from);
+      };
+      observe(job, undefined);
+    }
     this.track(this.drive(job));
     return { jobId: id, finished: job.finished, attached: false };
   }
@@ -445,12 +458,13 @@ export class Pipeline implements LiveJobs {
    */
   private end(job: Job, outcome: Outcome): void {
     if (job.terminal) return;
+    const from = job.state;
     try {
       transition(job, outcome.state);
     } catch {
       forceEnd(job, outcome.state === 'cancelled' ? 'cancelled' : 'failed');
     }
-    const json = this.resultJson(job, outcome);
+    const { json, result } = this.resultJson(job, outcome);
     job.endedAtWall = this.wallNow();
     this.forgetLive(job);
     let pending = false;
@@ -458,6 +472,7 @@ export class Pipeline implements LiveJobs {
       const t = job.tenant;
       if (t) t.ended[job.state] = (t.ended[job.state] ?? 0) + 1;
       this.o.observer?.jobEnded?.(job.state, t?.name ?? 'default');
+      this.o.observer?.jobState?.(job, from, result);
       if (!job.forget)
         pending = this.done.put(job.id, job.state, json, job.endedAtWall, job.request.instance, t?.scope ?? '', () => job.settle(json));
     } catch (err) {
@@ -471,7 +486,7 @@ export class Pipeline implements LiveJobs {
    * a structure nested past V8's limit into it) is answered without the rollout's messages, tokens
    * and hook fields, with the serializer's error: the job is never left without an answer.
    */
-  private resultJson(job: Job, outcome: Outcome): string {
+  private resultJson(job: Job, outcome: Outcome): { json: string; result: Result } {
     const now = this.o.clock.now();
     const { init, run, eval: ev } = job.stageSeconds;
     const queued = Math.max(0, (now - job.createdAt) / 1000 - (init + run + ev));
@@ -490,13 +505,15 @@ export class Pipeline implements LiveJobs {
       counted_s: counted,
     };
     try {
-      return JSON.stringify(buildResult(job, { eval: outcome.eval }, timing));
+      const result = buildResult(job, { eval: outcome.eval }, timing);
+      return { json: JSON.stringify(result), result };
     } catch (err) {
       job.run = undefined;
       job.patches = [];
       job.criticalError ??= 'eval';
       job.errorMessage = `the result could not be serialized (${(err instanceof Error ? err.message : String(err)).split('\n')[0]}); it is answered without its messages, tokens and handler fields`;
-      return JSON.stringify(buildResult(job, {}, timing));
+      const result = buildResult(job, {}, timing);
+      return { json: JSON.stringify(result), result };
     }
   }
 
