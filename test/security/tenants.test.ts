@@ -9,6 +9,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startRolloutServer, type RolloutServer } from '../../src/server/index.js';
 import { startSim, type SimHandle } from '../../src/sim/index.js';
 import { systemClock } from '../../src/util/clock.js';
+import { openEvents } from '../helpers/sse.js';
 import { get, post, stagedHandler } from '../server/helpers.js';
 import { hex } from './helpers.js';
 
@@ -158,6 +159,51 @@ describe("b probes a's jobs", () => {
   }, 120_000);
 });
 
+describe('b watches a through the console and the event stream', () => {
+  it("GET /events from the first event with stats, the console's job list searched for a's id and its overview: nothing of a's; /ui/api/jobs/<a's id> answers as an unknown id", async () => {
+    const aId = `a-console-${hex(4)}`;
+    const stream = await openEvents(`${srv.url}/events?last_event_id=0&stats=1`, bearer(B));
+    expect(stream.status).toBe(200);
+    expect((await as(A).post('/process', chatJob(aId))).body).toMatchObject({ job_id: aId, critical_error: null });
+    // A stats frame (every second) after a's job ended.
+    const ended = Date.now();
+    await stream.until((f) => f.event === 'stats' && Date.now() - ended > 1100, 10_000);
+    stream.close();
+    const texts = [JSON.stringify(stream.frames)];
+    const search = await as(B).get(`/ui/api/jobs?q=${aId}`);
+    expect(search.body.jobs).toEqual([]);
+    texts.push(JSON.stringify(search.body), JSON.stringify((await as(B).get('/ui/api/overview')).body));
+    const never = `never-${hex(4)}`;
+    const foreign = await as(B).get(`/ui/api/jobs/${aId}`);
+    const unknown = await as(B).get(`/ui/api/jobs/${never}`);
+    expect([foreign.status, JSON.stringify(foreign.body).replaceAll(aId, 'X')]).toEqual([
+      unknown.status,
+      JSON.stringify(unknown.body).replaceAll(never, 'X'),
+    ]);
+    const all = texts.join('\n');
+    for (const secret of [aId, simA.url, MODEL_A, 'tenant "a"', '"tenant":"a"'])
+      expect(all.includes(secret), `b's console and events contain ${JSON.stringify(secret)}`).toBe(false);
+  }, 60_000);
+
+  it('b signing in to the console a thousand times does not sign a out', async () => {
+    const login = async (token: string): Promise<Record<string, string>> => {
+      const r = await fetch(`${srv.url}/ui/login`, {
+        method: 'POST',
+        redirect: 'manual',
+        headers: { 'content-type': 'application/x-www-form-urlencoded' },
+        body: `token=${token}`,
+      });
+      expect(r.status).toBe(303);
+      return { cookie: r.headers.get('set-cookie')!.split(';')[0]! };
+    };
+    const a = await login(A);
+    expect((await get(`${srv.url}/ui/api/jobs`, a)).status).toBe(200);
+    // Past the server's 1,000 sessions in all (50 at a time).
+    for (let i = 0; i < 1001; i += 50) await Promise.all([...Array(Math.min(50, 1001 - i))].map(() => login(B)));
+    expect((await get(`${srv.url}/ui/api/jobs`, a)).status, "a's console session after b's sign-ins").toBe(200);
+  }, 60_000);
+});
+
 describe("b reaches for a's backends", () => {
   it.each([
     ['localhost', (port: string) => `http://localhost:${port}`],
@@ -204,8 +250,13 @@ describe("b crowds a out of the server's queues", () => {
       await waitFor('the queue full of b', async () => (await as(ADMIN).get('/status')).body.queued >= 4);
       const more = await as(B).post('/process', staged(`b-more-${hex(3)}`));
       expect([more.status, more.body?.error?.code, more.headers.get('retry-after')]).toEqual([503, 'queue_full', '1']);
-      const a = await as(A).post('/process', staged(`a-after-${hex(3)}`));
-      expect([a.status, a.body?.error?.code ?? null]).toEqual([200, null]);
+      // Answered when the job ends, which is after b's INIT slot frees: b's jobs are cancelled first.
+      const a = as(A).post('/process', staged(`a-after-${hex(3)}`));
+      const early = await Promise.race([a, sleep(300).then(() => undefined)]);
+      expect(early, "a's /process answered at once (refused)").toBeUndefined();
+      for (const id of ids) await as(B).post('/cancel', { job_id: id });
+      const done = await a;
+      expect([done.status, done.body?.error?.code ?? null, done.body?.critical_error]).toEqual([200, null, null]);
     } finally {
       for (const id of ids) await as(B).post('/cancel', { job_id: id });
       await Promise.all(hold);
