@@ -464,6 +464,21 @@ while True:
     time.sleep(0.3)
 `;
 
+/** Many short calls, each a conversation of its own (a segment the job keeps, prompt ids and all). */
+const SEGMENTS_PY = String.raw`
+import time
+from gw import chat, params, report
+
+P = params()
+filler = ' '.join('w%d' % (i * 7919 % 100003) for i in range(P['words']))
+statuses = {}
+t0 = time.time()
+for i in range(P['n']):
+    st = chat([{'role': 'system', 'content': 'conversation %d' % i}, {'role': 'user', 'content': 'SCRIPT:rt-hello ' + filler}], max_tokens=1)[0]
+    statuses[str(st)] = statuses.get(str(st), 0) + 1
+report(statuses=statuses, seconds=round(time.time() - t0, 1))
+`;
+
 const SOURCES: Record<string, string> = {
   'gw.py': GW_PY,
   'fdflood.py': FDFLOOD_PY,
@@ -478,6 +493,7 @@ const SOURCES: Record<string, string> = {
   'protocol.py': PROTOCOL_PY,
   'rewrite.py': REWRITE_PY,
   'immortal.py': IMMORTAL_PY,
+  'segments.py': SEGMENTS_PY,
 };
 
 /** The attacks, by harness name (each is `python3 <name>.py "ATTACK <json>"`). */

@@ -21,6 +21,8 @@ export interface JobGatewayOptions {
   maxTokensPerTurn: number;
   /** Zero-based numbering of tool-call ids (`call_1`, …) continues from here. */
   callIdStart?: number;
+  /** Segments the job keeps; a call that would open one more is refused (`handlers.harness.max_segments`). */
+  maxSegments?: number;
 }
 
 /** One call as the job's record keeps it. */
@@ -100,6 +102,13 @@ export class JobGateway {
     signal.throwIfAborted();
     const key = renderKey(req.tools, this.enableThinking);
     const plan = this.book.plan(req.messages, key);
+    const cap = this.o.maxSegments ?? Number.POSITIVE_INFINITY;
+    if (plan.kind !== 'extend' && this.book.segments.length >= cap)
+      throw new RaasError(
+        'bad_request',
+        `this job holds ${this.book.segments.length} conversations, its most (handlers.harness.max_segments): continue one of them`,
+        { retryable: false },
+      );
     // Held from planning to commit: a concurrent request on this segment branches instead.
     if (plan.kind === 'extend') plan.segment.busy = true;
     try {
