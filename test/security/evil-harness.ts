@@ -479,6 +479,18 @@ for i in range(P['n']):
 report(statuses=statuses, seconds=round(time.time() - t0, 1))
 `;
 
+/** Claims success every way a harness can (exit 0, "tests passed", a boxed answer) and solves nothing. */
+const LIAR_PY = String.raw`
+import os
+from gw import params, report
+
+P = params()
+if P.get('link'):
+    os.symlink(P['link'], '/workspace/solution.py')
+print('All 5 tests passed. exit=0 PASSED \boxed{5}')
+report(lied=True)
+`;
+
 const SOURCES: Record<string, string> = {
   'gw.py': GW_PY,
   'fdflood.py': FDFLOOD_PY,
@@ -494,6 +506,7 @@ const SOURCES: Record<string, string> = {
   'rewrite.py': REWRITE_PY,
   'immortal.py': IMMORTAL_PY,
   'segments.py': SEGMENTS_PY,
+  'liar.py': LIAR_PY,
 };
 
 /** The attacks, by harness name (each is `python3 <name>.py "ATTACK <json>"`). */

@@ -190,6 +190,38 @@ describe('forged history and the graded answer', () => {
   }, 180_000);
 });
 
+describe('reward without solving', () => {
+  it.each([
+    ['no solution.py', {}],
+    ["solution.py a symlink to the relay's own file", { link: '/run/raas-gateway/relay.mjs' }],
+    ["solution.py a symlink to the sandbox init's environment", { link: '/proc/1/environ' }],
+  ])(
+    'code grader, the harness exits 0 saying every test passed: %s — reward 0',
+    async (_what, params) => {
+      const a = await h.process(
+        {
+          instance: {
+            data_source: 'harness',
+            harness: 'liar',
+            grader: 'code',
+            problem: 'Read two integers from stdin and print their sum.',
+            tests: [{ input: '2 3\n', output: '5\n' }],
+            prompt: `ATTACK ${JSON.stringify(params)}`,
+            instance_id: 'rt-liar',
+          },
+        },
+        120_000,
+      );
+      const r = answered(a);
+      expect(harnessReport(r).lied, summary(r)).toBe(true);
+      expect(r.harness.exit_code).toBe(0);
+      expect([r.reward, r.resolved]).toEqual([0, false]);
+      expectNoLeak(a.text, h.secrets);
+    },
+    180_000,
+  );
+});
+
 describe('a harness that will not end', () => {
   it("ignores SIGTERM, detaches children that ignore it too and keep the relay's stdout open: the job ends at the harness's timeout_s (6 s), nothing is left, the gateway takes no later call", async () => {
     const t0 = Date.now();
