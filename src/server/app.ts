@@ -18,6 +18,7 @@ import { checkUnknownKeys } from './unknown-keys.js';
 import type { ServerMetrics } from './metrics.js';
 import { stoppedError, type Pipeline } from './pipeline/pipeline.js';
 import { Access } from './tenants/access.js';
+import { backendIdentity } from './tenants/backend-identity.js';
 import type { Tenant } from './tenants/tenant.js';
 
 export interface AppDeps {
@@ -207,7 +208,9 @@ export function buildApp(deps: AppDeps): FastifyInstance {
     if (why) throw new RaasError('invalid_address', `address: ${why}`);
     const owner = access(req).pool('POST /add_llm_server', body.tenant);
     const pool = owner.pool;
-    const taken = tenants.list.find((t) => t !== owner && t.pool.get(body.address));
+    // Compared by the server an address reaches (localhost, 127.1, 0.0.0.0 … are one), not by its spelling.
+    const id = backendIdentity(body.address);
+    const taken = tenants.list.find((t) => t !== owner && t.pool.list().some((b) => backendIdentity(b.address) === id));
     if (taken)
       throw new RaasError(
         'backend_owned',

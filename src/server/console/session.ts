@@ -30,10 +30,20 @@ export class UiSessions {
     private readonly clock: Clock,
     private readonly ttlMs = 12 * 3600 * 1000,
     private readonly max = 1000,
+    /** Sessions of one token: past it that token's oldest goes, so one tenant signing in again and again cannot sign the others out. */
+    private readonly perToken = 32,
   ) {}
 
   /** A new session for a token that was checked; returns its cookie value. */
   create(token: string): string {
+    let mine = 0;
+    let oldest: string | undefined;
+    for (const [k, s] of this.byId)
+      if (s.token === token) {
+        mine++;
+        oldest ??= k;
+      }
+    if (mine >= this.perToken && oldest !== undefined) this.byId.delete(oldest);
     const id = randomBytes(32).toString('base64url');
     this.byId.set(id, { token, seen: this.clock.now() });
     // The oldest session goes first when there are too many.

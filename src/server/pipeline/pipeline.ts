@@ -184,7 +184,9 @@ export class Pipeline implements LiveJobs {
         'no_llm_backends',
         `no LLM backend is registered${this.tenants.multi ? ` for tenant "${tenant.name}"` : ''}: POST /add_llm_server {"address": "http://host:port"} first`,
       );
-    if (this.queued() >= this.o.config.max_queued_jobs)
+    // One tenant filling the queues must not lock the others out: below its weighted share of
+    // max_queued_jobs a tenant is still admitted (the queues then hold at most twice the cap).
+    if (this.queued() >= this.o.config.max_queued_jobs && tenant.queued >= this.queueShare(tenant))
       throw new RaasError('queue_full', `max_queued_jobs (${this.o.config.max_queued_jobs}) jobs are waiting: retry later`);
     if (tenant.queued >= tenant.maxQueued)
       throw new RaasError(
@@ -262,6 +264,12 @@ export class Pipeline implements LiveJobs {
     }
     for (const job of jobs) this.cancelJob(job, new CancelledError('cancelled by POST /cancel'));
     return { status: 'ok', job_id: id, cancelled: true, state: 'cancelled' };
+  }
+
+  /** A tenant's weighted share of max_queued_jobs (all of it on a server without tenants). */
+  private queueShare(t: Tenant): number {
+    const weights = this.tenants.list.reduce((n, x) => n + x.weight, 0);
+    return Math.ceil((this.o.config.max_queued_jobs * t.weight) / weights);
   }
 
   /** The tenants a request reaches: its own, or every one (the admin, `scope` undefined). */
