@@ -4,7 +4,8 @@ import { CancelledError, RaasError } from '../protocol/errors.js';
 import type { Result } from '../protocol/process.js';
 import { systemClock, type Clock } from '../util/clock.js';
 import { resolveToken } from '../util/secret.js';
-import { RolloutClient, type ProcessInput } from './client.js';
+import { RolloutClient, type ProcessInput, type RolloutClientOptions } from './client.js';
+import { Membership } from './membership.js';
 import type { Attempt, FleetServerInfo, FleetStats, GroupRec, JobRec, RolloutFleetOptions, ServerState } from './fleet-types.js';
 
 export type { FleetServerInfo, FleetStats, RolloutFleetOptions } from './fleet-types.js';
@@ -35,23 +36,75 @@ export class RolloutFleet {
   private closing: Promise<void> | undefined;
   private readonly counters: FleetStats = { submitted: 0, failed_over: 0, recovered: 0, duplicates: 0 };
   private readonly onChange: (() => void) | undefined;
+  private readonly clientOpts: Omit<RolloutClientOptions, 'url' | 'token'>;
+  private readonly membership: Membership | undefined;
 
   constructor(opts: RolloutFleetOptions) {
-    if (opts.servers.length === 0) throw new RaasError('config_invalid', 'servers: give at least one rollout server {url}');
+    if (opts.servers.length === 0 && !opts.registry)
+      throw new RaasError('config_invalid', 'servers: give at least one rollout server {url}, or a registry');
     this.clock = opts.clock ?? systemClock;
     this.intervalMs = opts.health_interval_ms ?? 2000;
     this.unhealthyAfter = Math.max(1, opts.unhealthy_after ?? 2);
     this.healthTimeoutMs = opts.health_timeout_ms ?? 2000;
     this.onChange = opts.on_change;
-    const clientOpts = { retries: 2, backoff: { base_ms: 100, max_ms: 1000 }, ...opts.client, clock: this.clock };
-    const seen = new Set<string>();
-    this.list = opts.servers.map((s, i) => {
-      const client = new RolloutClient({ ...clientOpts, url: s.url, token: resolveToken(s, `servers[${i}]`) });
-      if (seen.has(client.url)) throw new RaasError('config_invalid', `servers[${i}].url: ${s.url} is listed twice`);
-      seen.add(client.url);
-      return { url: client.url, client, healthy: true, inFlight: 0, checking: false, failedChecks: 0 };
+    this.clientOpts = { retries: 2, backoff: { base_ms: 100, max_ms: 1000 }, ...opts.client, clock: this.clock };
+    this.list = [];
+    opts.servers.forEach((s, i) => {
+      const url = this.addServer(s.url, resolveToken(s, `servers[${i}]`));
+      if (!url) throw new RaasError('config_invalid', `servers[${i}].url: ${s.url} is listed twice`);
     });
+    if (opts.registry) this.membership = new Membership(this, opts.registry, this.clock, this.clientOpts, opts.on_membership);
     this.schedule();
+  }
+
+  /**
+   * Adds a rollout server (a registry's new node, or one given by hand): it gets groups from the
+   * next placement on. Answers its URL, or undefined when the fleet already has it.
+   */
+  addServer(url: string, token?: string): string | undefined {
+    const client = new RolloutClient({ ...this.clientOpts, url, token });
+    if (this.list.some((s) => s.url === client.url)) {
+      client.close();
+      return undefined;
+    }
+    this.list.push({ url: client.url, client, healthy: true, inFlight: 0, checking: false, failedChecks: 0, draining: false });
+    if (this.membership) this.track(this.readSize(this.list.at(-1)!));
+    this.changed();
+    // Groups that waited for a server go there now.
+    for (const g of this.pending.splice(0)) this.place(g);
+    return client.url;
+  }
+
+  /** A server takes no new groups (it drains): the groups it holds finish there. */
+  drainServer(url: string): void {
+    const s = this.byUrl(url);
+    if (!s || s.draining) return;
+    s.draining = true;
+    this.changed();
+  }
+
+  /**
+   * Removes a server that left: anything it still held moves to the others (as when a server
+   * dies); its client is closed once nothing waits on it.
+   */
+  removeServer(url: string): void {
+    const s = this.byUrl(url);
+    if (!s) return;
+    this.markDown(s, new RaasError('server_unreachable', `${url} left the fleet`));
+    this.list.splice(this.list.indexOf(s), 1);
+    this.changed();
+    if (s.inFlight === 0) s.client.close();
+  }
+
+  /** A server its registry reports dead (missed heartbeats): handled as one whose health checks failed. */
+  serverLost(url: string): void {
+    const s = this.byUrl(url);
+    if (s?.healthy) this.markDown(s, new RaasError('server_unreachable', `${url} missed its heartbeats`));
+  }
+
+  private byUrl(url: string): ServerState | undefined {
+    const u = url.replace(/\/+$/, '');
+    return this.list.find((s) => s.url === u);
   }
 
   /**
@@ -101,8 +154,8 @@ export class RolloutFleet {
       return out;
     }
     if (opts.signal) this.bindSignal(group, opts.signal);
-    const pinned = opts.server === undefined ? undefined : this.list.find((s) => s.url === opts.server!.replace(/\/+$/, ''));
-    this.place(group, pinned?.healthy ? pinned : undefined);
+    const pinned = opts.server === undefined ? undefined : this.byUrl(opts.server);
+    this.place(group, pinned?.healthy && !pinned.draining ? pinned : undefined);
     return out;
   }
 
@@ -135,7 +188,13 @@ export class RolloutFleet {
 
   /** Each server's health and in-flight jobs. */
   servers(): FleetServerInfo[] {
-    return this.list.map((s) => ({ url: s.url, healthy: s.healthy, in_flight: s.inFlight, run_workers: s.runSize ?? null }));
+    return this.list.map((s) => ({
+      url: s.url,
+      healthy: s.healthy,
+      in_flight: s.inFlight,
+      run_workers: s.runSize ?? null,
+      draining: s.draining,
+    }));
   }
 
   /**
@@ -144,13 +203,14 @@ export class RolloutFleet {
    * a fleet where no server answers.
    */
   async readCapacity(opts: { signal?: AbortSignal } = {}): Promise<void> {
+    if (this.membership) await this.membership.ready(opts.signal);
     const errors = await Promise.all(this.list.map((s) => this.readSize(s, opts.signal)));
     const other = errors.find((e) => e !== undefined && !(e instanceof RaasError && e.code === 'server_unreachable'));
     if (other) throw other;
     if (this.list.every((s) => s.runSize === undefined)) {
       throw new RaasError(
         'server_unreachable',
-        `no rollout server answers GET /status (${this.list.map((s) => s.url).join(', ')}); start \`raas serve\` or check the servers' URLs`,
+        `no rollout server answers GET /status (${this.list.map((s) => s.url).join(', ') || 'the registry lists none'}); start \`raas serve\` or check the servers' URLs`,
       );
     }
   }
@@ -170,7 +230,7 @@ export class RolloutFleet {
     for (const s of this.list) {
       const size = s.runSize ?? mean;
       total += size;
-      if (s.healthy) live += size;
+      if (s.healthy && !s.draining) live += size;
     }
     if (configured === undefined) return Math.round(live);
     return total > 0 ? Math.round((configured * live) / total) : configured;
@@ -186,10 +246,16 @@ export class RolloutFleet {
     return this.jobs.get(jobId)?.attempt?.server.url;
   }
 
-  /** The per-server clients, for status and LLM-server routes (placement, weight updates). */
-  clients(): RolloutClient[] {
-    return this.list.map((s) => s.client);
+  /**
+   * The per-server clients, for status and LLM-server routes (placement, weight updates);
+   * `{taking: true}` leaves out servers that drain (they get no new groups, so no new backends).
+   */
+  clients(opts: { taking?: boolean } = {}): RolloutClient[] {
+    return this.list.filter((s) => !opts.taking || !s.draining).map((s) => s.client);
   }
+
+  /** On a multi-tenant server, the tenant this fleet's token names (from GET /status); else undefined. */
+  tenant: string | undefined;
 
   /** Checks every server now (the periodic check also runs on its own). */
   async checkHealth(): Promise<void> {
@@ -203,6 +269,7 @@ export class RolloutFleet {
   close(): Promise<void> {
     this.closing ??= (async () => {
       if (this.timer !== undefined) this.clock.clearTimeout(this.timer);
+      this.membership?.close();
       for (const job of [...this.jobs.values()]) this.settle(job, { error: new CancelledError('RolloutFleet closed') });
       this.pending.length = 0;
       await Promise.allSettled([...this.background]);
@@ -228,9 +295,9 @@ export class RolloutFleet {
     const n = this.list.length;
     for (let k = 0; k < n; k++) {
       const s = this.list[(this.rotate + k) % n];
-      if (s.healthy && !exclude?.has(s) && (best === undefined || s.inFlight < best.inFlight)) best = s;
+      if (s.healthy && !s.draining && !exclude?.has(s) && (best === undefined || s.inFlight < best.inFlight)) best = s;
     }
-    this.rotate = (this.rotate + 1) % n;
+    this.rotate = n === 0 ? 0 : (this.rotate + 1) % n;
     return best;
   }
 
@@ -251,7 +318,11 @@ export class RolloutFleet {
         this.release(attempt);
         if (job.settled || job.attempt !== attempt) return; // superseded by a failover, a cancel or close
         if (err instanceof RaasError && err.code === 'server_unreachable') this.markDown(server, err);
-        else if (err instanceof RaasError && err.retryable && job.refusals++ < MAX_REFUSALS) this.retryElsewhere(job, server);
+        else if (err instanceof RaasError && err.code === 'server_draining' && !server.draining) {
+          // It drains: nothing new goes there, and this job goes elsewhere (not counted as a refusal).
+          this.drainServer(server.url);
+          this.retryElsewhere(job, server);
+        } else if (err instanceof RaasError && err.retryable && job.refusals++ < MAX_REFUSALS) this.retryElsewhere(job, server);
         else this.settle(job, { error: err });
       },
     );
@@ -382,6 +453,7 @@ export class RolloutFleet {
       const st = await server.client.status({ signal });
       if (this.closing) return undefined;
       // A self-sizing RUN pool (workers: auto) grows with its queue: offer it up to its bound.
+      if (st.tenant) this.tenant = st.tenant.name;
       const run = st.workers.run;
       const size = run.mode === 'auto' ? (run.max ?? run.size) : run.size;
       if (server.runSize !== size) {

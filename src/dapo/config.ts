@@ -95,7 +95,9 @@ function resolvePaths(cfg: TrainConfig, base: string): TrainConfig {
     dataset: { ...cfg.dataset, path: abs(cfg.dataset.path) },
     eval: { ...cfg.eval, ...(cfg.eval.dataset ? { dataset: { ...cfg.eval.dataset, path: abs(cfg.eval.dataset.path) } } : {}) },
     trainer: { ...cfg.trainer, ...(cfg.trainer.cwd ? { cwd: abs(cfg.trainer.cwd) } : {}) },
-    servers: cfg.servers.map((s) => (s.token_file === undefined ? s : { ...s, token_file: abs(s.token_file) })),
+    servers: Array.isArray(cfg.servers)
+      ? cfg.servers.map((s) => (s.token_file === undefined ? s : { ...s, token_file: abs(s.token_file) }))
+      : { ...cfg.servers, ...(cfg.servers.token_file === undefined ? {} : { token_file: abs(cfg.servers.token_file) }) },
   };
 }
 

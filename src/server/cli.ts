@@ -24,6 +24,14 @@ interface ServeFlags {
   timeout?: number;
   logLevel?: string;
   set?: string[];
+  workers?: 'auto';
+  join?: string;
+  joinTokenFile?: string;
+  joinTokenEnv?: string;
+  nodeId?: string;
+  publicUrl?: string;
+  heartbeatInterval?: number;
+  joinLlm?: string[];
 }
 
 /** CLI flags as a partial config; only flags the user gave override the file. */
@@ -39,11 +47,21 @@ function overridesOf(f: ServeFlags): ServerConfigInput {
   if (f.journalDir !== undefined) o.journal = { dir: f.journalDir };
   if (f.timeout !== undefined) o.timeout_s = f.timeout;
   if (f.logLevel !== undefined) o.log_level = f.logLevel;
-  const workers: Record<string, number> = {};
+  const workers: Record<string, number | 'auto'> = f.workers === 'auto' ? { init: 'auto', run: 'auto', eval: 'auto' } : {};
   if (f.workersInit !== undefined) workers.init = f.workersInit;
   if (f.workersRun !== undefined) workers.run = f.workersRun;
   if (f.workersEval !== undefined) workers.eval = f.workersEval;
   if (Object.keys(workers).length) o.workers = workers;
+  if (f.join !== undefined) {
+    const join: Record<string, unknown> = { url: f.join };
+    if (f.joinTokenFile !== undefined) join.token_file = path.resolve(f.joinTokenFile);
+    if (f.joinTokenEnv !== undefined) join.token_env = f.joinTokenEnv;
+    if (f.nodeId !== undefined) join.node_id = f.nodeId;
+    if (f.publicUrl !== undefined) join.public_url = f.publicUrl;
+    if (f.heartbeatInterval !== undefined) join.heartbeat_interval_s = f.heartbeatInterval;
+    if (f.joinLlm?.length) join.backends = f.joinLlm.map(joinBackend);
+    o.join = join;
+  }
   const llm: Record<string, unknown> = {};
   if (f.routing !== undefined) llm.routing = f.routing;
   if (f.llm?.length) llm.backends = f.llm.map((address) => ({ address, api: f.api }));
@@ -51,6 +69,14 @@ function overridesOf(f: ServeFlags): ServerConfigInput {
   // Flag paths are relative to the working directory (config-file paths to the file's folder).
   if (f.handler?.length) o.handler_modules = f.handler.map((h) => path.resolve(h));
   return o as ServerConfigInput;
+}
+
+/** `--join-llm [tenant=]address[,api]`: an LLM server on this node, offered to the trainers (for one tenant's trainer). */
+function joinBackend(spec: string): { address: string; api?: string; tenant?: string } {
+  const eq = spec.indexOf('=');
+  const tenant = eq > 0 && !spec.slice(0, eq).includes('/') ? spec.slice(0, eq) : undefined;
+  const [address, api] = (tenant ? spec.slice(eq + 1) : spec).split(',');
+  return { address: address!, ...(api ? { api } : {}), ...(tenant ? { tenant } : {}) };
 }
 
 /** Registers `raas serve`: the rollout server. */
@@ -80,18 +106,41 @@ export function registerServe(program: Command): void {
     .addOption(
       new Option('--log-level <level>', 'server log level').choices(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']),
     )
+    .addOption(
+      new Option(
+        '--workers <mode>',
+        'size INIT, RUN and EVAL from their queues and service times (see autosize in docs/operations.md)',
+      ).choices(['auto']),
+    )
+    .option('--join <url>', 'register with this registry (any raas serve) and heartbeat to it; trainers reading it use this server')
+    .option('--join-token-file <file>', "the registry's admin token, from a file (default: this server's own token)")
+    .option('--join-token-env <name>', "the registry's admin token, from an environment variable")
+    .option('--node-id <id>', 'this server in the registry (default: host:port of its URL)')
+    .option('--public-url <url>', 'the URL trainers reach this server at (default http://<host>:<port>)')
+    .option('--heartbeat-interval <s>', 'seconds between heartbeats (default 5)', numberArg('--heartbeat-interval', { positive: true }))
+    .option('--join-llm <[tenant=]address[,api]...>', 'LLM servers on this node, offered to the trainers: they place them here')
     .option('--set <key=value>', SET_HELP, collect)
     .action(async (flags: ServeFlags) => {
       const { config, baseDir } = await loadServerConfig(flags.config, overridesOf(flags), flags.set);
-      const server = await startRolloutServer(config, { baseDir });
+      let leave: ((code: number) => void) | undefined;
+      const server = await startRolloutServer(config, {
+        baseDir,
+        // POST /drain (or a drain asked at the registry) is over: close and exit.
+        onDrained: (r) => {
+          process.stderr.write(`raas serve: drained (${r.finished} jobs finished, ${r.cancelled} cancelled); leaving\n`);
+          leave?.(0);
+        },
+      });
       // The tokenizer loads at the first job that needs it (~1.5 s of CPU), so sandbox-less or
       // tokenizer-less handler sets start at once.
-      process.stdout.write(`raas serve listening on ${server.url} (routing ${config.llm.routing}, ${server.pool.size} LLM backend(s))\n`);
+      const backends = server.tenants.list.reduce((n, t) => n + t.pool.size, 0);
+      const tenants = server.tenants.multi ? `, ${server.tenants.list.length} tenants` : '';
+      process.stdout.write(`raas serve listening on ${server.url} (routing ${config.llm.routing}, ${backends} LLM backend(s)${tenants})\n`);
       let stopping = false;
       const stop = (signal: string): void => {
         if (stopping) return;
         stopping = true;
-        process.stderr.write(`raas serve: ${signal}: closing intake, cancelling jobs, closing sandboxes\n`);
+        if (signal !== 'drained') process.stderr.write(`raas serve: ${signal}: closing intake, cancelling jobs, closing sandboxes\n`);
         // A hung close must not keep the process alive past the grace period.
         const force = setTimeout(() => {
           process.stderr.write(`raas serve: shutdown_grace_s (${config.shutdown_grace_s} s) passed; exiting\n`);
@@ -106,6 +155,7 @@ export function registerServe(program: Command): void {
           },
         );
       };
+      leave = () => stop('drained');
       process.once('SIGINT', () => stop('SIGINT'));
       process.once('SIGTERM', () => stop('SIGTERM'));
     });
