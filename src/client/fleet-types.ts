@@ -85,6 +85,10 @@ export interface ServerState {
   runSize?: number;
   /** Draining (its registry says so, or it answered server_draining): no new groups. */
   draining: boolean;
+  /** Added by the registry: it gets groups only once it reports an LLM backend (the trainer places them after it joined). */
+  joined?: boolean;
+  /** Its last GET /status (or a 503 no_llm_backends) said it has no LLM backend for us. */
+  noBackends?: boolean;
 }
 
 /** One /process call of a job on one server; it occupies an in-flight slot there until it ends or is abandoned. */

@@ -67,8 +67,19 @@ export class RolloutFleet {
       client.close();
       return undefined;
     }
-    this.list.push({ url: client.url, client, healthy: true, inFlight: 0, checking: false, failedChecks: 0, draining: false });
-    if (this.membership) this.track(this.readSize(this.list.at(-1)!));
+    const joined = this.membership !== undefined;
+    this.list.push({
+      url: client.url,
+      client,
+      healthy: true,
+      inFlight: 0,
+      checking: false,
+      failedChecks: 0,
+      draining: false,
+      joined,
+      noBackends: joined,
+    });
+    if (joined) this.track(this.readSize(this.list.at(-1)!));
     this.changed();
     // Groups that waited for a server go there now.
     for (const g of this.pending.splice(0)) this.place(g);
@@ -230,7 +241,7 @@ export class RolloutFleet {
     for (const s of this.list) {
       const size = s.runSize ?? mean;
       total += size;
-      if (s.healthy && !s.draining) live += size;
+      if (this.takes(s)) live += size;
     }
     if (configured === undefined) return Math.round(live);
     return total > 0 ? Math.round((configured * live) / total) : configured;
@@ -295,10 +306,23 @@ export class RolloutFleet {
     const n = this.list.length;
     for (let k = 0; k < n; k++) {
       const s = this.list[(this.rotate + k) % n];
-      if (s.healthy && !s.draining && !exclude?.has(s) && (best === undefined || s.inFlight < best.inFlight)) best = s;
+      if (this.takes(s) && !exclude?.has(s) && (best === undefined || s.inFlight < best.inFlight)) best = s;
     }
     this.rotate = n === 0 ? 0 : (this.rotate + 1) % n;
     return best;
+  }
+
+  /** Whether a server gets new groups: up, not draining, and (one the registry added) holding a backend. */
+  private takes(s: ServerState): boolean {
+    return s.healthy && !s.draining && !(s.joined && s.noBackends);
+  }
+
+  /** Reads /status again of the servers that joined without a backend (after a placement: they may take groups now). */
+  async refresh(): Promise<void> {
+    const waiting = this.list.filter((s) => s.joined && s.noBackends);
+    if (waiting.length === 0) return;
+    await Promise.all(waiting.map((s) => this.readSize(s)));
+    for (const g of this.pending.splice(0)) this.place(g);
   }
 
   private launch(job: JobRec, server: ServerState): void {
@@ -321,6 +345,10 @@ export class RolloutFleet {
         else if (err instanceof RaasError && err.code === 'server_draining' && !server.draining) {
           // It drains: nothing new goes there, and this job goes elsewhere (not counted as a refusal).
           this.drainServer(server.url);
+          this.retryElsewhere(job, server);
+        } else if (err instanceof RaasError && err.code === 'no_llm_backends' && server.joined && !server.noBackends) {
+          // A server that joined before its backends were placed: wait for them, run the job elsewhere.
+          server.noBackends = true;
           this.retryElsewhere(job, server);
         } else if (err instanceof RaasError && err.retryable && job.refusals++ < MAX_REFUSALS) this.retryElsewhere(job, server);
         else this.settle(job, { error: err });
@@ -454,6 +482,12 @@ export class RolloutFleet {
       if (this.closing) return undefined;
       // A self-sizing RUN pool (workers: auto) grows with its queue: offer it up to its bound.
       if (st.tenant) this.tenant = st.tenant.name;
+      const had = server.noBackends;
+      server.noBackends = st.backends.length === 0;
+      if (had && !server.noBackends) {
+        this.changed();
+        for (const g of this.pending.splice(0)) this.place(g);
+      }
       const run = st.workers.run;
       const size = run.mode === 'auto' ? (run.max ?? run.size) : run.size;
       if (server.runSize !== size) {
@@ -484,7 +518,7 @@ export class RolloutFleet {
       if (this.closing) return;
       server.failedChecks = ok ? 0 : server.failedChecks + 1;
       if (ok && !server.healthy) this.markUp(server);
-      else if (ok && server.runSize === undefined) this.track(this.readSize(server));
+      else if (ok && (server.runSize === undefined || (server.joined && server.noBackends))) this.track(this.readSize(server));
       else if (server.healthy && server.failedChecks >= this.unhealthyAfter) {
         this.markDown(server, new RaasError('server_unreachable', `${server.url}: ${server.failedChecks} health checks failed`));
       }

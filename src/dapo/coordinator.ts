@@ -456,6 +456,8 @@ export class Coordinator {
       if (this.closing || !this.fleet) return;
       const all = [...this.backends, ...this.offered.filter((o) => !this.backends.some((b) => addressOf(b) === addressOf(o)))];
       await registerBackends(this.fleet.clients({ taking: true }), all, this.weightVersion, this.config.placement_mode);
+      // A server that joined takes groups once it holds backends.
+      await this.fleet.refresh();
     });
     this.placing = run.catch(() => undefined);
     return run;
