@@ -118,7 +118,7 @@ export function registerServe(program: Command): void {
     .option('--node-id <id>', 'this server in the registry (default: host:port of its URL)')
     .option('--public-url <url>', 'the URL trainers reach this server at (default http://<host>:<port>)')
     .option('--heartbeat-interval <s>', 'seconds between heartbeats (default 5)', numberArg('--heartbeat-interval', { positive: true }))
-    .option('--join-llm <[tenant=]address[,api]...>', 'LLM servers on this node, offered to the trainers: they place them here')
+    .option('--join-llm <llm...>', 'LLM servers on this node, offered to the trainers, who place them here: [tenant=]address[,api]')
     .option('--set <key=value>', SET_HELP, collect)
     .action(async (flags: ServeFlags) => {
       const { config, baseDir } = await loadServerConfig(flags.config, overridesOf(flags), flags.set);
