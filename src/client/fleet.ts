@@ -6,6 +6,7 @@ import { systemClock, type Clock } from '../util/clock.js';
 import { resolveToken } from '../util/secret.js';
 import { RolloutClient, type ProcessInput, type RolloutClientOptions } from './client.js';
 import { Membership } from './membership.js';
+import { FleetServers } from './fleet-servers.js';
 import type { Attempt, FleetServerInfo, FleetStats, GroupRec, JobRec, RolloutFleetOptions, ServerState } from './fleet-types.js';
 
 export type { FleetServerInfo, FleetStats, RolloutFleetOptions } from './fleet-types.js';
@@ -22,7 +23,7 @@ const MAX_REFUSALS = 5;
  * counts; later ones are ignored.
  */
 export class RolloutFleet {
-  private readonly list: ServerState[];
+  private readonly fleet = new FleetServers();
   private readonly jobs = new Map<string, JobRec>();
   /** Groups waiting for a healthy server, oldest first. */
   private readonly pending: GroupRec[] = [];
@@ -32,7 +33,6 @@ export class RolloutFleet {
   private readonly unhealthyAfter: number;
   private readonly healthTimeoutMs: number;
   private timer: unknown;
-  private rotate = 0;
   private closing: Promise<void> | undefined;
   private readonly counters: FleetStats = { submitted: 0, failed_over: 0, recovered: 0, duplicates: 0 };
   private readonly onChange: (() => void) | undefined;
@@ -48,7 +48,6 @@ export class RolloutFleet {
     this.healthTimeoutMs = opts.health_timeout_ms ?? 2000;
     this.onChange = opts.on_change;
     this.clientOpts = { retries: 2, backoff: { base_ms: 100, max_ms: 1000 }, ...opts.client, clock: this.clock };
-    this.list = [];
     opts.servers.forEach((s, i) => {
       const url = this.addServer(s.url, resolveToken(s, `servers[${i}]`));
       if (!url) throw new RaasError('config_invalid', `servers[${i}].url: ${s.url} is listed twice`);
@@ -63,12 +62,12 @@ export class RolloutFleet {
    */
   addServer(url: string, token?: string): string | undefined {
     const client = new RolloutClient({ ...this.clientOpts, url, token });
-    if (this.list.some((s) => s.url === client.url)) {
+    if (this.fleet.find(client.url)) {
       client.close();
       return undefined;
     }
     const joined = this.membership !== undefined;
-    this.list.push({
+    this.fleet.list.push({
       url: client.url,
       client,
       healthy: true,
@@ -79,7 +78,7 @@ export class RolloutFleet {
       joined,
       noBackends: joined,
     });
-    if (joined) this.track(this.readSize(this.list.at(-1)!));
+    if (joined) this.track(this.readSize(this.fleet.list.at(-1)!));
     this.changed();
     // Groups that waited for a server go there now.
     for (const g of this.pending.splice(0)) this.place(g);
@@ -102,7 +101,7 @@ export class RolloutFleet {
     const s = this.byUrl(url);
     if (!s) return;
     this.markDown(s, new RaasError('server_unreachable', `${url} left the fleet`));
-    this.list.splice(this.list.indexOf(s), 1);
+    this.fleet.list.splice(this.fleet.list.indexOf(s), 1);
     this.changed();
     if (s.inFlight === 0) s.client.close();
   }
@@ -114,8 +113,7 @@ export class RolloutFleet {
   }
 
   private byUrl(url: string): ServerState | undefined {
-    const u = url.replace(/\/+$/, '');
-    return this.list.find((s) => s.url === u);
+    return this.fleet.find(url);
   }
 
   /**
@@ -199,13 +197,7 @@ export class RolloutFleet {
 
   /** Each server's health and in-flight jobs. */
   servers(): FleetServerInfo[] {
-    return this.list.map((s) => ({
-      url: s.url,
-      healthy: s.healthy,
-      in_flight: s.inFlight,
-      run_workers: s.runSize ?? null,
-      draining: s.draining,
-    }));
+    return this.fleet.infos();
   }
 
   /**
@@ -215,36 +207,20 @@ export class RolloutFleet {
    */
   async readCapacity(opts: { signal?: AbortSignal } = {}): Promise<void> {
     if (this.membership) await this.membership.ready(opts.signal);
-    const errors = await Promise.all(this.list.map((s) => this.readSize(s, opts.signal)));
+    const errors = await Promise.all(this.fleet.list.map((s) => this.readSize(s, opts.signal)));
     const other = errors.find((e) => e !== undefined && !(e instanceof RaasError && e.code === 'server_unreachable'));
     if (other) throw other;
-    if (this.list.every((s) => s.runSize === undefined)) {
+    if (this.fleet.list.every((s) => s.runSize === undefined)) {
       throw new RaasError(
         'server_unreachable',
-        `no rollout server answers GET /status (${this.list.map((s) => s.url).join(', ') || 'the registry lists none'}); start \`raas serve\` or check the servers' URLs`,
+        `no rollout server answers GET /status (${this.fleet.list.map((s) => s.url).join(', ') || 'the registry lists none'}); start \`raas serve\` or check the servers' URLs`,
       );
     }
   }
 
-  /**
-   * The admission cap over the servers that are up now. Without `configured`: the sum of their
-   * workers.run.size. With it (max_inflight_jobs, meant for the whole fleet): its share for the live
-   * servers, in proportion to their workers. So when a server goes down its share leaves with it
-   * instead of piling onto the others, and comes back with it. A server whose size is not known yet
-   * counts as the mean of the known ones.
-   */
+  /** The admission cap over the servers that take groups now (fleet-servers.ts). */
   liveCapacity(configured?: number): number {
-    const known = this.list.filter((s) => s.runSize !== undefined);
-    const mean = known.length ? known.reduce((a, s) => a + s.runSize!, 0) / known.length : 0;
-    let live = 0;
-    let total = 0;
-    for (const s of this.list) {
-      const size = s.runSize ?? mean;
-      total += size;
-      if (this.takes(s)) live += size;
-    }
-    if (configured === undefined) return Math.round(live);
-    return total > 0 ? Math.round((configured * live) / total) : configured;
+    return this.fleet.liveCapacity(configured);
   }
 
   /** Counters of submissions, failovers, recoveries and ignored duplicates. */
@@ -262,7 +238,7 @@ export class RolloutFleet {
    * `{taking: true}` leaves out servers that drain (they get no new groups, so no new backends).
    */
   clients(opts: { taking?: boolean } = {}): RolloutClient[] {
-    return this.list.filter((s) => !opts.taking || !s.draining).map((s) => s.client);
+    return this.fleet.clients(opts);
   }
 
   /** On a multi-tenant server, the tenant this fleet's token names (from GET /status); else undefined. */
@@ -270,7 +246,7 @@ export class RolloutFleet {
 
   /** Checks every server now (the periodic check also runs on its own). */
   async checkHealth(): Promise<void> {
-    await Promise.all(this.list.map((s) => this.check(s)));
+    await Promise.all(this.fleet.list.map((s) => this.check(s)));
   }
 
   /**
@@ -284,7 +260,7 @@ export class RolloutFleet {
       for (const job of [...this.jobs.values()]) this.settle(job, { error: new CancelledError('RolloutFleet closed') });
       this.pending.length = 0;
       await Promise.allSettled([...this.background]);
-      for (const s of this.list) s.client.close();
+      for (const s of this.fleet.list) s.client.close();
     })();
     return this.closing;
   }
@@ -292,7 +268,7 @@ export class RolloutFleet {
   private place(group: GroupRec, preferred?: ServerState): void {
     const jobs = group.jobs.filter((j) => !j.settled && !j.attempt);
     if (jobs.length === 0) return;
-    const server = preferred ?? this.leastLoaded();
+    const server = preferred ?? this.fleet.leastLoaded();
     if (!server) {
       if (!this.pending.includes(group)) this.pending.push(group);
       return;
@@ -300,26 +276,9 @@ export class RolloutFleet {
     for (const j of jobs) this.launch(j, server);
   }
 
-  /** The healthy server with the fewest in-flight jobs; ties rotate so an idle fleet fills evenly. */
-  private leastLoaded(exclude?: ReadonlySet<ServerState>): ServerState | undefined {
-    let best: ServerState | undefined;
-    const n = this.list.length;
-    for (let k = 0; k < n; k++) {
-      const s = this.list[(this.rotate + k) % n];
-      if (this.takes(s) && !exclude?.has(s) && (best === undefined || s.inFlight < best.inFlight)) best = s;
-    }
-    this.rotate = n === 0 ? 0 : (this.rotate + 1) % n;
-    return best;
-  }
-
-  /** Whether a server gets new groups: up, not draining, and (one the registry added) holding a backend. */
-  private takes(s: ServerState): boolean {
-    return s.healthy && !s.draining && !(s.joined && s.noBackends);
-  }
-
   /** Reads /status again of the servers that joined without a backend (after a placement: they may take groups now). */
   async refresh(): Promise<void> {
-    const waiting = this.list.filter((s) => s.joined && s.noBackends);
+    const waiting = this.fleet.list.filter((s) => s.joined && s.noBackends);
     if (waiting.length === 0) return;
     await Promise.all(waiting.map((s) => this.readSize(s)));
     for (const g of this.pending.splice(0)) this.place(g);
@@ -416,7 +375,7 @@ export class RolloutFleet {
   private relocate(job: JobRec, server: ServerState): boolean {
     const exclude = new Set([...job.former, server]);
     const g = job.group;
-    const target = g.moveTarget?.healthy && !exclude.has(g.moveTarget) ? g.moveTarget : this.leastLoaded(exclude);
+    const target = g.moveTarget?.healthy && !exclude.has(g.moveTarget) ? g.moveTarget : this.fleet.leastLoaded(exclude);
     if (!target) return false;
     g.moveTarget = target;
     job.attempt = undefined;
@@ -433,7 +392,7 @@ export class RolloutFleet {
    */
   private retryElsewhere(job: JobRec, server: ServerState): void {
     const g = job.group;
-    const target = g.moveTarget?.healthy && g.moveTarget !== server ? g.moveTarget : (this.leastLoaded(new Set([server])) ?? server);
+    const target = g.moveTarget?.healthy && g.moveTarget !== server ? g.moveTarget : (this.fleet.leastLoaded(new Set([server])) ?? server);
     if (target !== server) g.moveTarget = target;
     job.attempt = undefined;
     this.launch(job, target);

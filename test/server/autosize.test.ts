@@ -14,8 +14,11 @@ const signal = (s: Partial<StageSignal>): StageSignal => ({
   size: 16,
   min: 1,
   max: 256,
+  start: 16,
   queued: 0,
   peakBusy: 16,
+  arrivalsPerS: 0,
+  serviceS: 1,
   gradient: 1,
   maxStep: 0.5,
   cpuOver: false,
@@ -24,27 +27,31 @@ const signal = (s: Partial<StageSignal>): StageSignal => ({
 });
 
 describe('autosize: one decision', () => {
-  it('a queue grows the stage by what waits, at most one step (half its size), within its bounds', () => {
+  it('a queue grows the stage by what waits (or to what the load needs), at most one step (half its size), within its bounds', () => {
     expect(decide(signal({ queued: 3 }))).toEqual({ size: 19, reason: 'queue' });
     expect(decide(signal({ queued: 100 })).size).toBe(24);
     expect(decide(signal({ size: 1, queued: 100 })).size).toBe(2); // a step is at least one slot
     expect(decide(signal({ queued: 100, max: 20 }))).toEqual({ size: 20, reason: 'queue' });
     expect(decide(signal({ size: 20, queued: 100, max: 20 })).reason).toBe('queue (at a bound)');
+    // Little's law: 12 jobs/s × 1.5 s × 1.25 = 23 slots, more than the 2 waiting.
+    expect(decide(signal({ queued: 2, arrivalsPerS: 12, serviceS: 1.5 })).size).toBe(23);
   });
 
-  it('the CPU and memory budgets stop growth; memory over budget by 10 % shrinks by a step', () => {
+  it('the CPU and memory budgets stop growth; memory over budget by 10 % shrinks by a step; contention shrinks only with the CPU budget used', () => {
     expect(decide(signal({ queued: 50, cpuOver: true }))).toEqual({ size: 16, reason: 'queue, but the CPU budget is used' });
     expect(decide(signal({ queued: 50, memory: 'full' }))).toEqual({ size: 16, reason: 'queue, but the memory budget is used' });
     expect(decide(signal({ queued: 50, memory: 'over' }))).toEqual({ size: 8, reason: 'memory over budget' });
+    expect(decide(signal({ queued: 50, cpuOver: true, gradient: 0.75 })).size).toBe(12);
+    // Slower jobs at high concurrency without a CPU limit (a longer task mix, a slower backend): not a reason to shrink.
+    expect(decide(signal({ queued: 50, gradient: 0.5 })).size).toBe(24);
   });
 
-  it('contention shrinks in proportion to the gradient, queue or not; idle slots are given back down to 1.5x the busiest moment', () => {
-    expect(decide(signal({ queued: 50, gradient: 0.75 })).size).toBe(12);
-    expect(decide(signal({ gradient: 0.5 })).size).toBe(8);
+  it('idle slots are given back down to the need, 1.5x the busiest moment, and never below where the stage started', () => {
     expect(decide(signal({ size: 40, peakBusy: 4 }))).toEqual({ size: 20, reason: 'idle slots' });
-    expect(decide(signal({ size: 12, peakBusy: 4 })).size).toBe(6);
-    expect(decide(signal({ size: 4, peakBusy: 0, min: 2 })).size).toBe(2);
-    expect(decide(signal({ size: 16, peakBusy: 10 }))).toEqual({ size: 16, reason: 'steady' });
+    expect(decide(signal({ size: 20, peakBusy: 4 })).size).toBe(16);
+    expect(decide(signal({ size: 16, peakBusy: 0 }))).toEqual({ size: 16, reason: 'steady' });
+    expect(decide(signal({ size: 64, peakBusy: 10, arrivalsPerS: 20, serviceS: 2 })).size).toBe(50);
+    expect(decide(signal({ size: 4, start: 2, peakBusy: 0, min: 2 })).size).toBe(2);
   });
 });
 
