@@ -41,11 +41,19 @@ export const DEFAULT_AUTO_MAX = { init: 256, run: 1024, eval: 256 } as const;
 export const AutosizeConfig = z.strictObject({
   /** Seconds between two sizing decisions. */
   interval_s: z.number().min(0.05).max(3600).default(2),
-  /** The most a stage grows or shrinks per decision, as a fraction of its size (at least one slot). */
-  max_step: z.number().gt(0).max(4).default(0.5),
+  /** The most a stage grows per decision, as a fraction of its size (at least one slot): 1 may double it. */
+  max_step: z.number().gt(0).max(4).default(1),
+  /** The most a stage shrinks per decision, as a fraction of its size (at least one slot). */
+  shrink_step: z.number().gt(0).max(1).default(0.25),
   /**
-   * Service-time inflation a stage may show before it stops growing: its recent service time over
-   * the best seen for the same handler (Netflix concurrency-limits' gradient tolerance).
+   * A stage shrinks only to the largest size it wanted over this many seconds (Kubernetes' HPA
+   * scale-down stabilization): the bursts of a DAPO step (a window refilled after a handover) find
+   * the slots they had a minute ago.
+   */
+  stabilization_s: z.number().nonnegative().max(86_400).default(60),
+  /**
+   * With the CPU budget used: the slowdown a stage's jobs may show from concurrency (service time
+   * at the concurrency reached over that at low concurrency, per handler) before the stage shrinks.
    */
   tolerance: z.number().min(1).max(10).default(1.5),
   /**

@@ -21,6 +21,8 @@ const signal = (s: Partial<StageSignal>): StageSignal => ({
   serviceS: 1,
   gradient: 1,
   maxStep: 0.5,
+  shrinkStep: 0.5,
+  recentHigh: 0,
   cpuOver: false,
   memory: 'ok',
   ...s,
@@ -28,30 +30,43 @@ const signal = (s: Partial<StageSignal>): StageSignal => ({
 
 describe('autosize: one decision', () => {
   it('a queue grows the stage by what waits (or to what the load needs), at most one step (half its size), within its bounds', () => {
-    expect(decide(signal({ queued: 3 }))).toEqual({ size: 19, reason: 'queue' });
+    expect(decide(signal({ queued: 3 }))).toMatchObject({ size: 19, reason: 'queue' });
     expect(decide(signal({ queued: 100 })).size).toBe(24);
     expect(decide(signal({ size: 1, queued: 100 })).size).toBe(2); // a step is at least one slot
-    expect(decide(signal({ queued: 100, max: 20 }))).toEqual({ size: 20, reason: 'queue' });
+    expect(decide(signal({ queued: 100, max: 20 }))).toMatchObject({ size: 20, reason: 'queue' });
     expect(decide(signal({ size: 20, queued: 100, max: 20 })).reason).toBe('queue (at a bound)');
     // Little's law: 12 jobs/s × 1.5 s × 1.25 = 23 slots, more than the 2 waiting.
     expect(decide(signal({ queued: 2, arrivalsPerS: 12, serviceS: 1.5 })).size).toBe(23);
   });
 
   it('the CPU and memory budgets stop growth; memory over budget by 10 % shrinks by a step; contention shrinks only with the CPU budget used', () => {
-    expect(decide(signal({ queued: 50, cpuOver: true }))).toEqual({ size: 16, reason: 'queue, but the CPU budget is used' });
-    expect(decide(signal({ queued: 50, memory: 'full' }))).toEqual({ size: 16, reason: 'queue, but the memory budget is used' });
-    expect(decide(signal({ queued: 50, memory: 'over' }))).toEqual({ size: 8, reason: 'memory over budget' });
+    expect(decide(signal({ queued: 50, cpuOver: true }))).toMatchObject({ size: 16, reason: 'queue, but the CPU budget is used' });
+    expect(decide(signal({ queued: 50, memory: 'full' }))).toMatchObject({ size: 16, reason: 'queue, but the memory budget is used' });
+    expect(decide(signal({ queued: 50, memory: 'over' }))).toMatchObject({ size: 8, reason: 'memory over budget' });
     expect(decide(signal({ queued: 50, cpuOver: true, gradient: 0.75 })).size).toBe(12);
     // Slower jobs at high concurrency without a CPU limit (a longer task mix, a slower backend): not a reason to shrink.
     expect(decide(signal({ queued: 50, gradient: 0.5 })).size).toBe(24);
   });
 
   it('idle slots are given back down to the need, 1.5x the busiest moment, and never below where the stage started', () => {
-    expect(decide(signal({ size: 40, peakBusy: 4 }))).toEqual({ size: 20, reason: 'idle slots' });
+    expect(decide(signal({ size: 40, peakBusy: 4 }))).toMatchObject({ size: 20, reason: 'idle slots' });
     expect(decide(signal({ size: 20, peakBusy: 4 })).size).toBe(16);
-    expect(decide(signal({ size: 16, peakBusy: 0 }))).toEqual({ size: 16, reason: 'steady' });
+    expect(decide(signal({ size: 16, peakBusy: 0 }))).toMatchObject({ size: 16, reason: 'steady' });
     expect(decide(signal({ size: 64, peakBusy: 10, arrivalsPerS: 20, serviceS: 2 })).size).toBe(50);
     expect(decide(signal({ size: 4, start: 2, peakBusy: 0, min: 2 })).size).toBe(2);
+  });
+
+  it('growth and shrinking have their own rates; a wish to shrink waits out the stabilization window, the budgets do not', () => {
+    expect(decide(signal({ size: 16, queued: 100, maxStep: 1 })).size).toBe(32);
+    expect(decide(signal({ size: 64, peakBusy: 0, shrinkStep: 0.25 })).size).toBe(48);
+    // It wanted 64 within the window: it keeps 64, and says why; what it wants now is recorded.
+    expect(decide(signal({ size: 64, peakBusy: 0, recentHigh: 64 }))).toEqual({
+      size: 64,
+      wanted: 16,
+      reason: 'idle slots, kept for the stabilization window',
+    });
+    expect(decide(signal({ size: 64, peakBusy: 0, recentHigh: 40 })).size).toBe(40);
+    expect(decide(signal({ size: 64, memory: 'over', recentHigh: 64 })).size).toBe(32);
   });
 });
 
@@ -108,24 +123,24 @@ describe('Autosizer over real limiters', () => {
       eval: new StageLimiter('eval', 16, clock),
     };
     let load = host();
-    const a = new Autosizer(pools, { init: 4, run: 64, eval: { min: 1, max: 40 } }, cfg, clock, () => load());
+    const a = new Autosizer(pools, { init: 4, run: 64, eval: { min: 1, max: 100 } }, cfg, clock, () => load());
     const held: Array<() => void> = [];
-    for (let i = 0; i < 60; i++) void pools.eval.acquire(new AbortController().signal).then((r) => held.push(r));
+    for (let i = 0; i < 110; i++) void pools.eval.acquire(new AbortController().signal).then((r) => held.push(r));
     for (let i = 0; i < 10; i++) void pools.init.acquire(new AbortController().signal).then((r) => held.push(r));
     await flush();
-    expect([pools.eval.size, pools.eval.depth]).toEqual([16, 44]);
+    expect([pools.eval.size, pools.eval.depth]).toEqual([16, 94]);
     await clock.advance(1000, 100);
-    expect([pools.eval.size, pools.eval.busy]).toEqual([24, 24]);
-    await clock.advance(1000, 100);
-    expect(pools.eval.size).toBe(36);
+    expect([pools.eval.size, pools.eval.busy]).toEqual([32, 32]);
     load = host({ busyCores: 2, ownCores: 1.9, cores: 2 });
     await clock.advance(1000, 100);
-    expect(pools.eval.size).toBe(36);
+    expect(pools.eval.size).toBe(32);
     load = host();
     await clock.advance(1000, 100);
-    expect(pools.eval.size).toBe(40);
+    expect(pools.eval.size).toBe(64);
     await clock.advance(1000, 100);
-    expect(a.state('eval')).toEqual({ mode: 'auto', min: 1, max: 40, reason: 'queue (at a bound)' });
+    expect(pools.eval.size).toBe(100);
+    await clock.advance(1000, 100);
+    expect(a.state('eval')).toEqual({ mode: 'auto', min: 1, max: 100, reason: 'queue (at a bound)' });
     expect([pools.init.size, a.state('init')]).toEqual([4, undefined]);
     a.close();
     for (const r of held) r();
@@ -143,13 +158,17 @@ describe('Autosizer over real limiters', () => {
     for (let i = 0; i < 20; i++) void pools.run.acquire(new AbortController().signal).then((r) => rels.push(r));
     await flush();
     expect([pools.run.busy, pools.run.depth]).toEqual([16, 4]);
-    // Memory over budget (85 % of 8000 MB = 6800; 7900 > 1.1 x that): one step down per interval.
+    // Memory over budget (85 % of 8000 MB = 6800; 7900 > 1.1 x that): a quarter down per interval.
     await clock.advance(1000, 100);
-    expect([pools.run.size, pools.run.busy]).toEqual([8, 16]);
-    for (const r of rels.splice(0, 9)) r();
+    expect([pools.run.size, pools.run.busy]).toEqual([12, 16]);
+    for (const r of rels.splice(0, 3)) r();
     await flush();
-    // 7 still run: below the size of 8, so one waiter gets the freed slot.
-    expect([pools.run.busy, pools.run.depth]).toEqual([8, 3]);
+    // 13 still run, more than the 12 slots: nobody starts.
+    expect([pools.run.busy, pools.run.depth]).toEqual([13, 4]);
+    for (const r of rels.splice(0, 2)) r();
+    await flush();
+    // 11 run: one waiter gets the freed slot.
+    expect([pools.run.busy, pools.run.depth]).toEqual([12, 3]);
     a.close();
     for (const r of rels) r();
     await flush();

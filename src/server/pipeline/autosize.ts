@@ -30,8 +30,11 @@ export interface StageSignal {
    * below 1 the stage's jobs slow each other down more than the tolerance allows.
    */
   gradient: number;
-  /** Fraction of the size one decision may change (at least one slot). */
+  /** Fraction of the size one decision may grow it, and shrink it (each at least one slot). */
   maxStep: number;
+  shrinkStep: number;
+  /** The largest size this stage wanted over the stabilization window: it shrinks no further than that. */
+  recentHigh: number;
   /** This server's processes keep its CPU budget busy. */
   cpuOver: boolean;
   /** The host's memory in use: within the budget, at it (`full`), or over it by 10 % (`over`). */
@@ -39,26 +42,31 @@ export interface StageSignal {
 }
 
 /**
- * One stage's next size, and why. The slots the load needs are Little's law's: arrivals per second
- * × service time, with a quarter more as headroom. A queue grows the stage to absorb what waits
- * (and at least to that need) while the CPU and memory budgets allow. With the CPU budget used, a
- * stage whose jobs slow each other down past the tolerance shrinks in proportion (more slots would
- * only share the same cores); memory over budget by 10 % shrinks every auto stage a step. Without
- * a queue, slots beyond the need and 1.5 × the busiest moment are given back, down to where the
- * stage started. Every change is at most one step, within the bounds; a smaller size never takes
- * a running job's slot, it only grants none until enough are released.
+ * One stage's next size, the size it wants, and why. The slots the load needs are Little's law's:
+ * arrivals per second × service time, with a quarter more as headroom. A queue grows the stage to
+ * absorb what waits (and at least to that need) while the CPU and memory budgets allow. With the
+ * CPU budget used, a stage whose jobs slow each other down past the tolerance shrinks in proportion
+ * (more slots would only share the same cores); memory over budget by 10 % shrinks every auto stage
+ * a step. Without a queue, slots beyond the need and 1.5 × the busiest moment are given back, down
+ * to where the stage started — but no lower than the most it wanted over the stabilization window
+ * (the budgets excepted). Growth is at most `maxStep`, shrinking at most `shrinkStep` of the size per
+ * decision, within the bounds; a smaller size never takes a running job's slot, it only grants none
+ * until enough are released.
  */
-export function decide(s: StageSignal): { size: number; reason: string } {
-  const step = Math.max(1, Math.floor(s.maxStep * s.size));
-  const clamp = (n: number): number => Math.min(s.max, Math.max(s.min, Math.max(s.size - step, Math.min(s.size + step, n))));
+export function decide(s: StageSignal): { size: number; wanted: number; reason: string } {
+  const up = Math.max(1, Math.floor(s.maxStep * s.size));
+  const down = Math.max(1, Math.floor(s.shrinkStep * s.size));
+  const clamp = (n: number): number => Math.min(s.max, Math.max(s.min, Math.max(s.size - down, Math.min(s.size + up, n))));
   const need = Math.ceil(s.arrivalsPerS * s.serviceS * 1.25);
   let target = s.size;
   let reason = 'steady';
-  if (s.memory === 'over') [target, reason] = [s.size - step, 'memory over budget'];
+  let forced = false;
+  if (s.memory === 'over') [target, reason, forced] = [s.size - down, 'memory over budget', true];
   else if (s.cpuOver && s.gradient < 1)
-    [target, reason] = [
+    [target, reason, forced] = [
       Math.floor(s.size * s.gradient),
       `CPU budget used and jobs slow each other down (gradient ${s.gradient.toFixed(2)})`,
+      true,
     ];
   else if (s.queued > 0) {
     if (s.cpuOver) reason = 'queue, but the CPU budget is used';
@@ -68,9 +76,15 @@ export function decide(s: StageSignal): { size: number; reason: string } {
     const keep = Math.max(s.start, need, Math.ceil(s.peakBusy * 1.5));
     if (keep < s.size) [target, reason] = [keep, 'idle slots'];
   }
+  const wanted = target;
+  // A wish to shrink waits out the window: the stage keeps what it wanted lately (budgets excepted).
+  if (!forced && target < s.size) {
+    target = Math.min(s.size, Math.max(target, s.recentHigh));
+    if (target === s.size) reason = 'idle slots, kept for the stabilization window';
+  }
   const size = clamp(target);
   if (size === s.size && target !== s.size && reason !== 'steady') reason += ' (at a bound)';
-  return { size, reason };
+  return { size, wanted, reason };
 }
 
 /** The sizes the autosizer keeps, for /status. */
@@ -95,6 +109,8 @@ export class Autosizer {
   private readonly granted: Record<Stage, number> = { init: 0, run: 0, eval: 0 };
   private readonly queuedBefore: Record<Stage, number> = { init: 0, run: 0, eval: 0 };
   private readonly meanMs: Record<Stage, number> = { init: 0, run: 0, eval: 0 };
+  /** What each stage wanted at each decision of the stabilization window: [time, size]. */
+  private readonly wishes: Record<Stage, Array<[number, number]>> = { init: [], run: [], eval: [] };
   private lastTick: number;
   private readonly reasons: Record<Stage, string> = { init: 'start', run: 'start', eval: 'start' };
   private timer: unknown;
@@ -172,6 +188,8 @@ export class Autosizer {
       this.granted[s] = 0;
       this.queuedBefore[s] = pool.depth;
       if (z.mode !== 'auto') continue;
+      const window = this.wishes[s];
+      while (window.length && window[0]![0] < now - this.cfg.stabilization_s * 1000) window.shift();
       const d = decide({
         size: pool.size,
         min: z.min,
@@ -183,10 +201,13 @@ export class Autosizer {
         serviceS: this.meanMs[s] / 1000,
         gradient: this.times[s].gradient(this.cfg.tolerance, peakBusy),
         maxStep: this.cfg.max_step,
+        shrinkStep: this.cfg.shrink_step,
+        recentHigh: window.reduce((m, [, w]) => Math.max(m, w), 0),
         cpuOver: h.ownCores >= CPU_FULL * cpus,
         memory,
       });
       this.times[s].roll();
+      window.push([now, d.wanted]);
       this.reasons[s] = d.reason;
       if (d.size !== pool.size) {
         this.log?.debug({ stage: s, from: pool.size, to: d.size, reason: d.reason }, 'autosize');
