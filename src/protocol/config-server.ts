@@ -2,6 +2,7 @@ import { z } from 'zod';
 import { SweHandlerConfig } from './tasks.js';
 import { BackendConfig, TenantsConfig } from './config-tenants.js';
 import { AutosizeConfig, WorkersConfig } from './config-workers.js';
+import { HarnessHandlerConfig } from './harness.js';
 import { NodeBackend } from './nodes.js';
 
 /** LLM backend pool: routing, affinity, client retries. */
@@ -35,6 +36,18 @@ export const LlmPoolConfig = z.strictObject({
   /** Every backend is probed (GET /health) this often; an unhealthy one comes back at its first answer. */
   probe_interval_s: z.number().min(0.01).max(3_600).default(2),
   probe_timeout_s: z.number().min(0.01).max(600).default(5),
+});
+
+/** The live console (`/ui`) and the event stream (`GET /events`). */
+const ConsoleConfig = z.strictObject({
+  /** Serve `/ui` (the console's pages and their JSON). `GET /events` is part of the API and always served. */
+  enabled: z.boolean().default(true),
+  /** Events `GET /events` keeps for clients that resume with Last-Event-ID (older ones answer `reset`). */
+  event_buffer: z.number().int().min(16).max(10_000_000).default(10_000),
+  /** Finished jobs the console lists (the newest; any job within result_ttl_s still opens by id). */
+  recent_jobs: z.number().int().min(0).max(1_000_000).default(10_000),
+  /** Seconds between reads of each backend's /metrics (prefix-cache hits, engine queue) while a console is open; 0: never. */
+  backend_metrics_s: z.number().min(0).max(3_600).default(5),
 });
 
 /** Results journal: finished results appended as JSON lines and reloaded at start. */
@@ -114,6 +127,13 @@ export const ServerConfig = z.strictObject({
   max_queued_jobs: z.number().int().positive().default(4_096),
   /** Retry-After seconds on 503 answers. */
   retry_after_s: z.number().int().nonnegative().default(1),
+  /**
+   * POST /process keys the server does not read (a misspelt `sampling_params` key, an unknown
+   * top-level key): `warn` (default, ProRL's leniency: ignored, counted, named in a `Warning`
+   * response header) or `reject` (400 `unknown_key`). A request's `Prefer: handling=strict` or
+   * `handling=lenient` (RFC 7240) overrides it.
+   */
+  unknown_request_keys: z.enum(['warn', 'reject']).default('warn'),
   body_limit_bytes: z
     .number()
     .int()
@@ -139,10 +159,14 @@ export const ServerConfig = z.strictObject({
     .default({ workers: 1, min_chars: 2048 }),
   llm: LlmPoolConfig.default(LlmPoolConfig.parse({})),
   journal: JournalConfig.default(JournalConfig.parse({})),
+  console: ConsoleConfig.default(ConsoleConfig.parse({})),
   /** Handler modules loaded by path (default export: a handler or an array); relative to the config file. */
   handler_modules: z.array(z.string().min(1)).default([]),
   /** Per-handler settings, `handlers.<name>`, handed to the handler as `ctx.config` (`handlers.swe` checked here: its host paths). */
-  handlers: z.object({ swe: SweHandlerConfig.optional() }).catchall(z.record(z.string(), z.unknown())).default({}),
+  handlers: z
+    .object({ swe: SweHandlerConfig.optional(), harness: HarnessHandlerConfig.optional() })
+    .catchall(z.record(z.string(), z.unknown()))
+    .default({}),
   /** Sandbox runtime settings, validated by the sandbox's own SandboxConfig when the first sandbox opens. */
   sandbox: z.record(z.string(), z.unknown()).default({}),
   log_level: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('warn'),

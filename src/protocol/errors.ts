@@ -11,6 +11,10 @@ export const ERROR_CODES = {
     doc: "POST /add_llm_server (and raas serve's configured backends): the backend's /tokenize ids differ from raas's tokenizer; set `tokenizer` to the served model.",
   },
   invalid_instance: { status: 400, doc: "The instance failed its handler's schema; the message names the field." },
+  unknown_key: {
+    status: 400,
+    doc: "POST /process in strict mode (`Prefer: handling=strict`, or the server's `unknown_request_keys: reject`): a key the server does not read; the message names it and the nearest valid one.",
+  },
   unauthorized: { status: 401, doc: 'Missing or wrong bearer token.' },
   forbidden: {
     status: 403,
@@ -57,6 +61,10 @@ export const ERROR_CODES = {
     doc: 'A sandbox hit one of its limits (sandbox.max_read_bytes, sandbox.disk_mb, memory, processes); the message names the limit and its config key.',
   },
   tool_error: { status: 400, doc: 'A tool request was malformed or refused.' },
+  gateway_closed: {
+    status: 409,
+    doc: "Agent gateway: the job this gateway belongs to has ended; a harness's late call is refused (answered in that API's error shape).",
+  },
   cancelled: { status: 499, doc: 'The operation was cancelled.' },
   timeout: { status: 504, doc: 'The operation ran past its time limit.' },
   internal: { status: 500, doc: 'An unexpected server error; the message says what failed.' },

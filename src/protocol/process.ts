@@ -121,6 +121,22 @@ export const Tokens = z.object({
 });
 export type Tokens = z.infer<typeof Tokens>;
 
+/**
+ * One sequence of a rollout that holds several (an agent harness behind the gateway: a rewritten
+ * history, a sub-agent, a retried call). `prompt_ids ++ response_ids` is exactly what the backend
+ * saw on the segment's last call; `parent` names the segment it branched from and how many leading
+ * ids they share (those ids are in this segment's prompt_ids, trained on in the parent).
+ */
+export const Segment = Tokens.extend({
+  index: z.number().int().nonnegative(),
+  parent: z.object({ segment: z.number().int().nonnegative(), shared: z.number().int().nonnegative() }).nullable(),
+  /** Model turns generated in this segment. */
+  num_turns: z.number().int().nonnegative(),
+  /** Per model turn, the weight version it started under. */
+  weight_versions: z.array(z.string()),
+});
+export type Segment = z.infer<typeof Segment>;
+
 export const FINISH_REASONS = [
   'finish',
   'max_iterations',
@@ -191,6 +207,8 @@ export const Result = z.looseObject({
   num_turns: z.number().int().nonnegative(),
   timing: Timing,
   tokens: Tokens,
+  /** Every sequence of a rollout that has several (harness jobs); `tokens` is then the one with the most generated ids. */
+  segments: z.array(Segment).optional(),
 });
 export type Result = z.infer<typeof Result>;
 

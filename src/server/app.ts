@@ -9,9 +9,12 @@ import { CancelRequest, JobId } from '../protocol/process.js';
 import { parseOrThrow } from '../protocol/validation.js';
 import type { ServerConfig } from '../protocol/config-server.js';
 import { makeAuthenticator, type Principal } from './auth.js';
+import { registerConsole, registerEvents, type ConsoleDeps } from './console/routes.js';
+import { UiSessions, credentialOf, sameOrigin } from './console/session.js';
 import { gateOf } from './llm/pool.js';
 import { normalizeAddress } from './llm/http.js';
 import { probeBackend } from './llm/probe.js';
+import { checkUnknownKeys } from './unknown-keys.js';
 import type { ServerMetrics } from './metrics.js';
 import { stoppedError, type Pipeline } from './pipeline/pipeline.js';
 import { Access } from './tenants/access.js';
@@ -27,6 +30,8 @@ export interface AppDeps {
   drain?: () => void;
   /** Routes added by other parts of the server (the node registry, the worker settings), given the request's access. */
   plugins?: Array<(app: FastifyInstance, access: (req: FastifyRequest) => Access) => void>;
+  /** The event feed and what the console reads (GET /events always; /ui when console.enabled). */
+  console?: Omit<ConsoleDeps, 'config' | 'pipeline' | 'tenants' | 'access' | 'sessions' | 'check'>;
 }
 
 /** Paths the API serves, for telling 405 (wrong method) from 404 (no such route). */
@@ -45,7 +50,13 @@ const ROUTES: Record<string, string> = {
   '/status': 'GET',
   '/health': 'GET',
   '/metrics': 'GET',
+  '/events': 'GET',
 };
+
+/** The request's URL as the log shows it: a console sign-in link's token is not written down. */
+function logUrl(url: string): string {
+  return url.replace(/([?&]token=)[^&]*/g, '$1[redacted]');
+}
 
 /** Maps fastify's own errors (body parsing, limits) onto the registry's codes. */
 function toRaasError(err: FastifyError | Error, limit: number): RaasError {
@@ -75,7 +86,19 @@ export function buildApp(deps: AppDeps): FastifyInstance {
   const { config, pipeline, metrics, tokenizerGuard } = deps;
   const tenants = pipeline.tenants;
   const app = Fastify({
-    logger: config.log_level === 'silent' ? false : { level: config.log_level },
+    logger:
+      config.log_level === 'silent'
+        ? false
+        : {
+            level: config.log_level,
+            serializers: {
+              req: (req: { method: string; url: string; ip?: string }) => ({
+                method: req.method,
+                url: logUrl(req.url),
+                remoteAddress: req.ip,
+              }),
+            },
+          },
     bodyLimit: config.body_limit_bytes,
     // Held /process answers can last as long as a job: never time the socket out under them.
     requestTimeout: 0,
@@ -104,12 +127,31 @@ export function buildApp(deps: AppDeps): FastifyInstance {
   });
 
   // Every request but GET /health names its principal: the admin, a tenant, or (one tenant) both.
+  // A browser's console session cookie stands for the token it signed in with (console/session.ts).
   const authenticate = makeAuthenticator(tenants, config.token);
+  const open = authenticate(undefined) !== undefined;
+  const sessions = !open && deps.console && config.console.enabled ? new UiSessions(deps.console.clock) : undefined;
   const principals = new WeakMap<FastifyRequest, Principal>();
   app.addHook('onRequest', async (req, reply) => {
     if (req.method === 'GET' && req.url === '/health') return;
-    const p = authenticate(req.headers.authorization);
-    if (p) return void principals.set(req, p);
+    // The console's sign-in form is what an unauthenticated browser is sent to.
+    if (sessions && req.url.split('?')[0] === '/ui/login') return;
+    const cred = credentialOf(req, sessions);
+    const p = authenticate(cred.authorization);
+    if (p) {
+      if (cred.via === 'cookie' && req.method !== 'GET' && req.method !== 'HEAD' && !sameOrigin(req))
+        return sendError(
+          reply,
+          new RaasError(
+            'unauthorized',
+            'a console session cookie authenticates only requests from the console itself: send "Authorization: Bearer <token>"',
+          ),
+          config,
+        );
+      return void principals.set(req, p);
+    }
+    // A browser opening the console without a session is sent to the sign-in form.
+    if (sessions && req.method === 'GET' && /^\/ui\/?(\?|$)/.test(req.url)) return reply.redirect('/ui/login', 303);
     reply.header('www-authenticate', 'Bearer');
     return sendError(reply, new RaasError('unauthorized', 'missing or wrong bearer token: send "Authorization: Bearer <token>"'), config);
   });
@@ -124,13 +166,15 @@ export function buildApp(deps: AppDeps): FastifyInstance {
   app.setNotFoundHandler((req: FastifyRequest, reply) => {
     const path = req.url.split('?')[0];
     const method = ROUTES[path] ?? (/^\/jobs\/[^/]+$/.test(path) ? 'GET' : undefined);
-    if (method && method !== req.method)
+    if (method && method !== req.method && !(method === 'GET' && req.method === 'HEAD'))
       return sendError(reply, new RaasError('method_not_allowed', `${req.method} ${path} is not served: use ${method}`), config);
     return sendError(reply, new RaasError('route_not_found', `no route ${req.method} ${path}: see docs/api.md`), config);
   });
 
   // Results are serialized once, when the job ends; they go out as they are.
   app.post('/process', async (req, reply) => {
+    // Keys the server does not read: refused in strict mode, else named in a Warning header.
+    checkUnknownKeys(req, reply, config);
     const sub = await pipeline.submit(req.body, access(req).tenant('POST /process'));
     return reply.type('application/json; charset=utf-8').send(await sub.finished);
   });
@@ -251,6 +295,19 @@ export function buildApp(deps: AppDeps): FastifyInstance {
     };
   });
   app.get('/health', async () => ({ status: 'ok' }));
+  if (deps.console) {
+    const c: ConsoleDeps = {
+      ...deps.console,
+      config,
+      pipeline,
+      tenants,
+      access,
+      sessions,
+      check: (authorization) => authenticate(authorization) !== undefined,
+    };
+    registerEvents(app, c);
+    if (config.console.enabled) app.register(async (scope) => registerConsole(scope, c));
+  }
   app.get('/metrics', async (req, reply) => {
     access(req).admin('GET /metrics');
     reply.header('content-type', metrics.contentType);

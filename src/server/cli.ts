@@ -1,9 +1,10 @@
 import path from 'node:path';
 import { Option, type Command } from 'commander';
 import type { ServerConfigInput } from '../protocol/config-server.js';
-import { SET_HELP, collect, intArg, numberArg, portArg } from '../util/config-flags.js';
+import { setHelp, collect, intArg, numberArg, portArg } from '../util/config-flags.js';
 import { loadServerConfig } from './config.js';
 import { startRolloutServer } from './index.js';
+import { examples } from '../util/help.js';
 
 interface ServeFlags {
   config?: string;
@@ -84,6 +85,22 @@ export function registerServe(program: Command): void {
   program
     .command('serve')
     .description('run the rollout server (HTTP API of docs/api.md)')
+    .addHelpText(
+      'after',
+      examples([
+        ['raas serve --config configs/server.yaml', 'every setting in the file (paths relative to it); flags override it'],
+        [
+          'raas serve --llm http://127.0.0.1:9000 --workers-run 32 --set llm.routing=assigned',
+          'on 127.0.0.1:8006 with a vLLM backend and 32 RUN workers',
+        ],
+        ['raas serve --host 0.0.0.0 --token-env RAAS_TOKEN', 'a cluster node: every route but /health needs the bearer token'],
+        ['raas serve --workers auto', 'INIT, RUN and EVAL pools sized from their queues and service times, within budgets'],
+        [
+          'raas serve --token-env RAAS_TOKEN --join http://127.0.0.1:8006 --join-llm http://127.0.0.1:9000',
+          "join a fleet's registry (any raas serve), offering this node's LLM server; POST /drain leaves it",
+        ],
+      ]),
+    )
     .option('--config <file>', 'YAML server config (configs/server.yaml); flags override it')
     .option('--host <host>', 'address to bind (default 127.0.0.1; non-loopback needs --token or --insecure)')
     .option('--port <n>', 'port (0 picks a free one; default 8006)', portArg('--port'))
@@ -119,7 +136,7 @@ export function registerServe(program: Command): void {
     .option('--public-url <url>', 'the URL trainers reach this server at (default http://<host>:<port>)')
     .option('--heartbeat-interval <s>', 'seconds between heartbeats (default 5)', numberArg('--heartbeat-interval', { positive: true }))
     .option('--join-llm <llm...>', 'LLM servers on this node, offered to the trainers, who place them here: [tenant=]address[,api]')
-    .option('--set <key=value>', SET_HELP, collect)
+    .option('--set <key=value>', setHelp('workers.run=32'), collect)
     .action(async (flags: ServeFlags) => {
       const { config, baseDir } = await loadServerConfig(flags.config, overridesOf(flags), flags.set);
       let leave: ((code: number) => void) | undefined;
@@ -136,6 +153,7 @@ export function registerServe(program: Command): void {
       const backends = server.tenants.list.reduce((n, t) => n + t.pool.size, 0);
       const tenants = server.tenants.multi ? `, ${server.tenants.list.length} tenants` : '';
       process.stdout.write(`raas serve listening on ${server.url} (routing ${config.llm.routing}, ${backends} LLM backend(s)${tenants})\n`);
+      if (config.console.enabled) process.stdout.write(`raas serve: console at ${server.url}/ui (docs/console.md)\n`);
       let stopping = false;
       const stop = (signal: string): void => {
         if (stopping) return;

@@ -15,6 +15,8 @@ import { loadHandlerModules } from './handlers/load.js';
 import type { AgentHandler } from './handlers/types.js';
 import { BackendPool, defaultClientFactory, type ClientFactory } from './llm/pool.js';
 import { ServerMetrics } from './metrics.js';
+import { ConsoleFeed } from './console/feed.js';
+import { EngineStatsReader } from './console/engine-stats.js';
 import { ResultsJournal } from './pipeline/journal.js';
 import { Pipeline } from './pipeline/pipeline.js';
 import { TenantSet } from './tenants/tenants.js';
@@ -71,6 +73,8 @@ export interface RolloutServer {
   pool: BackendPool;
   /** The server's tenants (one implicit tenant without a `tenants:` section). */
   tenants: TenantSet;
+  /** Job and backend events (GET /events) and what the console keeps of them. */
+  feed: ConsoleFeed;
   /** Loads the tokenizer now instead of at the first job (raas serve does this before announcing its URL). */
   warmTokenizer(): Tokenizer;
   /**
@@ -189,9 +193,19 @@ export async function startRolloutServer(config: ServerConfigInput = {}, opts: R
     warn: (o: unknown, m?: string) => logRef.log?.warn(o, m),
     error: (o: unknown, m?: string) => logRef.log?.error(o, m),
   };
+  const wallNow = opts.wallNow ?? Date.now;
+  const feed = new ConsoleFeed(
+    { eventBuffer: cfg.console.event_buffer, recentJobs: cfg.console.recent_jobs, tenants: !!cfg.tenants },
+    wallNow,
+  );
   const factory = opts.clientFactory ?? defaultClientFactory({ model: cfg.llm.model, requestTimeoutMs: cfg.llm.request_timeout_s * 1000 });
   const makePool = (tenant: string): BackendPool =>
-    new BackendPool(cfg.llm, factory, Math.random, { clock, log: tenant === 'default' ? log : tagged(log, tenant) });
+    new BackendPool(cfg.llm, factory, Math.random, {
+      clock,
+      log: tenant === 'default' ? log : tagged(log, tenant),
+      // Backend events name their tenant on a server with tenants.
+      onChange: (b, change) => feed.backendChange(b, change, cfg.tenants ? tenant : undefined),
+    });
   if (cfg.tenants && cfg.llm.backends.length > 0)
     throw new RaasError(
       'config_invalid',
@@ -207,6 +221,12 @@ export async function startRolloutServer(config: ServerConfigInput = {}, opts: R
   const boot = cfg.tenants
     ? cfg.tenants.flatMap((t, i) => t.backends.map((b) => ({ ...b, pool: tenants.list[i]!.pool })))
     : cfg.llm.backends.map((b) => ({ ...b, pool }));
+  const engine = new EngineStatsReader({
+    everyS: cfg.console.backend_metrics_s,
+    clock,
+    wallNow,
+    backends: () => tenants.list.flatMap((t) => t.pool.list().map((b) => b.address)),
+  });
   // Each configured backend's tokenizer is checked against ours first: a mismatch stops the start.
   const tokenizerGuard = new TokenizerGuard(tokenizer);
   for (const b of boot) {
@@ -233,6 +253,7 @@ export async function startRolloutServer(config: ServerConfigInput = {}, opts: R
       llmCall: (api, sec) => metrics.llmCall(api, sec),
       move: () => metrics.move(),
       ignoredKey: (k) => metrics.ignoredKey(k),
+      jobState: (job, from, result) => feed.jobState(job, from, result),
     },
   });
   // Only a server configured for sandboxes loads the sandbox code at start.
@@ -256,6 +277,7 @@ export async function startRolloutServer(config: ServerConfigInput = {}, opts: R
     pipeline,
     metrics,
     tokenizerGuard,
+    console: { feed, engine, tokenizer, clock, wallNow },
     drain: () => void drain(),
     plugins: nodes ? [nodeRoutes(nodes)] : [],
   });
@@ -266,6 +288,7 @@ export async function startRolloutServer(config: ServerConfigInput = {}, opts: R
   } catch (err) {
     await pipeline.close();
     tenants.close();
+    engine.close();
     throw new RaasError('config_invalid', `cannot listen on ${cfg.host}:${cfg.port}: ${(err as Error).message}`, { cause: err });
   }
   const addr = app.server.address();
@@ -285,6 +308,7 @@ export async function startRolloutServer(config: ServerConfigInput = {}, opts: R
     pipeline,
     pool,
     tenants,
+    feed,
     warmTokenizer: tokenizer,
     drain,
     close() {
@@ -294,6 +318,7 @@ export async function startRolloutServer(config: ServerConfigInput = {}, opts: R
         member?.close();
         await pipeline.close();
         tenants.close();
+        engine.close();
         await app.close();
         await encoderPool?.close();
       })();

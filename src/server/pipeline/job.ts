@@ -34,7 +34,9 @@ export function isTerminal(state: JobState): boolean {
 /** The one place a job's state changes. Throws on an edge the machine does not have (a pipeline bug). */
 export function transition(job: Job, to: JobState): void {
   if (!EDGES[job.state].includes(to)) throw new Error(`job ${job.id}: illegal transition ${job.state} -> ${to}`);
+  const from = job.state;
   job.state = to;
+  job.onTransition?.(job, from);
 }
 
 /**
@@ -44,7 +46,11 @@ export function transition(job: Job, to: JobState): void {
 export function forceEnd(job: Job, state: 'failed' | 'cancelled'): void {
   if (job.terminal) return;
   if (EDGES[job.state].includes(state)) transition(job, state);
-  else job.state = state;
+  else {
+    const from = job.state;
+    job.state = state;
+    job.onTransition?.(job, from);
+  }
 }
 
 /** One rollout job as the pipeline tracks it. */
@@ -54,6 +60,8 @@ export class Job {
   private readonly controller = new AbortController();
   private seedValue: number | undefined;
   private infoValue: JobInfo<unknown> | undefined;
+  /** Called after every state change (the pipeline's observer: events, the console). Must not throw. */
+  onTransition: ((job: Job, from: JobState) => void) | undefined;
   /** Cancelled by /stop or a shutdown: answered, then forgotten, so a resubmission of its id runs anew. */
   forget = false;
   timer!: PausableTimer;

@@ -115,7 +115,11 @@ export class ResultsJournal {
     return [...winners.values()].map((w) => w.entry);
   }
 
-  /** Appends one finished result, given as JSON text (buffered; never blocks the answer), with its tenant ('' without tenants). Returns where its line sits. */
+  /**
+   * Appends one finished result, given as JSON text, with its tenant ('' without tenants). Returns
+   * where its line sits; `written` is called once the line reached the kernel (or the write failed),
+   * so a caller can answer only then and a result a client has seen survives a crash of the server.
+   */
   append(
     jobId: string,
     state: JobState,
@@ -123,6 +127,7 @@ export class ResultsJournal {
     instanceHash: string,
     resultJson: string,
     tenant = '',
+    written?: () => void,
   ): JournalLocation | undefined {
     if (!this.stream || this.closing) return undefined;
     const who = tenant === '' ? '' : `"tenant":${JSON.stringify(tenant)},`;
@@ -132,6 +137,7 @@ export class ResultsJournal {
     const at = { offset: this.size, length: line.length - 1 };
     this.size += line.length;
     this.stream.write(line, (err) => {
+      written?.();
       if (err) return this.fail();
       this.flushed = at.offset + line.length;
       for (const w of this.waiters) if (w.upTo <= this.flushed) w.wake();

@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { CancelledError, RaasError, TimeoutError } from '../../protocol/errors.js';
-import type { JobState } from '../../protocol/process.js';
+import type { JobState, Result } from '../../protocol/process.js';
 import type { ServerConfig } from '../../protocol/config-server.js';
 import type { StatusResponse } from '../../protocol/status.js';
 import type { Clock } from '../../util/clock.js';
@@ -36,6 +36,11 @@ export interface PipelineObserver extends LifecycleObserver {
   slotHeld?(stage: Stage, tenant: string, seconds: number): void;
   /** A tenant asked for a job id only another tenant has (answered as unknown). */
   foreignLookup?(tenant: string): void;
+  /**
+   * A job was admitted (`from` undefined) or changed state. For a terminal state it is called once
+   * the result is built, with the result. Must not throw.
+   */
+  jobState?(job: Job, from: JobState | undefined, result?: Result): void;
 }
 
 export interface PipelineOptions {
@@ -199,6 +204,14 @@ export class Pipeline implements LiveJobs {
       job.abort(new TimeoutError(`the job used its timeout_s of ${limitMs / 1000} s of counted stage time`)),
     );
     this.live.add(mapKey, job);
+    const observe = this.o.observer?.jobState;
+    if (observe) {
+      // Terminal states are reported by end(), with the result.
+      job.onTransition = (j, from) => {
+        if (!j.terminal) observe(j, from);
+      };
+      observe(job, undefined);
+    }
     this.track(this.drive(job));
     return { jobId: id, finished: job.finished, attached: false };
   }
@@ -428,26 +441,35 @@ export class Pipeline implements LiveJobs {
     this.end(job, outcome);
   }
 
-  /** Ends the job: the state, the result's JSON (once, for every waiter), the live map, the store. Never throws before the waiters have their answer. */
+  /**
+   * Ends the job: the state, the result's JSON (once, for every waiter), the live map, the store.
+   * With a journal the waiters are answered once the result's line is written, so a result a client
+   * has seen survives a crash (a resumed coordinator finds it instead of running the job again).
+   * Never throws before the waiters have their answer.
+   */
   private end(job: Job, outcome: Outcome): void {
     if (job.terminal) return;
+    const from = job.state;
     try {
       transition(job, outcome.state);
     } catch {
       forceEnd(job, outcome.state === 'cancelled' ? 'cancelled' : 'failed');
     }
-    const json = resultJson(job, outcome.eval, this.o.clock.now());
+    const { json, result } = resultJson(job, outcome.eval, this.o.clock.now());
     job.endedAtWall = this.wallNow();
     this.live.remove(job);
-    job.settle(json);
+    let pending = false;
     try {
       const t = job.tenant;
       if (t) t.ended[job.state] = (t.ended[job.state] ?? 0) + 1;
       this.o.observer?.jobEnded?.(job.state, t?.name ?? 'default');
-      if (!job.forget) this.done.put(job.id, job.state, json, job.endedAtWall, job.request.instance, t?.scope ?? '');
+      this.o.observer?.jobState?.(job, from, result);
+      if (!job.forget)
+        pending = this.done.put(job.id, job.state, json, job.endedAtWall, job.request.instance, t?.scope ?? '', () => job.settle(json));
     } catch (err) {
       this.o.log.error({ err, job: job.id }, 'storing a finished result failed');
     }
+    if (!pending) job.settle(json);
   }
 
   private track(p: Promise<unknown>): void {

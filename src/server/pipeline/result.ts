@@ -155,7 +155,7 @@ function stripIds(m: Message): Message {
  * it) is answered without the rollout's messages, tokens and hook fields, with the serializer's
  * error: the job is never left without an answer.
  */
-export function resultJson(job: Job, evalResult: Parameters<typeof buildResult>[1]['eval'], now: number): string {
+export function resultJson(job: Job, evalResult: Parameters<typeof buildResult>[1]['eval'], now: number): { json: string; result: Result } {
   const { init, run, eval: ev } = job.stageSeconds;
   const queued = Math.max(0, (now - job.createdAt) / 1000 - (init + run + ev));
   const counted = job.timer.elapsedMs() / 1000;
@@ -173,12 +173,14 @@ export function resultJson(job: Job, evalResult: Parameters<typeof buildResult>[
     counted_s: counted,
   };
   try {
-    return JSON.stringify(buildResult(job, { eval: evalResult }, timing));
+    const result = buildResult(job, { eval: evalResult }, timing);
+    return { json: JSON.stringify(result), result };
   } catch (err) {
     job.run = undefined;
     job.patches = [];
     job.criticalError ??= 'eval';
     job.errorMessage = `the result could not be serialized (${(err instanceof Error ? err.message : String(err)).split('\n')[0]}); it is answered without its messages, tokens and handler fields`;
-    return JSON.stringify(buildResult(job, {}, timing));
+    const result = buildResult(job, {}, timing);
+    return { json: JSON.stringify(result), result };
   }
 }

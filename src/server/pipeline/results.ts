@@ -77,15 +77,19 @@ export class ResultStore {
 
   /**
    * Stores a job's result (and journals it with its job id and tenant scope); the last job to
-   * finish under a key is the one that answers.
+   * finish under a key is the one that answers. Returns true when `written` will be called once the
+   * journal line is written; false when nothing is journaled (the caller answers at once).
    */
-  put(jobId: string, state: JobState, json: string, endedAt: number, instance: unknown, scope = ''): void {
+  put(jobId: string, state: JobState, json: string, endedAt: number, instance: unknown, scope = '', written?: () => void): boolean {
     const journal = this.o.journal;
     const id = scopedKey(scope, jobId);
     let r: FinishedRecord;
+    let pending = false;
     if (journal) {
       const hash = instanceHash(instance);
-      r = { state, endedAt, hash, json, at: journal.append(jobId, state, endedAt, hash, json, scope), jobId, tenant: scope };
+      const at = journal.append(jobId, state, endedAt, hash, json, scope, written);
+      pending = at !== undefined;
+      r = { state, endedAt, hash, json, at, jobId, tenant: scope };
     } else {
       r = { state, endedAt, instance, json };
     }
@@ -94,6 +98,7 @@ export class ResultStore {
     this.kept.delete(id);
     this.keep(id, r);
     this.trim();
+    return pending;
   }
 
   private keep(id: string, r: FinishedRecord): void {
