@@ -12,12 +12,13 @@
  * 32). Reports, as medians over --reps repetitions (min–max), informative groups/s and the p99 of a
  * job's life (admission to result), the best static variant, auto ÷ best (target ≥ 0.95) and
  * auto ÷ default (target ≥ 1.2), and the sizes auto settled on.
- * The rollout server runs as `raas serve` (the built CLI: run `npm run build` first) in its own process.
+ * Writes bench/results/pools.json. The rollout server runs as `raas serve` (the built CLI: run `npm run build` first) in its own process.
  * Flags: --quick (a 4-point grid, 3 steps, 1 rep: does it work), --reps N (default 2), --steps N
- * (default 5), --json.
+ * (default 5), --only TEXT (diagnostic: the variants whose name contains TEXT, no ratios; each auto
+ * run prints the decisions its pools took), --json.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { cpus, loadavg, tmpdir } from 'node:os';
 import path from 'node:path';
 import { createInterface } from 'node:readline';
@@ -98,24 +99,28 @@ interface Measured {
   load_avg_1m: number;
 }
 
-/** Samples the server's pool sizes every 250 ms: their mean and maximum over the run. */
-function sizeSampler(url: string): { stop(): string } {
+/** Samples the server's pool sizes every 250 ms: their mean and maximum over the run, and (auto) the reasons of its decisions. */
+function sizeSampler(url: string): { stop(): string; reasons: Map<string, number> } {
   const sum = { init: 0, run: 0, eval: 0 };
   const max = { init: 0, run: 0, eval: 0 };
+  const reasons = new Map<string, number>();
   let n = 0;
   const timer = setInterval(() => {
     void fetch(`${url}/status`)
-      .then((r) => r.json() as Promise<{ workers: Record<'init' | 'run' | 'eval', { size: number }> }>)
+      .then((r) => r.json() as Promise<{ workers: Record<'init' | 'run' | 'eval', { size: number; reason?: string }> }>)
       .then((st) => {
         n++;
         for (const k of ['init', 'run', 'eval'] as const) {
           sum[k] += st.workers[k].size;
           max[k] = Math.max(max[k], st.workers[k].size);
+          const why = st.workers[k].reason;
+          if (why) reasons.set(`${k}: ${why.replace(/\(gradient [0-9.]+\)/, '')}`, (reasons.get(`${k}: ${why}`) ?? 0) + 1);
         }
       })
       .catch(() => {});
   }, 250);
   return {
+    reasons,
     stop() {
       clearInterval(timer);
       const mean = (k: 'init' | 'run' | 'eval') => Math.round(sum[k] / Math.max(1, n));
@@ -199,6 +204,8 @@ async function runOnce(v: Variant, backends: string[], data: string, tag: string
     }
   } finally {
     sizes = sampler.stop();
+    if (sampler.reasons.size > 0)
+      process.stderr.write(`bench:pools: ${v.name}: decisions seen ${JSON.stringify(Object.fromEntries(sampler.reasons))}\n`);
     await c.close();
     await server.close();
   }
@@ -241,7 +248,8 @@ async function main(): Promise<void> {
   const dir = mkdtempSync(path.join(tmpdir(), 'raas-bench-pools-'));
   const sims = await simFleet();
   const data = dataset(dir);
-  const variants = [DEFAULT, AUTO, ...GRID];
+  const only = args.indexOf('--only');
+  const variants = [DEFAULT, AUTO, ...GRID].filter((v) => only < 0 || v.name.includes(args[only + 1]!));
   const runs = new Map<string, Measured[]>(variants.map((v) => [v.name, []]));
   try {
     for (let rep = 0; rep < REPS; rep++) {
@@ -259,6 +267,10 @@ async function main(): Promise<void> {
     sims.child.stdin!.end();
     await new Promise((r) => (sims.child.exitCode !== null ? r(null) : sims.child.once('exit', r)));
     rmSync(dir, { recursive: true, force: true });
+  }
+  if (only >= 0) {
+    // A diagnostic run of some variants: their lines above, no ratios.
+    return;
   }
   const med = (name: string, k: 'groups_per_s' | 'p99_life_s'): number => median(runs.get(name)!.map((m) => m[k]));
   const range = (name: string, k: 'groups_per_s' | 'p99_life_s', d: number): string => {
@@ -287,6 +299,11 @@ async function main(): Promise<void> {
     `| p99 job life: auto vs best static | ${med(AUTO.name, 'p99_life_s').toFixed(1)} s vs ${med(best.name, 'p99_life_s').toFixed(1)} s | |`,
   ];
   process.stdout.write(`${out.join('\n')}\n`);
+  mkdirSync(path.join(here, 'results'), { recursive: true });
+  writeFileSync(
+    path.join(here, 'results', 'pools.json'),
+    `${JSON.stringify({ args, table: out, runs: Object.fromEntries(runs) }, null, 1)}\n`,
+  );
   if (args.includes('--json')) process.stdout.write(`${JSON.stringify(Object.fromEntries(runs))}\n`);
 }
 

@@ -17,11 +17,11 @@
  *   - isolation, counted on the servers: while the shared runs go, each team asks both servers for
  *     the other's job ids (GET /jobs/:id and POST /cancel); leaked reads and effective cancels must
  *     be 0, and every journal line of a tenant must name one of its own backends (0 foreign uses).
- * Flags: --quick (2 steps, 1 rep: does it work), --reps N (default 3), --steps N (default 6),
+ * Writes bench/results/tenants.json. Flags: --quick (2 steps, 1 rep: does it work), --reps N (default 3), --steps N (default 6),
  * --json (a machine-readable line at the end).
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { cpus, loadavg, tmpdir } from 'node:os';
 import path from 'node:path';
 import { createInterface } from 'node:readline';
@@ -356,6 +356,8 @@ async function main(): Promise<void> {
     `| fairness samples (both tenants waiting for RUN) | ${sum((r) => r.samples)} | |`,
   ];
   process.stdout.write(`${out.join('\n')}\n`);
+  mkdirSync(path.join(here, 'results'), { recursive: true });
+  writeFileSync(path.join(here, 'results', 'tenants.json'), `${JSON.stringify({ args, table: out, reps }, null, 1)}\n`);
   if (args.includes('--json')) process.stdout.write(`${JSON.stringify({ reps })}\n`);
 }
 

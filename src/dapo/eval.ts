@@ -59,6 +59,8 @@ export async function runEval(config: TrainConfig | TrainConfigInput, opts: Eval
   try {
     await fleet.readCapacity();
     await registerBackends(fleet.clients(), env.backends, opts.weight_version ?? 'eval');
+    // Servers a registry listed take groups once they hold the backends just placed.
+    await fleet.refresh();
     const capacity = cfg.max_inflight_jobs ?? fleet.liveCapacity();
     const prompts: Prompt[] = [];
     for (let p = dataset.next(); p; p = dataset.next()) prompts.push(p);
