@@ -232,7 +232,7 @@ async function updateWeights(c: Coordinator): Promise<void> {
       await c.updateWeights({ version });
       return;
     } catch (err) {
-      if (i >= 5 || !(err instanceof Error && /no rollout server answers GET \/health/.test(err.message))) throw err;
+      if (i >= 30 || !(err instanceof Error && /no rollout server answers GET \/health/.test(err.message))) throw err;
       process.stderr.write('bench:pools: the server did not answer /health in time; the weight update is tried again\n');
       await new Promise((r) => setTimeout(r, 1000));
     }

@@ -5,13 +5,16 @@
  * simulated vLLM backends per model, in their own process so the servers' CPU work does not slow
  * simulated GPU time), each "training" TRAIN_MS per step before its weight update. Two rollout
  * servers with a tenants section (RUN_WORKERS RUN slots each).
- *   alone:   team a on one server, team b on the other, at the same time (no sharing).
- *   shared:  both on both servers, equal weights; then weights 2:1.
+ *   alone:     team a on one server, team b on the other, at the same time (no sharing);
+ *   shared:    both on both servers, equal weights (the gain of sharing);
+ *   saturated: both on both servers with no training wait, so both always have jobs waiting, at
+ *              weights 1:1 and 2:1 (the fairness of the fair queue).
  * Reports, as medians over --reps repetitions (min–max):
  *   - informative groups/s of each team and of both (the makespan of both runs), and the gain of
  *     sharing: both shared ÷ both alone;
- *   - fairness: each tenant's /status on each server is sampled every 100 ms; over the samples where
- *     both tenants have jobs waiting for RUN on that server, the share of its RUN slots each holds.
+ *   - fairness (saturated runs): each tenant's /status on each server is sampled every 100 ms; over
+ *     the samples where both tenants have jobs waiting for RUN on that server, the share of its RUN
+ *     slots each holds.
  *     Jain's index of the shares over the weights (equal weights: target ≥ 0.95), and team a's share
  *     at 2:1 (target within 5 % of 2/3);
  *   - isolation, counted on the servers: while the shared runs go, each team asks both servers for
@@ -107,8 +110,15 @@ interface TeamRun {
   ids: string[];
 }
 
-/** One coordinator: STEPS steps, TRAIN_MS of "training" then a weight update after each. */
-async function runTeam(team: Team, servers: RolloutServer[], backends: string[], data: string, seenIds: string[]): Promise<TeamRun> {
+/** One coordinator: STEPS steps, `trainMs` of "training" then a weight update after each. */
+async function runTeam(
+  team: Team,
+  servers: RolloutServer[],
+  backends: string[],
+  data: string,
+  seenIds: string[],
+  trainMs = TRAIN_MS,
+): Promise<TeamRun> {
   const w = WORK[team];
   const c = new Coordinator(
     {
@@ -136,7 +146,7 @@ async function runTeam(team: Team, servers: RolloutServer[], backends: string[],
     for await (const batch of c.batches()) {
       groups += batch.groups.length;
       for (const g of batch.groups) for (const r of g.rollouts) seenIds.push(r.job_id);
-      await new Promise((r) => setTimeout(r, TRAIN_MS));
+      await new Promise((r) => setTimeout(r, trainMs));
       if (batch.step + 1 < STEPS) await c.updateWeights();
     }
   } finally {
@@ -244,11 +254,13 @@ function foreignUses(servers: RolloutServer[], own: Record<Team, Set<string>>): 
 interface Rep {
   alone: Record<Team | 'both', number>;
   equal: Record<Team | 'both', number>;
+  busyEqual: Record<Team | 'both', number>;
   weighted: Record<Team | 'both', number>;
   gain: number;
   jain: number;
   share_a_equal: number;
   share_a_2to1: number;
+  share_a_trainers: number;
   samples: number;
   reads: number;
   cancels: number;
@@ -267,8 +279,8 @@ async function oneRep(dir: string, sims: Record<Team, string[]>, data: Record<Te
   let s = [await server(dir, { a: 1, b: 1 }), await server(dir, { a: 1, b: 1 })];
   const [aa, ba] = await Promise.all([runTeam('a', [s[0]!], sims.a, data.a, []), runTeam('b', [s[1]!], sims.b, data.b, [])]);
   await Promise.all(s.map((x) => x.close()));
-  // Shared, equal weights, with the probes.
-  const shared = async (weights: Record<Team, number>) => {
+  // Shared, with the probes, the share sampler and the journal check.
+  const shared = async (weights: Record<Team, number>, trainMs: number) => {
     s = [await server(dir, weights), await server(dir, weights)];
     const sampler = new ShareSampler(s.map((x) => x.url));
     const ids = { a: [] as string[], b: [] as string[] };
@@ -278,7 +290,7 @@ async function oneRep(dir: string, sims: Record<Team, string[]>, data: Record<Te
     );
     sampler.start();
     prober.start();
-    const [a, b] = await Promise.all([runTeam('a', s, sims.a, data.a, ids.a), runTeam('b', s, sims.b, data.b, ids.b)]);
+    const [a, b] = await Promise.all([runTeam('a', s, sims.a, data.a, ids.a, trainMs), runTeam('b', s, sims.b, data.b, ids.b, trainMs)]);
     sampler.stop();
     await prober.stop();
     const foreign = foreignUses(s, own);
@@ -286,24 +298,32 @@ async function oneRep(dir: string, sims: Record<Team, string[]>, data: Record<Te
     const share = sampler.held.a / (sampler.held.a + sampler.held.b);
     return { a, b, share, samples: sampler.samples, prober, foreign };
   };
-  const eq = await shared({ a: 1, b: 1 });
-  const wt = await shared({ a: 2, b: 1 });
+  // The gain of sharing: both trainers as they run (training between steps), on both servers.
+  const tr = await shared({ a: 1, b: 1 }, TRAIN_MS);
+  // The weights: both saturate the fleet (no training wait), so each has jobs waiting all along; a
+  // bursty trainer that comes back finds its slots held by the other's running jobs, which the
+  // fair queue does not take back, and that transient is not what the weights promise.
+  const eq = await shared({ a: 1, b: 1 }, 0);
+  const wt = await shared({ a: 2, b: 1 }, 0);
   // Jain's index of the allocations over their fair shares (equal weights: 0.5 each).
   const x = [eq.share / 0.5, (1 - eq.share) / 0.5];
   const jain = (x[0]! + x[1]!) ** 2 / (2 * (x[0]! ** 2 + x[1]! ** 2));
+  const runs = [tr, eq, wt];
   return {
     alone: { a: rate(aa), b: rate(ba), both: both(aa, ba) },
-    equal: { a: rate(eq.a), b: rate(eq.b), both: both(eq.a, eq.b) },
+    equal: { a: rate(tr.a), b: rate(tr.b), both: both(tr.a, tr.b) },
+    busyEqual: { a: rate(eq.a), b: rate(eq.b), both: both(eq.a, eq.b) },
     weighted: { a: rate(wt.a), b: rate(wt.b), both: both(wt.a, wt.b) },
-    gain: both(eq.a, eq.b) / both(aa, ba),
+    gain: both(tr.a, tr.b) / both(aa, ba),
     jain,
     share_a_equal: eq.share,
     share_a_2to1: wt.share,
+    share_a_trainers: tr.share,
     samples: eq.samples + wt.samples,
-    reads: eq.prober.reads + wt.prober.reads,
-    cancels: eq.prober.cancels + wt.prober.cancels,
-    probes: eq.prober.probes + wt.prober.probes,
-    foreign_backend_uses: eq.foreign + wt.foreign,
+    reads: runs.reduce((n, r) => n + r.prober.reads, 0),
+    cancels: runs.reduce((n, r) => n + r.prober.cancels, 0),
+    probes: runs.reduce((n, r) => n + r.prober.probes, 0),
+    foreign_backend_uses: runs.reduce((n, r) => n + r.foreign, 0),
     load_avg_1m: Math.max(load0, loadavg()[0]!),
   };
 }
@@ -341,16 +361,18 @@ async function main(): Promise<void> {
     '',
     '| informative groups/s | team a (n 4, batch 8, 1 turn) | team b (n 8, batch 4, 2–3 turns) | both |',
     '|---|---|---|---|',
-    `| alone, one server each | ${m((r) => r.alone.a)} | ${m((r) => r.alone.b)} | ${m((r) => r.alone.both)} |`,
-    `| shared two servers, weights 1:1 | ${m((r) => r.equal.a)} | ${m((r) => r.equal.b)} | ${m((r) => r.equal.both)} |`,
-    `| shared two servers, weights 2:1 | ${m((r) => r.weighted.a)} | ${m((r) => r.weighted.b)} | ${m((r) => r.weighted.both)} |`,
+    `| alone, one server each (${TRAIN_MS / 1000} s of training per step) | ${m((r) => r.alone.a)} | ${m((r) => r.alone.b)} | ${m((r) => r.alone.both)} |`,
+    `| shared two servers, weights 1:1 (same training) | ${m((r) => r.equal.a)} | ${m((r) => r.equal.b)} | ${m((r) => r.equal.both)} |`,
+    `| shared, saturated (no training wait), weights 1:1 | ${m((r) => r.busyEqual.a)} | ${m((r) => r.busyEqual.b)} | ${m((r) => r.busyEqual.both)} |`,
+    `| shared, saturated, weights 2:1 | ${m((r) => r.weighted.a)} | ${m((r) => r.weighted.b)} | ${m((r) => r.weighted.both)} |`,
     '',
     '| figure | measured | target |',
     '|---|---|---|',
     `| gain of sharing (both shared 1:1 ÷ both alone) | ${m((r) => r.gain)} | > 1 |`,
-    `| Jain's index, weights 1:1 (shares of RUN slots while both wait for RUN) | ${m((r) => r.jain, 3)} | ≥ 0.95 |`,
-    `| team a's share at 1:1 | ${m((r) => r.share_a_equal, 3)} | 0.500 |`,
-    `| team a's share at 2:1 | ${m((r) => r.share_a_2to1, 3)} (${m((r) => ((r.share_a_2to1 - 2 / 3) / (2 / 3)) * 100, 1)} %) | 0.667 ± 5 % |`,
+    `| Jain's index, weights 1:1, saturated (shares of RUN slots while both wait for RUN) | ${m((r) => r.jain, 3)} | ≥ 0.95 |`,
+    `| team a's share at 1:1, saturated | ${m((r) => r.share_a_equal, 3)} | 0.500 |`,
+    `| team a's share at 2:1, saturated | ${m((r) => r.share_a_2to1, 3)} (${m((r) => ((r.share_a_2to1 - 2 / 3) / (2 / 3)) * 100, 1)} %) | 0.667 ± 5 % |`,
+    `| team a's share at 1:1 between training steps (bursty: it finds slots taken) | ${m((r) => r.share_a_trainers, 3)} | |`,
     `| cross-tenant reads / effective cancels (of ${sum((r) => r.probes)} probes) | ${sum((r) => r.reads)} / ${sum((r) => r.cancels)} | 0 / 0 |`,
     `| journal lines naming another tenant's backend | ${sum((r) => r.foreign_backend_uses)} | 0 |`,
     `| fairness samples (both tenants waiting for RUN) | ${sum((r) => r.samples)} | |`,

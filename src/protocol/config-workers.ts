@@ -58,8 +58,8 @@ export const AutosizeConfig = z.strictObject({
   tolerance: z.number().min(1).max(10).default(1.5),
   /**
    * CPU budget, in cores: stages stop growing while this server and its processes (sandboxes and
-   * what runs in them) keep 90 % of it busy. Other programs on the host do not count: their load
-   * shows up as slower jobs, which the tolerance handles. Default: all cores.
+   * what runs in them) keep 90 % of it busy, or while the server's own event loop is 90 % busy
+   * (more jobs would only wait for it). Other programs on the host do not count. Default: all cores.
    */
   cpus: z.number().positive().optional(),
   /** Memory budget, in MiB in use on the host (all programs: memory runs out for everyone): stages stop growing above it, and shrink a step at a time above it by 10 %. Default: 85 % of the host's memory. */

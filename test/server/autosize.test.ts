@@ -108,6 +108,8 @@ describe('the host sampler', () => {
     const cpuSeconds = (h.ownCores * (performance.now() - t0)) / 1000;
     expect(cpuSeconds).toBeGreaterThan(0.3);
     expect(h.busyCores).toBeGreaterThanOrEqual(h.ownCores * 0.5);
+    expect(h.eventLoop).toBeGreaterThanOrEqual(0);
+    expect(h.eventLoop).toBeLessThanOrEqual(1);
     expect(h.usedMb).toBeGreaterThan(0);
     expect(h.usedMb).toBeLessThan(h.totalMb);
   });
@@ -116,7 +118,7 @@ describe('the host sampler', () => {
 describe('Autosizer over real limiters', () => {
   const host =
     (h: Partial<HostLoad> = {}) =>
-    (): HostLoad => ({ busyCores: 0.5, ownCores: 0.3, cores: 2, usedMb: 1000, totalMb: 8000, ...h });
+    (): HostLoad => ({ busyCores: 0.5, ownCores: 0.3, eventLoop: 0.2, cores: 2, usedMb: 1000, totalMb: 8000, ...h });
   const cfg = AutosizeConfig.parse({ interval_s: 1 });
 
   it('grows an auto stage with a queue at a bounded rate every interval, leaves a fixed stage alone, holds over the CPU budget', async () => {
@@ -138,6 +140,10 @@ describe('Autosizer over real limiters', () => {
     load = host({ busyCores: 2, ownCores: 1.9, cores: 2 });
     await clock.advance(1000, 100);
     expect(pools.eval.size).toBe(32);
+    // A saturated event loop is the budget too, whatever the cores.
+    load = host({ eventLoop: 0.95 });
+    await clock.advance(1000, 100);
+    expect([pools.eval.size, a.state('eval')?.reason]).toEqual([32, 'queue, but the CPU budget is used']);
     load = host();
     await clock.advance(1000, 100);
     expect(pools.eval.size).toBe(64);

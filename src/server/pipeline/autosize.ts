@@ -35,7 +35,7 @@ export interface StageSignal {
   shrinkStep: number;
   /** The largest size this stage wanted over the stabilization window: it shrinks no further than that. */
   recentHigh: number;
-  /** This server's processes keep its CPU budget busy. */
+  /** This server's processes keep its CPU budget busy, or its event loop is saturated. */
   cpuOver: boolean;
   /** The host's memory in use: within the budget, at it (`full`), or over it by 10 % (`over`). */
   memory: 'ok' | 'full' | 'over';
@@ -203,7 +203,7 @@ export class Autosizer {
         maxStep: this.cfg.max_step,
         shrinkStep: this.cfg.shrink_step,
         recentHigh: window.reduce((m, [, w]) => Math.max(m, w), 0),
-        cpuOver: h.ownCores >= CPU_FULL * cpus,
+        cpuOver: h.ownCores >= CPU_FULL * cpus || h.eventLoop >= CPU_FULL,
         memory,
       });
       this.times[s].roll();
