@@ -101,18 +101,44 @@ export class DapoCore {
     this.guard = new StepGuard(cfg);
   }
 
+  /**
+   * Live groups by state, kept up to date at every state change: admission and handover read them
+   * after every result, and with thousands of groups in flight a scan of every group per result
+   * would make the coordinator's cost per job grow with the fleet.
+   */
+  private readonly buffered = new Set<GroupRecord>();
+  private running = 0;
+  private cancelling = 0;
+
   get runningGroups(): number {
-    let c = 0;
-    for (const g of this.groups.values()) if (g.state === 'running') c++;
-    return c;
+    return this.running;
   }
+  /** Accepted groups not handed over yet, oldest first (sorted on each call: read it once per step, not per event). */
   get bufferedGroups(): GroupRecord[] {
-    return [...this.groups.values()].filter((g) => g.state === 'buffered').sort((a, b) => a.index - b.index);
+    return [...this.buffered].sort((a, b) => a.index - b.index);
+  }
+  get bufferedCount(): number {
+    return this.buffered.size;
   }
   get cancellingGroups(): number {
-    let c = 0;
-    for (const g of this.groups.values()) if (g.state === 'cancelling') c++;
-    return c;
+    return this.cancelling;
+  }
+
+  /** Changes a tracked group's state and the live counts with it. */
+  private setState(g: GroupRecord, state: GroupRecord['state']): void {
+    const tracked = this.groups.get(g.index) === g;
+    if (tracked) this.count(g, -1);
+    g.state = state;
+    if (tracked) this.count(g, 1);
+  }
+
+  private count(g: GroupRecord, d: 1 | -1): void {
+    if (g.state === 'running') this.running += d;
+    else if (g.state === 'cancelling') this.cancelling += d;
+    else if (g.state === 'buffered') {
+      if (d > 0) this.buffered.add(g);
+      else this.buffered.delete(g);
+    }
   }
 
   private tick(): void {
@@ -137,7 +163,7 @@ export class DapoCore {
     const { batch_size: B, max_staleness } = this.cfg;
     if (this.cfg.mode === 'sync') {
       if (!this.demand || this.runningGroups > 0 || this.cancellingGroups > 0) return out;
-      const missing = B - this.bufferedGroups.length;
+      const missing = B - this.buffered.size;
       for (let i = 0; i < missing; i++) {
         const g = this.newGroup(() => true);
         if (!g) break;
@@ -147,8 +173,8 @@ export class DapoCore {
     }
     // Groups being cancelled still hold their place until every cancel is confirmed: counting them
     // keeps the number of groups in the system (and so the staleness they can reach) within the bound.
-    const held = this.bufferedGroups.length + this.cancellingGroups;
-    let running = this.runningGroups;
+    const held = this.buffered.size + this.cancelling;
+    let running = this.running;
     const fits = (n: number): boolean => this.runningJobs + n <= this.capacity || this.runningJobs === 0;
     while (held + running < (max_staleness + 1) * B) {
       const g = this.newGroup(fits);
@@ -201,7 +227,10 @@ export class DapoCore {
   /** Registers a group (new, or restored from a checkpoint) and counts its unfinished jobs as running. */
   track(g: GroupRecord): void {
     this.tick();
+    const old = this.groups.get(g.index);
+    if (old) this.count(old, -1);
     this.groups.set(g.index, g);
+    this.count(g, 1);
     g.requests.forEach((r, k) => this.byJob.set(r.job_id!, { g, k }));
     if (g.state === 'running') this.runningJobs += g.results.filter((r) => r === undefined).length;
   }
@@ -248,7 +277,7 @@ export class DapoCore {
       }
     const verdict = judgeGroup(g, this.cfg);
     if (verdict === 'accepted') {
-      g.state = 'buffered';
+      this.setState(g, 'buffered');
       this.window.accepted++;
       this.totals.accepted++;
     } else if (verdict === 'filtered') {
@@ -289,7 +318,7 @@ export class DapoCore {
 
   /** Terminal groups leave the tables (their late duplicates are then ignored by id). */
   private finishGroup(g: GroupRecord, state: 'handed' | 'filtered' | 'dropped' | 'cancelled'): void {
-    g.state = state;
+    this.setState(g, state);
     if (state === 'cancelled' || g.ended === g.results.length) {
       this.groups.delete(g.index);
       for (const r of g.requests) this.byJob.delete(r.job_id!);
@@ -298,7 +327,7 @@ export class DapoCore {
 
   /** Cancels a running group; returns the ids of its jobs that have not ended (the driver cancels them). */
   private cancelGroup(g: GroupRecord, reason: CancelReason): string[] {
-    g.state = 'cancelling';
+    this.setState(g, 'cancelling');
     this.window.cancelled++;
     this.totals.cancelled++;
     if (reason === 'stale') {
@@ -335,12 +364,11 @@ export class DapoCore {
    * whenever the version rises, and a group submitted since has staleness 0.
    */
   ready(): boolean {
-    const buffered = this.bufferedGroups;
-    if (buffered.length < this.cfg.batch_size) return false;
-    if (this.cfg.mode === 'sync') return this.runningGroups === 0;
+    if (this.buffered.size < this.cfg.batch_size) return false;
+    if (this.cfg.mode === 'sync') return this.running === 0;
     if (!this.cfg.ordered_handover) return true;
     // ordered_handover: no group submitted before the last one chosen may still change the choice.
-    const last = buffered[this.cfg.batch_size - 1]!.index;
+    const last = this.bufferedGroups[this.cfg.batch_size - 1]!.index;
     for (const g of this.groups.values()) if (g.state === 'running' && g.index < last) return false;
     return true;
   }
@@ -380,8 +408,8 @@ export class DapoCore {
       tokens_used: tokensUsed,
       staleness,
       batch_rewards: rewards,
-      running_at_handover: this.runningGroups,
-      buffered_after_handover: this.bufferedGroups.length,
+      running_at_handover: this.running,
+      buffered_after_handover: this.buffered.size,
       batch_size: chosen.length,
       selection: this.selectionStats(),
     });
@@ -443,7 +471,7 @@ export class DapoCore {
 
   /** No prompt left, nothing running, and too few buffered groups for another batch. */
   exhausted(): boolean {
-    return this.dataset.exhausted && this.runningGroups === 0 && this.bufferedGroups.length < this.cfg.batch_size;
+    return this.dataset.exhausted && this.running === 0 && this.buffered.size < this.cfg.batch_size;
   }
 
   /** What is still in flight or buffered (reported separately from waste at the end of a run). */
@@ -461,9 +489,9 @@ export class DapoCore {
       if (g.state === 'buffered') tb += g.tokens;
     }
     return {
-      running_groups: this.runningGroups,
+      running_groups: this.running,
       running_jobs: this.runningJobs,
-      buffered_groups: this.bufferedGroups.length,
+      buffered_groups: this.buffered.size,
       tokens_in_running: tr,
       tokens_in_buffered: tb,
     };
