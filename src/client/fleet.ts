@@ -14,6 +14,13 @@ import { abortReason } from './transport.js';
 const MAX_REFUSALS = 5;
 
 /**
+ * Cancels and job look-ups in flight per server. Every held /process answer already occupies a
+ * socket; a burst of cancels (a handover's stale groups, a close with thousands of jobs) must not
+ * open as many more sockets again.
+ */
+const CONTROL_CONCURRENCY = 4;
+
+/**
  * Many rollout servers behind one submission API. A group goes as a whole to the healthy server
  * with the fewest in-flight jobs (so group affinity works inside that server); when a server stops
  * answering, its groups move elsewhere with the same job ids; when it comes back, results it
@@ -32,6 +39,11 @@ export class RolloutFleet {
   private readonly healthTimeoutMs: number;
   private timer: unknown;
   private rotate = 0;
+  /** Where the next periodic round of health checks starts. */
+  private probeFrom = 0;
+  private readonly probesPerS: number;
+  /** liveCapacity's answer per `configured`, until a server's health or size changes. */
+  private capacityCache: { configured: number | undefined; value: number } | undefined;
   private closing: Promise<void> | undefined;
   private readonly counters: FleetStats = { submitted: 0, failed_over: 0, recovered: 0, duplicates: 0 };
   private readonly onChange: (() => void) | undefined;
@@ -42,6 +54,7 @@ export class RolloutFleet {
     this.intervalMs = opts.health_interval_ms ?? 2000;
     this.unhealthyAfter = Math.max(1, opts.unhealthy_after ?? 2);
     this.healthTimeoutMs = opts.health_timeout_ms ?? 2000;
+    this.probesPerS = opts.health_probes_per_s ?? 64;
     this.onChange = opts.on_change;
     const clientOpts = { retries: 2, backoff: { base_ms: 100, max_ms: 1000 }, ...opts.client, clock: this.clock };
     const seen = new Set<string>();
@@ -49,7 +62,16 @@ export class RolloutFleet {
       const client = new RolloutClient({ ...clientOpts, url: s.url, token: resolveToken(s, `servers[${i}]`) });
       if (seen.has(client.url)) throw new RaasError('config_invalid', `servers[${i}].url: ${s.url} is listed twice`);
       seen.add(client.url);
-      return { url: client.url, client, healthy: true, inFlight: 0, checking: false, failedChecks: 0 };
+      return {
+        url: client.url,
+        client,
+        healthy: true,
+        inFlight: 0,
+        checking: false,
+        failedChecks: 0,
+        lastAnswer: Number.NEGATIVE_INFINITY,
+        control: pLimit(CONTROL_CONCURRENCY),
+      };
     });
     this.schedule();
   }
@@ -116,11 +138,11 @@ export class RolloutFleet {
     const job = this.jobs.get(jobId);
     if (!job || job.settled) return;
     job.cancelRequested = true;
-    for (const s of job.former) if (s.healthy) this.track(s.client.cancel(jobId, { retries: 0 }).catch(() => {}));
+    for (const s of job.former) if (s.healthy) this.cancelOn(s, jobId, 0);
     const server = job.attempt?.server;
     if (!server) return this.settle(job, { error: new CancelledError(`job ${jobId} cancelled before a server held it`) });
     try {
-      await server.client.cancel(jobId); // an id that ended meanwhile answers too: its result is on the way
+      await server.control(() => server.client.cancel(jobId)); // an id that ended meanwhile answers too: its result is on the way
     } catch (err) {
       this.settle(job, {
         error: new CancelledError(`job ${jobId} cancelled locally: ${server.url} did not acknowledge (${(err as Error).message})`),
@@ -163,6 +185,15 @@ export class RolloutFleet {
    * counts as the mean of the known ones.
    */
   liveCapacity(configured?: number): number {
+    // Read after every result by the coordinator: computed once per change, not per call.
+    const c = this.capacityCache;
+    if (c && c.configured === configured) return c.value;
+    const value = this.computeCapacity(configured);
+    this.capacityCache = { configured, value };
+    return value;
+  }
+
+  private computeCapacity(configured: number | undefined): number {
     const known = this.list.filter((s) => s.runSize !== undefined);
     const mean = known.length ? known.reduce((a, s) => a + s.runSize!, 0) / known.length : 0;
     let live = 0;
@@ -241,6 +272,7 @@ export class RolloutFleet {
     server.client.process(job.req, { signal: attempt.ac.signal, cancelOnAbort: false }).then(
       (result) => {
         this.release(attempt);
+        server.lastAnswer = this.clock.now();
         if (job.settled)
           this.counters.duplicates++; // e.g. the cancelled copy after a recovery
         else if (job.attempt !== attempt) return;
@@ -265,7 +297,9 @@ export class RolloutFleet {
 
   /** Stops waiting on an attempt without cancelling on its server (it is unreachable, or we are closing). */
   private abandon(attempt: Attempt | undefined): void {
-    if (!attempt) return;
+    // An attempt whose answer arrived has nothing left to stop (aborting would only build an
+    // AbortError per job, a stack trace included).
+    if (!attempt || attempt.released) return;
     this.release(attempt);
     attempt.ac.abort();
   }
@@ -347,8 +381,7 @@ export class RolloutFleet {
     // It may have restarted with another number of workers.
     this.track(this.readSize(server));
     // A server back after a long outage may owe thousands of results: ask for them a few at a time.
-    const limit = pLimit(16);
-    for (const job of this.jobs.values()) if (job.former.has(server)) this.track(limit(() => this.recover(job, server)));
+    for (const job of this.jobs.values()) if (job.former.has(server)) this.track(server.control(() => this.recover(job, server)));
     const waiting = this.pending.splice(0);
     for (const g of waiting) this.place(g);
   }
@@ -366,11 +399,11 @@ export class RolloutFleet {
       this.counters.recovered++;
       this.settle(job, { result: res.result }, true);
       // The copy we started elsewhere is now a duplicate: stop it so it does not burn rollout time.
-      if (copy && copy !== server) this.track(copy.client.cancel(job.id, { retries: 1 }).catch(() => {}));
+      if (copy && copy !== server) this.cancelOn(copy, job.id, 1);
     } else if (res && !res.result && job.attempt?.server !== server) {
       // Still running there: a stale duplicate of the moved job. It stays in `former`, since that
       // server's copy of this id is now cancelled and must not be attached to again.
-      this.track(server.client.cancel(job.id, { retries: 1 }).catch(() => {}));
+      this.cancelOn(server, job.id, 1);
     } else if (!res) {
       job.former.delete(server); // lost in a crash or expired: the moved copy is the only one
     }
@@ -394,6 +427,7 @@ export class RolloutFleet {
 
   /** Tells the owner (on a later microtask, outside whatever handler changed it) that the live capacity may differ. */
   private changed(): void {
+    this.capacityCache = undefined;
     const fn = this.onChange;
     if (fn && !this.closing)
       queueMicrotask(() => {
@@ -418,10 +452,32 @@ export class RolloutFleet {
     }
   }
 
+  /**
+   * The servers the periodic round checks: every server that is down (only a check brings it back),
+   * then, in turn from where the last round stopped, servers that delivered no result within the
+   * interval, at most health_probes_per_s × interval of them. A server whose held answers arrive
+   * needs no probe, and a fleet of a thousand servers is not probed a thousand times a round.
+   */
+  private dueForCheck(): ServerState[] {
+    const now = this.clock.now();
+    const n = this.list.length;
+    let budget = Math.max(1, Math.ceil((this.probesPerS * this.intervalMs) / 1000));
+    const due = this.list.filter((s) => !s.healthy);
+    let k = 0;
+    for (; k < n && budget > 0; k++) {
+      const s = this.list[(this.probeFrom + k) % n]!;
+      if (!s.healthy || now - s.lastAnswer < this.intervalMs) continue;
+      due.push(s);
+      budget--;
+    }
+    this.probeFrom = (this.probeFrom + k) % n;
+    return due;
+  }
+
   private schedule(): void {
     if (this.closing) return;
     this.timer = this.clock.setTimeout(() => {
-      this.track(this.checkHealth().finally(() => this.schedule()));
+      this.track(Promise.all(this.dueForCheck().map((s) => this.check(s))).finally(() => this.schedule()));
     }, this.intervalMs);
     (this.timer as { unref?: () => void } | undefined)?.unref?.();
   }
@@ -435,11 +491,16 @@ export class RolloutFleet {
         const server = job.attempt?.server;
         job.cancelRequested = true;
         this.settle(job, { error: abortReason(signal) });
-        if (server?.healthy) this.track(server.client.cancel(job.id, { retries: 1 }).catch(() => {}));
+        if (server?.healthy) this.cancelOn(server, job.id, 1);
       }
     };
     signal.addEventListener('abort', onAbort, { once: true });
     void Promise.allSettled(group.jobs.map((j) => j.promise)).then(() => signal.removeEventListener('abort', onAbort));
+  }
+
+  /** Cancels a job on a server in the background, within that server's control concurrency. */
+  private cancelOn(server: ServerState, jobId: string, retries: number): void {
+    this.track(server.control(() => server.client.cancel(jobId, { retries })));
   }
 
   private track(p: Promise<unknown>): void {
