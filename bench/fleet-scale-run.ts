@@ -11,6 +11,7 @@ import { loadavg } from 'node:os';
 import path from 'node:path';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { createInterface, type Interface } from 'node:readline';
+import { writeHeapSnapshot } from 'node:v8';
 import { Coordinator } from '../src/dapo/index.js';
 import { DapoCore } from '../src/dapo/core.js';
 import type { Result } from '../src/protocol/process.js';
@@ -269,12 +270,13 @@ export async function runPoint(spec: PointSpec): Promise<PointResult> {
   probe.install();
   const loop = monitorEventLoopDelay({ resolution: 5 });
   let peak = { heap: base.heapUsed, fds: 0, jobs: 0 };
-  // Live memory is read after a full GC at each handover; the GC's own CPU is left out of the window.
+  // Live memory and open files are read after a full GC at each handover; the CPU this takes is left out of the window.
   let gcCpuUs = 0;
   const liveSample = (): void => {
     const t = process.cpuUsage();
     global.gc?.();
     const m = process.memoryUsage();
+    peak.fds = Math.max(peak.fds, fdCount());
     const d = process.cpuUsage(t);
     if (probe.windowOpen) gcCpuUs += d.user + d.system;
     const jobs = core?.runningJobs ?? 0;
@@ -284,7 +286,6 @@ export async function runPoint(spec: PointSpec): Promise<PointResult> {
   let runningIntegral = 0;
   let runningSpan = 0;
   let lastSample = performance.now();
-  let fdTick = 0;
   const sampler = setInterval(() => {
     const now = performance.now();
     const jobs = core?.runningJobs ?? 0;
@@ -293,7 +294,6 @@ export async function runPoint(spec: PointSpec): Promise<PointResult> {
       runningSpan += now - lastSample;
     }
     lastSample = now;
-    if (fdTick++ % 8 === 0) peak.fds = Math.max(peak.fds, fdCount());
   }, 250);
   const c = new Coordinator(
     {
@@ -326,6 +326,8 @@ export async function runPoint(spec: PointSpec): Promise<PointResult> {
       await c.nextBatch();
       const now = epochMs();
       liveSample();
+      if (s === 1 && process.env.RAAS_BENCH_HEAPSNAPSHOT)
+        process.stderr.write(`  heap snapshot: ${writeHeapSnapshot(process.env.RAAS_BENCH_HEAPSNAPSHOT)}\n`);
       if (s > 0 && waiting) {
         handover.push(now - probe.lastResultAt);
         handoverAnswer.push(now - probe.lastAnsweredAt);

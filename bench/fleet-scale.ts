@@ -16,13 +16,18 @@
  * `ulimit -n` above 66,000 for this process. When the limit is lower the bench lowers the jobs per
  * server of the points that do not fit (and says so), rather than failing.
  *
+ * Then DapoCore alone (bench/fleet-scale-core.ts) at the same jobs in flight, without HTTP: the
+ * figure that stays exact on a loaded machine.
+ *
  * Flags: --servers 8,64,1024  --workers 64  --rate 500 (jobs/s)  --steps 3 (measured, after one
- * warm-up)  --sigma 0.8  --n 8  --reps 1  --train-ms 300  --health-ms N  --quick (8,64; 2 steps).
+ * warm-up)  --sigma 0.8  --n 8  --reps 1  --train-ms 300  --health-ms N  --quick (8,64; 2 steps)
+ * --core-only (the DapoCore table only).
  */
 import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
 import { cpus, loadavg, tmpdir } from 'node:os';
 import path from 'node:path';
 import { rng } from '../src/util/hash.js';
+import { runCore } from './fleet-scale-core.js';
 import { fdLimit, runPoint, type PointResult } from './fleet-scale-run.js';
 
 const args = process.argv.slice(2);
@@ -67,6 +72,23 @@ function median(xs: number[]): number {
   return s.length % 2 ? s[(s.length - 1) / 2]! : (s[s.length / 2 - 1]! + s[s.length / 2]!) / 2;
 }
 
+/**
+ * DapoCore alone at each point's jobs in flight (exact even on a loaded machine, never bound by
+ * file descriptors); run after the HTTP points, whose RSS baselines its heap would blur.
+ */
+function coreTable(): Array<{ servers: number; in_flight: number; us_per_job: number }> {
+  runCore(SERVERS[0]! * WORKERS, N, 3, SEED - 1); // warm-up: the JIT, not the first point, pays for compiling
+  const core = SERVERS.map((servers) => {
+    const runs = Array.from({ length: Math.max(3, REPS) }, (_, rep) => runCore(servers * WORKERS, N, 3, SEED + rep));
+    return { servers, in_flight: servers * WORKERS, us_per_job: median(runs.map((r) => r.us_per_job)), runs };
+  });
+  const coreRatio = core[core.length - 1]!.us_per_job / core[0]!.us_per_job;
+  process.stdout.write(
+    `DapoCore alone (no HTTP; admission, acceptance, handover, carry-over; median of ${core[0]!.runs.length} runs):\n| servers × slots | jobs in flight | CPU µs/job | × ${core[0]!.servers} servers |\n|---|---|---|---|\n${core.map((c) => `| ${c.servers} × ${WORKERS} | ${c.in_flight} | ${c.us_per_job.toFixed(1)} | ${(c.us_per_job / core[0]!.us_per_job).toFixed(2)} |`).join('\n')}\ntarget ≤ 1.2: ${coreRatio.toFixed(2)} (${coreRatio <= 1.2 ? 'met' : 'MISSED'})\n\n`,
+  );
+  return core.map(({ servers, in_flight, us_per_job }) => ({ servers, in_flight, us_per_job }));
+}
+
 async function main(): Promise<void> {
   const limit = fdLimit();
   const dataset = writeDataset();
@@ -75,6 +97,7 @@ async function main(): Promise<void> {
   process.stderr.write(
     `bench:fleet-scale: servers ${SERVERS.join(' → ')}, ${WORKERS} RUN slots each, n=${N}, ${RATE} jobs/s, σ=${SIGMA}, ${STEPS} measured steps, ${REPS} rep(s); ulimit -n ${limit}; ${cpus().length} cores, load average ${load0.map((l) => l.toFixed(2)).join(' ')}\n  ${cmd}\n`,
   );
+  if (args.includes('--core-only')) return void coreTable();
   const points: Array<{ servers: number; workers: number; fd_bound: boolean; runs: PointResult[] }> = [];
   for (const servers of SERVERS) {
     // One socket per held answer, plus a few per server for cancels and health checks.
@@ -106,6 +129,8 @@ async function main(): Promise<void> {
     }
     points.push({ servers, workers, fd_bound: workers < WORKERS, runs });
   }
+  // After the HTTP points: the core runs grow this process's heap, which would blur their RSS baselines.
+  const core = coreTable();
   const summary = points.map((p) => {
     const m = (f: (r: PointResult) => number): { median: number; min: number; max: number } => {
       const xs = p.runs.map(f);
@@ -122,7 +147,7 @@ async function main(): Promise<void> {
       rss_peak_mb: m((r) => r.rss_peak_mb),
       admission_p99_ms: m((r) => r.admission_p99_ms),
       result_p99_ms: m((r) => r.result_p99_ms),
-      handover_p99_ms: m((r) => Math.max(...r.handover_ms, Number.NaN)),
+      handover_p99_ms: m((r) => (r.handover_ms.length ? Math.max(...r.handover_ms) : Number.NaN)),
       loop_p99_ms: m((r) => r.loop_p99_ms),
       server_util: m((r) => r.server_util),
       load_avg: m((r) => r.load_avg),
@@ -145,7 +170,7 @@ async function main(): Promise<void> {
   mkdirSync(path.join(here, 'results'), { recursive: true });
   writeFileSync(
     path.join(here, 'results', 'fleet-scale.json'),
-    `${JSON.stringify({ bench: 'fleet-scale', date: new Date().toISOString(), command: cmd, ulimit_n: limit, load_avg_start: load0, summary, points }, null, 2)}\n`,
+    `${JSON.stringify({ bench: 'fleet-scale', date: new Date().toISOString(), command: cmd, ulimit_n: limit, load_avg_start: load0, core, summary, points }, null, 2)}\n`,
   );
 }
 

@@ -58,9 +58,15 @@ interface Job {
 const epochMs = (): number => performance.timeOrigin + performance.now();
 
 /** Response-id arrays, pre-serialised by length bucket (the sims must stay cheap next to the coordinator). */
-function tokenJson(len: number): { ids: string; mask: string; lp: string } {
+function tokenJson(len: number): { ids: string; mask: string; lp: string; text: string } {
   const ids = Array.from({ length: len }, (_, i) => 1000 + ((i * 7919) % 50_000));
-  return { ids: JSON.stringify(ids), mask: JSON.stringify(ids.map(() => 1)), lp: JSON.stringify(ids.map((_, i) => -((i % 97) / 50))) };
+  return {
+    ids: JSON.stringify(ids),
+    mask: JSON.stringify(ids.map(() => 1)),
+    lp: JSON.stringify(ids.map((_, i) => -((i % 97) / 50))),
+    // About 4.5 characters per token, as the chat handler's answers have.
+    text: JSON.stringify('lorem ipsum dolor sit amet, '.repeat(Math.ceil((len * 4.5) / 28)).slice(0, Math.round(len * 4.5))),
+  };
 }
 
 const cache = new Map<number, ReturnType<typeof tokenJson>>();
@@ -81,7 +87,7 @@ function resultBody(job: Job, instance: unknown, traj: unknown, cancelled: boole
   const ce = cancelled ? '"cancelled"' : 'null';
   return (
     `{"instance_id":${JSON.stringify(instance ?? null)},"trajectory_id":${JSON.stringify(traj ?? null)},"git_patch":null,` +
-    `"success":${!cancelled},"finish":true,"messages":[{"role":"assistant","content":"simulated"}],"tools":[],` +
+    `"success":${!cancelled},"finish":true,"messages":[{"role":"user","content":"Say something."},{"role":"assistant","content":${t.text}}],"tools":[],` +
     `"end_properly":${!cancelled},"resolved":${reward > 0},"critical_error":${ce},"filter":${cancelled},"error":null,` +
     `"job_id":${JSON.stringify(job.id)},"data_source":"chat","reward":${reward},"finish_reason":"${cancelled ? 'cancelled' : 'finish'}",` +
     `"backend":"sim","policy_version":0,"weight_versions":["0"],"num_turns":1,` +

@@ -11,6 +11,17 @@ import { PromptIntake, type NextPrompt } from './intake.js';
 import { Selector, type Decision, type SelectorState } from './selection.js';
 import { StepWindow } from './window.js';
 
+/**
+ * A result as the core keeps it when batches carry no messages: the trajectory's text (every
+ * observation, tool output and answer, already in the token view) is the bulk of a result and
+ * would stay in memory until its group is handed over.
+ */
+function withoutMessages(r: Result): Result {
+  if (r.messages.length === 0 && !r.trailing_messages?.length) return r;
+  const { trailing_messages: _t, ...rest } = r;
+  return { ...rest, messages: [] };
+}
+
 /** Why the coordinator cancels a running group. */
 export type CancelReason = 'handover' | 'stale' | 'close';
 
@@ -141,6 +152,11 @@ export class DapoCore {
     }
   }
 
+  /** Batches carry each rollout's messages (return_messages). */
+  private get withMessages(): boolean {
+    return this.cfg.return_messages || this.cfg.sampling_params.return_messages === true;
+  }
+
   private tick(): void {
     this.window.integrate(this.clock.now(), this.runningJobs, this.capacity);
   }
@@ -254,7 +270,7 @@ export class DapoCore {
     if (!hit || hit.g.results[hit.k] !== undefined) return;
     const { g, k } = hit;
     this.tick();
-    g.results[k] = result;
+    g.results[k] = this.withMessages ? result : withoutMessages(result);
     g.ended++;
     this.runningJobs--;
     const tokens = resultTokens(result);
@@ -383,7 +399,7 @@ export class DapoCore {
     this.tick();
     const v = this.version;
     const chosen = this.bufferedGroups.slice(0, this.cfg.batch_size);
-    const groups = chosen.map((g) => toBatchGroup(g, v, this.cfg.return_messages || this.cfg.sampling_params.return_messages === true));
+    const groups = chosen.map((g) => toBatchGroup(g, v, this.withMessages));
     const staleness = groups.flatMap((g) => g.rollouts.map((r) => r.staleness));
     const rewards = groups.flatMap((g) => g.rollouts.map((r) => r.reward));
     let tokensUsed = 0;
