@@ -72,6 +72,8 @@ export interface PointResult {
   /** Per step: the last result before the batch entering DapoCore → the consumer holding the batch (ms), and the server's answer of that result → the batch. */
   handover_ms: number[];
   handover_from_answer_ms: number[];
+  /** Per measured step: how long updateWeights held admission (registration on every server), ms. */
+  update_ms: number[];
   /** Event-loop delay over the window (ms). */
   loop_p99_ms: number;
   loop_max_ms: number;
@@ -300,6 +302,9 @@ export async function runPoint(spec: PointSpec): Promise<PointResult> {
       name: `scale${spec.servers}`,
       seed: spec.seed,
       servers: urls.map((url) => ({ url })),
+      // One LLM backend per server on its node, as a fleet of GPU nodes has; each weight update
+      // places them again (the sims take /add_llm_server and never call the address).
+      backends: urls.map((address) => ({ address, api: 'vllm' as const })),
       dataset: { path: spec.dataset },
       n: spec.n,
       batch_size: B,
@@ -312,6 +317,7 @@ export async function runPoint(spec: PointSpec): Promise<PointResult> {
     { onWarning: (m) => process.stderr.write(`  warning: ${m}\n`) },
   );
   const handover: number[] = [];
+  const update: number[] = [];
   const handoverAnswer: number[] = [];
   let cpu0: NodeJS.CpuUsage | undefined;
   let t0 = 0;
@@ -344,7 +350,9 @@ export async function runPoint(spec: PointSpec): Promise<PointResult> {
         lastSample = t0;
       }
       await new Promise((r) => setTimeout(r, spec.train_ms));
+      const u0 = performance.now();
       await c.updateWeights({});
+      if (s > 0) update.push(performance.now() - u0);
     }
     const cpu = process.cpuUsage(cpu0);
     const cpuUs = cpu.user + cpu.system - gcCpuUs;
@@ -383,6 +391,7 @@ export async function runPoint(spec: PointSpec): Promise<PointResult> {
       result_p99_ms: pct(probe.result, 99),
       handover_ms: handover,
       handover_from_answer_ms: handoverAnswer,
+      update_ms: update,
       loop_p99_ms: loop.percentile(99) / 1e6,
       loop_max_ms: loop.max / 1e6,
       server_util: (stats1.busy_s - stats0!.busy_s) / Math.max(1e-9, stats1.slots_s - stats0!.slots_s),

@@ -123,7 +123,7 @@ async function main(): Promise<void> {
         ...(HEALTH_MS ? { health_interval_ms: HEALTH_MS } : {}),
       });
       process.stderr.write(
-        `  ${servers} servers × ${workers}: ${r.in_flight.toFixed(0)} in flight, ${r.jobs_window} jobs in ${r.window_s.toFixed(1)} s (${r.jobs_per_s.toFixed(0)}/s); CPU ${r.cpu_us_per_job.toFixed(0)} µs/job (${(r.cpu_share * 100).toFixed(0)}% of a core); RSS ${r.rss_peak_mb.toFixed(0)} MB (${r.rss_kb_per_job.toFixed(1)} KB/job), heap ${r.heap_peak_mb.toFixed(0)} MB (${r.heap_kb_per_job.toFixed(1)} KB/job); fds ${r.fds_peak}; admission p50/p99 ${r.admission_p50_ms.toFixed(1)}/${r.admission_p99_ms.toFixed(1)} ms (burst p99 ${r.burst_admission_p99_ms.toFixed(0)} ms, ${r.burst_s.toFixed(1)} s); result p50/p99 ${r.result_p50_ms.toFixed(1)}/${r.result_p99_ms.toFixed(1)} ms; handover ${r.handover_ms.map((x) => x.toFixed(1)).join('/')} ms; loop p99 ${r.loop_p99_ms.toFixed(1)} max ${r.loop_max_ms.toFixed(0)} ms; server util ${(r.server_util * 100).toFixed(1)}%; cancels ${r.cancels}, errors ${r.errors}; close ${r.close_s.toFixed(1)} s; load ${r.load_avg.toFixed(1)}\n`,
+        `  ${servers} servers × ${workers}: ${r.in_flight.toFixed(0)} in flight, ${r.jobs_window} jobs in ${r.window_s.toFixed(1)} s (${r.jobs_per_s.toFixed(0)}/s); CPU ${r.cpu_us_per_job.toFixed(0)} µs/job (${(r.cpu_share * 100).toFixed(0)}% of a core); RSS ${r.rss_peak_mb.toFixed(0)} MB (${r.rss_kb_per_job.toFixed(1)} KB/job), heap ${r.heap_peak_mb.toFixed(0)} MB (${r.heap_kb_per_job.toFixed(1)} KB/job); fds ${r.fds_peak}; admission p50/p99 ${r.admission_p50_ms.toFixed(1)}/${r.admission_p99_ms.toFixed(1)} ms (burst p99 ${r.burst_admission_p99_ms.toFixed(0)} ms, ${r.burst_s.toFixed(1)} s); result p50/p99 ${r.result_p50_ms.toFixed(1)}/${r.result_p99_ms.toFixed(1)} ms; handover ${r.handover_ms.map((x) => x.toFixed(1)).join('/')} ms; weight update ${r.update_ms.map((x) => x.toFixed(0)).join('/')} ms; loop p99 ${r.loop_p99_ms.toFixed(1)} max ${r.loop_max_ms.toFixed(0)} ms; server util ${(r.server_util * 100).toFixed(1)}%; cancels ${r.cancels}, errors ${r.errors}; close ${r.close_s.toFixed(1)} s; load ${r.load_avg.toFixed(1)}\n`,
       );
       runs.push(r);
     }
@@ -148,6 +148,7 @@ async function main(): Promise<void> {
       admission_p99_ms: m((r) => r.admission_p99_ms),
       result_p99_ms: m((r) => r.result_p99_ms),
       handover_p99_ms: m((r) => (r.handover_ms.length ? Math.max(...r.handover_ms) : Number.NaN)),
+      update_ms: m((r) => (r.update_ms.length ? Math.max(...r.update_ms) : Number.NaN)),
       loop_p99_ms: m((r) => r.loop_p99_ms),
       server_util: m((r) => r.server_util),
       load_avg: m((r) => r.load_avg),
@@ -158,12 +159,12 @@ async function main(): Promise<void> {
     REPS > 1 ? `${x.median.toFixed(d)} (${x.min.toFixed(d)}–${x.max.toFixed(d)})` : x.median.toFixed(d);
   const rows = summary.map(
     (s) =>
-      `| ${s.servers} × ${s.workers}${s.fd_bound ? ' (fd-bound)' : ''} | ${s.in_flight.median.toFixed(0)} | ${fmt(s.cpu_us_per_job)} | ${(s.cpu_us_per_job.median / base.cpu_us_per_job.median).toFixed(2)} | ${fmt(s.rss_kb_per_job, 1)} | ${fmt(s.heap_kb_per_job, 1)} | ${s.rss_peak_mb.median.toFixed(0)} | ${fmt(s.admission_p99_ms, 1)} | ${fmt(s.result_p99_ms, 1)} | ${fmt(s.handover_p99_ms, 1)} | ${fmt(s.loop_p99_ms, 1)} | ${(s.server_util.median * 100).toFixed(1)}% | ${s.load_avg.median.toFixed(1)} |`,
+      `| ${s.servers} × ${s.workers}${s.fd_bound ? ' (fd-bound)' : ''} | ${s.in_flight.median.toFixed(0)} | ${fmt(s.cpu_us_per_job)} | ${(s.cpu_us_per_job.median / base.cpu_us_per_job.median).toFixed(2)} | ${fmt(s.rss_kb_per_job, 1)} | ${fmt(s.heap_kb_per_job, 1)} | ${s.rss_peak_mb.median.toFixed(0)} | ${fmt(s.admission_p99_ms, 1)} | ${fmt(s.result_p99_ms, 1)} | ${fmt(s.handover_p99_ms, 1)} | ${fmt(s.update_ms)} | ${fmt(s.loop_p99_ms, 1)} | ${(s.server_util.median * 100).toFixed(1)}% | ${s.load_avg.median.toFixed(1)} |`,
   );
   const last = summary[summary.length - 1]!;
   const ratio = last.cpu_us_per_job.median / base.cpu_us_per_job.median;
   process.stdout.write(
-    `\n| servers × slots | jobs in flight | CPU µs/job | × ${base.servers} servers | RSS KB/job in flight | heap KB/job | RSS MB | admission p99 ms | result p99 ms | handover max ms | loop delay p99 ms | server util | load |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|\n${rows.join('\n')}\n\n` +
+    `\n| servers × slots | jobs in flight | CPU µs/job | × ${base.servers} servers | RSS KB/job in flight | heap KB/job | RSS MB | admission p99 ms | result p99 ms | handover max ms | weight update max ms | loop delay p99 ms | server util | load |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n${rows.join('\n')}\n\n` +
       `target: CPU per job at ${last.servers} servers ≤ 1.2 × ${base.servers} servers: ${ratio.toFixed(2)} (${ratio <= 1.2 ? 'met' : 'MISSED'}); memory linear in jobs in flight: RSS ${summary.map((s) => s.rss_kb_per_job.median.toFixed(1)).join(' → ')} KB/job\n` +
       `command: ${cmd}; ulimit -n ${limit}; load average at start ${load0.map((l) => l.toFixed(2)).join(' ')}\n`,
   );
