@@ -43,6 +43,13 @@ module.exports = {
       to: { path: '^dist/src/server/', pathNot: '^dist/src/server/index\\.js$' },
     },
     {
+      name: 'ui-knows-no-server-or-trainer',
+      severity: 'error',
+      comment: 'src/ui (pages, event stream, run-directory reader, raas view) is shared: the server wires it in, never the reverse, and a run is read from its files.',
+      from: { path: '^dist/src/ui/' },
+      to: { path: '^dist/src/(server|dapo|client|placement|sidecar)/' },
+    },
+    {
       name: 'simulator-never-grades',
       severity: 'error',
       comment: 'The simulator is its own server: it never imports the rollout server.',

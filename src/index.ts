@@ -63,6 +63,8 @@ export type {
 export { startSim, SimOptions } from './sim/index.js';
 export type { SimHandle } from './sim/index.js';
 export { loadPolicies } from './sim/policies/index.js';
+export type { TaskScript, ScriptStep } from './sim/policies/custom.js';
+export type { SimPolicy, PolicyContext, PolicyTurn } from './sim/policy.js';
 
 // trainer side
 export { RolloutClient, RolloutFleet } from './client/index.js';

@@ -161,7 +161,7 @@ export class RolloutFleet {
   }
 
   /**
-   * Reads every server's workers.run.size (GET /status). A server that cannot be reached is marked
+   * Reads every server's workers.run.size (its max for a self-sizing pool) (GET /status). A server that cannot be reached is marked
    * down (its size is read when it answers again); other errors (a refused token) reject, and so does
    * a fleet where no server answers.
    */
@@ -414,8 +414,11 @@ export class RolloutFleet {
     try {
       const st = await server.client.status({ signal });
       if (this.closing) return undefined;
-      if (server.runSize !== st.workers.run.size) {
-        server.runSize = st.workers.run.size;
+      // A self-sizing RUN pool (workers: auto) grows with its queue: offer it up to its bound.
+      const run = st.workers.run;
+      const size = run.mode === 'auto' ? (run.max ?? run.size) : run.size;
+      if (server.runSize !== size) {
+        server.runSize = size;
         this.changed();
       }
       return undefined;

@@ -4,7 +4,8 @@ import { parse as parseYaml } from 'yaml';
 import { TrainConfig, type TrainConfigInput } from '../protocol/config-train.js';
 import { ServerConfig } from '../protocol/config-server.js';
 import { checkAll, checkConfig, isMapping, type IssueSource } from '../protocol/config-errors.js';
-import { applySets, parseSets } from '../util/config-sets.js';
+import { applySets, parseSets, resolveSetPaths } from '../util/config-sets.js';
+import { TRAIN_PATH_KEYS, resolveConfigPaths } from '../protocol/config-paths.js';
 import { RaasError } from '../protocol/errors.js';
 import { unsupportedSampling, type LlmApi } from '../protocol/llm.js';
 import { SandboxConfig } from '../protocol/config-sandbox.js';
@@ -77,26 +78,20 @@ function readConfigFile(file: string, what = 'name, dataset, n, batch_size, ...'
 
 /**
  * Reads a YAML (or JSON) training config, applies `overrides` (flags) and `sets` (`--set key.path=value`
- * texts, typed through the schema). Relative paths inside it (dataset, eval dataset, output dir,
- * trainer cwd) are resolved against the config file's directory, so a config works from any cwd.
+ * texts, typed through the schema). Every relative path written in the file (TRAIN_PATH_KEYS: the
+ * datasets, eval output, output_dir, trainer cwd, token files, and the embedded simulators' and
+ * servers' paths) is resolved against the file's folder, so a config works from any working
+ * directory; paths given by `--set` or flags are relative to the working directory. A trainer command
+ * without `cwd` runs in the file's folder.
  */
 export function loadTrainConfig(file: string, overrides: Partial<TrainConfigInput> = {}, sets: readonly string[] = []): TrainConfig {
+  const base = path.dirname(path.resolve(file));
   const assignments = parseSets(sets);
-  const doc = applySets({ ...readConfigFile(file), ...overrides }, assignments);
-  const cfg = parseTrainConfig(doc, { file, sets: assignments });
-  return resolvePaths(cfg, path.dirname(path.resolve(file)));
-}
-
-/** Resolves the config's relative paths against `base`. */
-function resolvePaths(cfg: TrainConfig, base: string): TrainConfig {
-  const abs = (p: string): string => (path.isAbsolute(p) ? p : path.resolve(base, p));
-  return {
-    ...cfg,
-    dataset: { ...cfg.dataset, path: abs(cfg.dataset.path) },
-    eval: { ...cfg.eval, ...(cfg.eval.dataset ? { dataset: { ...cfg.eval.dataset, path: abs(cfg.eval.dataset.path) } } : {}) },
-    trainer: { ...cfg.trainer, ...(cfg.trainer.cwd ? { cwd: abs(cfg.trainer.cwd) } : {}) },
-    servers: cfg.servers.map((s) => (s.token_file === undefined ? s : { ...s, token_file: abs(s.token_file) })),
-  };
+  const fromFile = resolveConfigPaths(readConfigFile(file), base, TRAIN_PATH_KEYS);
+  if (isMapping(fromFile.trainer) && typeof fromFile.trainer.command === 'string' && fromFile.trainer.cwd === undefined)
+    fromFile.trainer = { ...fromFile.trainer, cwd: base };
+  const doc = applySets({ ...fromFile, ...overrides }, resolveSetPaths(assignments, process.cwd(), TRAIN_PATH_KEYS));
+  return parseTrainConfig(doc, { file, sets: assignments });
 }
 
 /** Applies `--smoke` (fewer steps, optionally smaller batches) to a parsed config. */

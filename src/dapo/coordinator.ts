@@ -12,7 +12,7 @@ import { parseTrainConfig } from './config.js';
 import { DapoCore } from './core.js';
 import { loadDataset } from './dataset.js';
 import { startEnvironment, type Environment } from './environment.js';
-import type { GroupRecord } from './group.js';
+import { type EndedGroupLine, type GroupRecord, endedGroupLine } from './group.js';
 import { coordinatorState, restoreCore } from './coordinator-state.js';
 import { PromptHistory, type PromptRecord } from './history.js';
 import { syntheticResult } from './synthetic.js';
@@ -93,6 +93,7 @@ export class Coordinator {
   private readonly clock: Clock;
   private readonly onWarning: (message: string) => void;
   private core: DapoCore | undefined;
+  private groupEnd: ((line: EndedGroupLine) => void) | undefined;
   private fleet: RolloutFleet | undefined;
   private env: Environment | undefined;
   private backends: BackendRef[] = [];
@@ -148,6 +149,7 @@ export class Coordinator {
       };
     }
     this.core = core;
+    this.wireGroupEnd();
     await registerBackends(this.fleet.clients(), this.backends, String(core.version), cfg.placement_mode);
     if (st) for (const g of core.groups.values()) if (g.state === 'running') this.submit(g);
     this.pump();
@@ -491,6 +493,23 @@ export class Coordinator {
   }
 
   /** Per prompt: every group's rewards (step, policy version, verdict), submissions and skips (`prompts.jsonl`). */
+  /**
+   * Hands `fn` the `groups.jsonl` line of every group that leaves without a batch (filtered,
+   * dropped, cancelled), per the config's `groups_log`; raas train writes them.
+   */
+  onGroupEnd(fn: (line: EndedGroupLine) => void): void {
+    this.groupEnd = fn;
+    this.wireGroupEnd();
+  }
+
+  private wireGroupEnd(): void {
+    const fn = this.groupEnd;
+    const cfg = this.config;
+    if (!this.core || !fn || cfg.groups_log === 'off') return;
+    const messages = cfg.return_messages || cfg.sampling_params.return_messages === true;
+    this.core.onGroupEnd = (g, verdict, step) => fn(endedGroupLine(g, verdict, step, cfg.groups_log === 'full', messages));
+  }
+
   promptHistory(): PromptRecord[] {
     return this.core?.history.all() ?? this.restore?.prompts ?? [];
   }

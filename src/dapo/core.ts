@@ -4,7 +4,17 @@ import type { Result } from '../protocol/process.js';
 import type { Clock } from '../util/clock.js';
 import type { RaasError } from '../protocol/errors.js';
 import type { Prompt, PromptDataset } from './dataset.js';
-import { type GroupRecord, groupId, groupRequests, judgeGroup, resultTokens, toBatchGroup, isErrorResult, type Verdict } from './group.js';
+import {
+  type GroupRecord,
+  groupId,
+  groupRequests,
+  judgeGroup,
+  resultTokens,
+  toBatchGroup,
+  isErrorResult,
+  type Verdict,
+  type EndedVerdict,
+} from './group.js';
 import { StepGuard } from './guard.js';
 import { PromptHistory, type HistoryGroup } from './history.js';
 import { PromptIntake, type NextPrompt } from './intake.js';
@@ -96,6 +106,8 @@ export class DapoCore {
   stalled: RaasError | undefined;
   /** Warnings for the driver to show (it drains the list). */
   readonly warnings: string[] = [];
+  /** Called when a group leaves without reaching a batch (filtered, dropped, cancelled), in the step window it left in. */
+  onGroupEnd: ((g: GroupRecord, verdict: EndedVerdict, step: number) => void) | undefined;
 
   constructor(
     readonly cfg: TrainConfig,
@@ -275,6 +287,7 @@ export class DapoCore {
     this.runningJobs--;
     const tokens = resultTokens(result);
     g.tokens += tokens;
+    this.window.addTiming(result.timing);
     this.window.tokensGenerated += tokens;
     this.totals.tokens_generated += tokens;
     if (isErrorResult(result) && g.state === 'running') this.window.errors++;
@@ -298,12 +311,14 @@ export class DapoCore {
       this.totals.accepted++;
     } else if (verdict === 'filtered') {
       this.finishGroup(g, 'filtered');
+      this.onGroupEnd?.(g, 'filtered', this.step);
       this.window.filtered++;
       this.totals.filtered++;
       this.window.tokensFiltered += g.tokens;
       this.totals.tokens_filtered += g.tokens;
     } else {
       this.finishGroup(g, 'dropped');
+      this.onGroupEnd?.(g, 'dropped_error', this.step);
       this.window.droppedError++;
       this.totals.dropped_error++;
       this.waste(g.tokens);
@@ -351,6 +366,7 @@ export class DapoCore {
       this.totals.dropped_stale++;
     }
     this.waste(g.tokens);
+    this.onGroupEnd?.(g, reason === 'stale' ? 'dropped_stale' : 'cancelled', this.step);
     const pending = g.requests.filter((_, k) => g.results[k] === undefined).map((r) => r.job_id!);
     this.window.jobsCancelled += pending.length;
     if (pending.length === 0) this.finishGroup(g, 'cancelled');
@@ -358,6 +374,7 @@ export class DapoCore {
   }
 
   private dropStale(g: GroupRecord): void {
+    this.onGroupEnd?.(g, 'dropped_stale', this.step);
     this.window.droppedStale++;
     this.totals.dropped_stale++;
     this.waste(g.tokens);

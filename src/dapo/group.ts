@@ -112,6 +112,54 @@ export function judgeGroup(g: GroupRecord, cfg: TrainConfig): Verdict {
   return 'accepted';
 }
 
+/** How a group left without reaching a batch. */
+export type EndedVerdict = 'filtered' | 'dropped_error' | 'dropped_stale' | 'cancelled';
+
+/** One line of `groups.jsonl`: a group that did not reach a batch, with the rollouts that had ended. */
+export interface EndedGroupLine {
+  step: number;
+  group_id: string;
+  instance_id: string | number | null;
+  data_source: string;
+  verdict: EndedVerdict;
+  policy_version: number;
+  rewards: number[];
+  errors: number;
+  rollouts: Array<Record<string, unknown> & { job_id: string; reward: number }>;
+}
+
+/**
+ * The `groups.jsonl` line of a group that left without a batch: each ended rollout's outcome and
+ * grader details, and with `full` its token view (and messages when the run asks for them).
+ */
+export function endedGroupLine(g: GroupRecord, verdict: EndedVerdict, step: number, full: boolean, withMessages: boolean): EndedGroupLine {
+  const ended = g.results.filter((r): r is Result => r !== undefined);
+  return {
+    step,
+    group_id: g.id,
+    instance_id: g.prompt.instance_id,
+    data_source: g.prompt.data_source,
+    verdict,
+    policy_version: g.submittedVersion,
+    rewards: ended.filter((r) => !isErrorResult(r)).map((r) => r.reward),
+    errors: ended.filter(isErrorResult).length,
+    rollouts: ended.map((r) => ({
+      job_id: r.job_id,
+      trajectory_id: r.trajectory_id,
+      reward: r.reward,
+      policy_version: g.submittedVersion,
+      weight_versions: r.weight_versions ?? [],
+      finish_reason: r.finish_reason,
+      num_turns: r.num_turns,
+      critical_error: r.critical_error,
+      ...(r.error ? { error: r.error } : {}),
+      ...(r.details ? { details: r.details as Record<string, unknown> } : {}),
+      ...(full ? { tokens: r.tokens } : {}),
+      ...(full && withMessages ? { messages: batchMessages(r) } : {}),
+    })),
+  };
+}
+
 /** The batch view of an accepted group at handover under policy version `version`. */
 export function toBatchGroup(g: GroupRecord, version: number, withMessages: boolean): Group {
   const staleness = version - g.submittedVersion;
@@ -131,7 +179,12 @@ export function toBatchGroup(g: GroupRecord, version: number, withMessages: bool
       finish_reason: r.finish_reason,
       num_turns: r.num_turns,
       tokens: r.tokens,
+      // A harness rollout of several sequences carries them all; one of one sequence keeps today's shape.
+      ...(r.segments && r.segments.length > 1 ? { segments: r.segments } : {}),
       ...(withMessages ? { messages: batchMessages(r) } : {}),
+      // Why the rollout got its reward: the grader's details, and a failure's critical_error and error.
+      ...(r.details ? { details: r.details as Record<string, unknown> } : {}),
+      ...(r.critical_error ? { critical_error: r.critical_error, error: r.error } : {}),
     }));
   return { group_id: g.id, instance_id: g.prompt.instance_id, data_source: g.prompt.data_source, rollouts };
 }

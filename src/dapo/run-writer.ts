@@ -5,6 +5,7 @@ import type { Batch } from '../protocol/batch.js';
 import { RaasError } from '../protocol/errors.js';
 import type { TrainConfig } from '../protocol/config-train.js';
 import { TrainCheckpoint } from './checkpoint.js';
+import type { EndedGroupLine } from './group.js';
 import type { PromptRecord } from './history.js';
 import { runPlotSvg } from './plot-run.js';
 
@@ -18,6 +19,7 @@ const OUTPUTS = [
   'config.json',
   'metrics.jsonl',
   'prompts.jsonl',
+  'groups.jsonl',
 ];
 
 /** Writes a file whole or not at all: a temporary file renamed over the target (a kill never leaves half a file). */
@@ -160,6 +162,7 @@ export class RunWriter {
         await rm(path.join(this.dir, 'batches', f), { force: true });
       }
     }
+    await keepLinesBefore(path.join(this.dir, 'groups.jsonl'), ck.steps_done);
     let rows: StepSummary[] = [];
     try {
       rows = (JSON.parse(await readFile(path.join(this.dir, 'summary.json'), 'utf8')) as { steps?: StepSummary[] }).steps ?? [];
@@ -190,13 +193,24 @@ export class RunWriter {
 
   /** Appends the batch and writes its step file; returns the step file's path. */
   async writeBatch(b: Batch): Promise<string> {
+    const line = await this.appendBatch(b);
+    const p = this.batchPath(b.step);
+    await writeAtomic(p, line);
+    return p;
+  }
+
+  /** Appends the batch to batches.jsonl (no step file) and its row to the summary; returns the line. */
+  async appendBatch(b: Batch): Promise<string> {
     const line = JSON.stringify(b);
     await appendFile(path.join(this.dir, 'batches.jsonl'), line + '\n');
     this.bytes += Buffer.byteLength(line) + 1;
-    const p = this.batchPath(b.step);
-    await writeAtomic(p, line);
     this.steps.push(summarise(b));
-    return p;
+    return line;
+  }
+
+  /** Appends lines to `groups.jsonl` (the groups that did not reach a batch, for raas view). */
+  async appendGroups(lines: readonly EndedGroupLine[]): Promise<void> {
+    if (lines.length > 0) await appendFile(path.join(this.dir, 'groups.jsonl'), lines.map((l) => JSON.stringify(l) + '\n').join(''));
   }
 
   /** `prompts.jsonl`, atomically: one line per prompt with every group's rewards, its submissions and skips. */
@@ -205,11 +219,11 @@ export class RunWriter {
   }
 
   /** Writes summary.json and plot.svg from the steps so far plus run-level facts. */
-  async writeSummary(extra: Record<string, unknown>): Promise<void> {
+  async writeSummary(extra: Record<string, unknown>, command = 'raas train'): Promise<void> {
     const summary = { ...extra, steps: this.steps };
     await writeAtomic(path.join(this.dir, 'summary.json'), JSON.stringify(summary, null, 2) + '\n');
     // Panels per step: reward, informative groups/s, filtered share, waste, staleness, step time.
-    await writeAtomic(path.join(this.dir, 'plot.svg'), runPlotSvg(`raas train ${path.basename(this.dir)}: per step`, this.steps));
+    await writeAtomic(path.join(this.dir, 'plot.svg'), runPlotSvg(`${command} ${path.basename(this.dir)}: per step`, this.steps));
   }
 }
 
@@ -234,4 +248,17 @@ export async function readRunConfig(dir: string): Promise<unknown> {
  */
 async function writePromptsJsonl(dir: string, records: readonly PromptRecord[]): Promise<void> {
   await writeAtomic(path.join(dir, 'prompts.jsonl'), records.map((r) => JSON.stringify(r) + '\n').join(''));
+}
+
+/** Keeps the lines of a JSON-lines file whose `step` is below `steps` (a resumed run writes the later steps again). */
+async function keepLinesBefore(file: string, steps: number): Promise<void> {
+  if (!existsSync(file)) return;
+  const kept = (await readFile(file, 'utf8')).split('\n').filter((l) => {
+    try {
+      return l.trim() !== '' && (JSON.parse(l) as { step?: number }).step! < steps;
+    } catch {
+      return false; // a line cut by a kill
+    }
+  });
+  await writeAtomic(file, kept.map((l) => l + '\n').join(''));
 }

@@ -4,6 +4,7 @@ import type { Batch } from '../protocol/batch.js';
 import type { TrainConfig } from '../protocol/config-train.js';
 import type { TrainCheckpoint } from './checkpoint.js';
 import { Coordinator } from './coordinator.js';
+import type { EndedGroupLine } from './group.js';
 import { RunWriter, type StepSummary } from './run-writer.js';
 import { stepLine, stepRecord, type CoordinatorMetrics } from './metrics.js';
 import { MetricsLog } from './metrics-log.js';
@@ -59,6 +60,9 @@ export async function runTraining(cfg: TrainConfig, opts: TrainOptions = {}): Pr
   const coord = ck ? Coordinator.resume(cfg, ck.coordinator) : new Coordinator(cfg);
   const err = opts.stderr;
   const log = new MetricsLog(writer.dir);
+  // Groups that leave without a batch go to groups.jsonl with the step that hands over next.
+  const ended: EndedGroupLine[] = [];
+  coord.onGroupEnd((line) => ended.push(line));
   opts.metrics?.setSource(() => coord.status());
   const t0 = performance.now();
   const earlierWall = ck?.wall_s ?? 0;
@@ -141,6 +145,7 @@ export async function runTraining(cfg: TrainConfig, opts: TrainOptions = {}): Pr
       const batch = await withProgress(coord, cfg, step, err, opts.signal, opts.progressIntervalS ?? 30);
       waiting = false;
       const p = await writer.writeBatch(batch);
+      await writer.appendGroups(ended.splice(0));
       const rec = stepRecord(batch, wall());
       await log.append(rec);
       opts.metrics?.observe(rec);

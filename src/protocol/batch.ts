@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { FinishReason, Message, Tokens } from './process.js';
+import { CriticalError, FinishReason, Message, Segment, Tokens } from './process.js';
 
 /** One rollout of a group, as a trainer consumes it. */
 export const Rollout = z.object({
@@ -16,7 +16,18 @@ export const Rollout = z.object({
   finish_reason: FinishReason,
   num_turns: z.number().int().nonnegative(),
   tokens: Tokens,
+  /**
+   * A rollout of several sequences (an agent harness whose history was rewritten, or that ran a
+   * sub-agent): every one, each trained with the rollout's reward and advantage. Absent for a
+   * rollout of one sequence, which is `tokens` alone.
+   */
+  segments: z.array(Segment).optional(),
   messages: z.array(Message).optional(),
+  /** The grader's details (tests passed and failed, the answer compared), when it gave some. */
+  details: z.record(z.string(), z.unknown()).optional(),
+  /** A failed rollout (kept with reward 0 under on_error: zero_reward): the stage that failed and its error. */
+  critical_error: CriticalError.optional(),
+  error: z.string().nullable().optional(),
 });
 export type Rollout = z.infer<typeof Rollout>;
 

@@ -97,19 +97,60 @@ function issueLine(schema: z.ZodType, issue: z.core.$ZodIssue, prefix: Path, src
     });
   }
   if (issue.code === 'invalid_union' && issue.errors.length) {
-    // No branch matched: report the branch that got furthest (fewest issues).
-    const best = [...issue.errors].sort((a, b) => a.length - b.length)[0]!;
+    // No branch matched: report the branch that got furthest into the value (its deepest issue),
+    // then the one with fewest issues. `embedded: {backends: two}` is the object branch's
+    // `embedded.backends`, not the boolean branch's `embedded`.
+    const best = bestBranch(issue.errors);
     return best.flatMap((i) => issueLine(schema, { ...i, path: [...issue.path, ...i.path] } as z.core.$ZodIssue, prefix, src));
   }
   return [`${within(issue.path)}: \`${keyPath([...prefix, ...issue.path])}\`: ${issueMessage(issue)}`];
 }
 
-/** zod's message, with the value that was given when zod reports it. */
-function issueMessage(issue: z.core.$ZodIssue): string {
+/** The deepest issue of a union branch (nested unions included). */
+function depthOf(issues: ReadonlyArray<z.core.$ZodIssue>): number {
+  let d = 0;
+  for (const i of issues) {
+    const inner = i.code === 'invalid_union' && i.errors.length ? depthOf(bestBranch(i.errors)) : 0;
+    d = Math.max(d, i.path.length + inner);
+  }
+  return d;
+}
+
+/** The union branch that got furthest: its deepest issue first, then the fewest issues; ties go to the first branch. */
+function bestBranch(branches: ReadonlyArray<ReadonlyArray<z.core.$ZodIssue>>): ReadonlyArray<z.core.$ZodIssue> {
+  let best = branches[0]!;
+  for (const b of branches.slice(1)) {
+    const [db, dBest] = [depthOf(b), depthOf(best)];
+    if (db > dBest || (db === dBest && b.length < best.length)) best = b;
+  }
+  return best;
+}
+
+/** A value as a message quotes it: short, on one line (a value nested too deep to serialize is named by its kind). */
+function shown(v: unknown): string {
+  let s: string;
+  try {
+    s = JSON.stringify(v) ?? String(v);
+  } catch {
+    s = Array.isArray(v) ? '[…]' : typeof v === 'object' && v !== null ? '{…}' : String(v);
+  }
+  return s.length > 60 ? `${s.slice(0, 57)}...` : s;
+}
+
+/** What zod reports as the expected type, as a user reads it. */
+function expectedText(expected: string): string {
+  return expected === 'int' ? 'an integer' : expected === 'array' ? 'a list' : expected === 'object' ? 'a mapping' : expected;
+}
+
+/**
+ * zod's message, with the value that was given when zod reports it. A key that is present with the
+ * wrong type says so ("wrong type: expected …, got …"); "required" is kept for a missing one.
+ */
+export function issueMessage(issue: z.core.$ZodIssue): string {
   const input = (issue as { input?: unknown }).input;
   if (issue.code === 'invalid_type') {
-    const expected = issue.expected === 'int' ? 'an integer' : issue.expected;
-    return input === undefined ? `required (expected ${expected})` : `expected ${expected}, got ${JSON.stringify(input)}`;
+    const expected = expectedText(issue.expected);
+    return input === undefined ? `required (expected ${expected})` : `wrong type: expected ${expected}, got ${shown(input)}`;
   }
   const msg = issue.message.replace(/^Invalid input: /, '');
   return input !== undefined && typeof input !== 'object' ? `${msg} (got ${JSON.stringify(input)})` : msg;

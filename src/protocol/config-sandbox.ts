@@ -105,6 +105,24 @@ export const SandboxConfig = z.strictObject({
   /** Extra host paths bound read-only at the same place (bwrap). */
   ro_binds: z.array(z.string()).default([]),
   apptainer: ApptainerConfig.default(ApptainerConfig.parse({})),
+  /**
+   * Image roots: sandboxes rooted in a task's own image (a root directory, a .sif, an OCI layout or a
+   * `docker save` archive), converted once into a cache of unpacked trees owned by the sandbox user.
+   */
+  image_roots: z
+    .strictObject({
+      /** Cache of unpacked image trees; default `<root>/rootfs`. */
+      cache_dir: z.string().optional(),
+      /** Disk budget of the cache; the least recently used trees are removed beyond it. */
+      budget_gb: z.number().positive().default(50),
+      /**
+       * The writable layer over an image: `kernel` overlayfs in the sandbox's user namespace (Linux 6.6
+       * or later, for user xattrs on tmpfs), `fuse` (fuse-overlayfs, older kernels, slower), `auto`
+       * the kernel's where it works.
+       */
+      overlay: z.enum(['auto', 'kernel', 'fuse']).default('auto'),
+    })
+    .default({ budget_gb: 50, overlay: 'auto' }),
   /** Loopback leases (127.x.y.z) for sandboxes that share the host network. */
   leases: z
     .strictObject({

@@ -1,20 +1,9 @@
 import { z } from 'zod';
-import { BackendAddress, LlmApi } from './llm.js';
 import { SweHandlerConfig } from './tasks.js';
-
-/** Worker pool sizes of the three stages. */
-const WorkersConfig = z.strictObject({
-  init: z.number().int().positive().max(100_000).default(16),
-  run: z.number().int().positive().max(100_000).default(64),
-  eval: z.number().int().positive().max(100_000).default(16),
-});
-
-/** A backend registered at boot, as POST /add_llm_server would. */
-const BackendConfig = z.strictObject({
-  address: BackendAddress,
-  api: LlmApi.optional(),
-  weight_version: z.string().max(256).optional(),
-});
+import { BackendConfig, TenantsConfig } from './config-tenants.js';
+import { AutosizeConfig, WorkersConfig } from './config-workers.js';
+import { HarnessHandlerConfig } from './harness.js';
+import { NodeBackend } from './nodes.js';
 
 /** LLM backend pool: routing, affinity, client retries. */
 export const LlmPoolConfig = z.strictObject({
@@ -49,10 +38,48 @@ export const LlmPoolConfig = z.strictObject({
   probe_timeout_s: z.number().min(0.01).max(600).default(5),
 });
 
+/** The live console (`/ui`) and the event stream (`GET /events`). */
+const ConsoleConfig = z.strictObject({
+  /** Serve `/ui` (the console's pages and their JSON). `GET /events` is part of the API and always served. */
+  enabled: z.boolean().default(true),
+  /** Events `GET /events` keeps for clients that resume with Last-Event-ID (older ones answer `reset`). */
+  event_buffer: z.number().int().min(16).max(10_000_000).default(10_000),
+  /** Finished jobs the console lists (the newest; any job within result_ttl_s still opens by id). */
+  recent_jobs: z.number().int().min(0).max(1_000_000).default(10_000),
+  /** Seconds between reads of each backend's /metrics (prefix-cache hits, engine queue) while a console is open; 0: never. */
+  backend_metrics_s: z.number().min(0).max(3_600).default(5),
+});
+
 /** Results journal: finished results appended as JSON lines and reloaded at start. */
 const JournalConfig = z.strictObject({
   /** Directory of `results.jsonl`; null turns the journal off. Give each server its own directory. */
   dir: z.string().min(1).nullable().default(null),
+});
+
+/** `raas serve --join <url>`: register with a registry, heartbeat, and leave it when drained. */
+const JoinConfig = z.strictObject({
+  /** The registry: any raas serve (its /nodes routes) or a raas registry. */
+  url: z.string().url(),
+  /** Bearer token for the registry (its admin token); default: this server's own token. */
+  token: z.string().min(8).optional(),
+  token_file: z.string().min(1).optional(),
+  token_env: z.string().min(1).optional(),
+  /** This server's id in the registry; default: its URL's host:port. */
+  node_id: z.string().min(1).max(256).optional(),
+  /** The URL trainers reach this server at; default http://<host>:<port> (required when host is 0.0.0.0 or ::). */
+  public_url: z.string().url().optional(),
+  heartbeat_interval_s: z.number().min(0.05).max(3600).default(5),
+  /** LLM servers on this node, offered for placement: trainers place them here (node-affine). */
+  backends: z.array(NodeBackend).default([]),
+});
+
+/** The /nodes routes this server hosts (a registry other servers join). */
+const RegistryConfig = z.strictObject({
+  enabled: z.boolean().default(true),
+  /** A node that missed this many heartbeats in a row counts as dead (healthy: false). */
+  missed_heartbeats: z.number().int().positive().max(100).default(3),
+  /** A dead node is forgotten after this many seconds without a heartbeat. */
+  forget_after_s: z.number().positive().default(600),
 });
 
 /**
@@ -72,7 +99,21 @@ export const ServerConfig = z.strictObject({
   insecure: z.boolean().default(false),
   /** Open intake at boot. */
   autostart: z.boolean().default(true),
-  workers: WorkersConfig.default(WorkersConfig.parse({})),
+  /** Slots of each stage: numbers, `auto` (self-sizing), or `{min, max}` bounds of an auto stage; `workers: auto` for all three. */
+  workers: WorkersConfig.default({ init: 16, run: 64, eval: 16 }),
+  /** How `auto` stages are sized. */
+  autosize: AutosizeConfig.default(AutosizeConfig.parse({})),
+  /**
+   * Tenants of a shared server: each with its token, weight, priority class, quotas and LLM
+   * backends. Without this section the server has one tenant and `token` is the only credential;
+   * with it, `token` is the admin token (server-wide routes) and each tenant uses its own.
+   */
+  tenants: TenantsConfig.optional(),
+  /** Register with a registry and heartbeat to it (`raas serve --join <url>`). */
+  join: JoinConfig.optional(),
+  registry: RegistryConfig.default(RegistryConfig.parse({})),
+  /** POST /drain: jobs still unfinished after this many seconds are cancelled (their trainers resubmit them elsewhere). */
+  drain_timeout_s: z.number().positive().default(600),
   /** Counted (in-stage) seconds a job may use; /process may lower or raise it per job. */
   timeout_s: z.number().positive().default(600),
   /** How long finished results answer GET /jobs/:id (and attach resubmissions). */
@@ -86,6 +127,13 @@ export const ServerConfig = z.strictObject({
   max_queued_jobs: z.number().int().positive().default(4_096),
   /** Retry-After seconds on 503 answers. */
   retry_after_s: z.number().int().nonnegative().default(1),
+  /**
+   * POST /process keys the server does not read (a misspelt `sampling_params` key, an unknown
+   * top-level key): `warn` (default, ProRL's leniency: ignored, counted, named in a `Warning`
+   * response header) or `reject` (400 `unknown_key`). A request's `Prefer: handling=strict` or
+   * `handling=lenient` (RFC 7240) overrides it.
+   */
+  unknown_request_keys: z.enum(['warn', 'reject']).default('warn'),
   body_limit_bytes: z
     .number()
     .int()
@@ -111,10 +159,14 @@ export const ServerConfig = z.strictObject({
     .default({ workers: 1, min_chars: 2048 }),
   llm: LlmPoolConfig.default(LlmPoolConfig.parse({})),
   journal: JournalConfig.default(JournalConfig.parse({})),
+  console: ConsoleConfig.default(ConsoleConfig.parse({})),
   /** Handler modules loaded by path (default export: a handler or an array); relative to the config file. */
   handler_modules: z.array(z.string().min(1)).default([]),
   /** Per-handler settings, `handlers.<name>`, handed to the handler as `ctx.config` (`handlers.swe` checked here: its host paths). */
-  handlers: z.object({ swe: SweHandlerConfig.optional() }).catchall(z.record(z.string(), z.unknown())).default({}),
+  handlers: z
+    .object({ swe: SweHandlerConfig.optional(), harness: HarnessHandlerConfig.optional() })
+    .catchall(z.record(z.string(), z.unknown()))
+    .default({}),
   /** Sandbox runtime settings, validated by the sandbox's own SandboxConfig when the first sandbox opens. */
   sandbox: z.record(z.string(), z.unknown()).default({}),
   log_level: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('warn'),

@@ -163,6 +163,12 @@ export const TrainConfig = z.strictObject({
   return_messages: z.boolean().default(false),
   trainer: TrainerConfig.default(TrainerConfig.parse({})),
   output_dir: z.string().default('runs'),
+  /**
+   * `runs/<name>/groups.jsonl`: one line per group that did not reach a batch (filtered, dropped,
+   * cancelled), for `raas view`. `summary`: each rollout's reward, finish, error and grader details;
+   * `full`: also its token ids (and messages with return_messages), so any rollout opens; `off`: none.
+   */
+  groups_log: z.enum(['off', 'summary', 'full']).default('summary'),
   smoke: SmokeConfig.default(SmokeConfig.parse({})),
   eval: EvalConfig.default({}),
   health_interval_ms: z.number().int().positive().optional(),

@@ -11,7 +11,15 @@ export const ERROR_CODES = {
     doc: "POST /add_llm_server (and raas serve's configured backends): the backend's /tokenize ids differ from raas's tokenizer; set `tokenizer` to the served model.",
   },
   invalid_instance: { status: 400, doc: "The instance failed its handler's schema; the message names the field." },
+  unknown_key: {
+    status: 400,
+    doc: "POST /process in strict mode (`Prefer: handling=strict`, or the server's `unknown_request_keys: reject`): a key the server does not read; the message names it and the nearest valid one.",
+  },
   unauthorized: { status: 401, doc: 'Missing or wrong bearer token.' },
+  forbidden: {
+    status: 403,
+    doc: "The token is valid but not for this route: server-wide routes (/stop, /start, /drain, /workers, /metrics, node registration) take the admin token, /process a tenant's token.",
+  },
   job_not_found: {
     status: 404,
     doc: 'GET /jobs/:id: no job with that id (never seen, expired, or in flight at a crash). Resubmit it with the same id and attach: true.',
@@ -24,6 +32,18 @@ export const ERROR_CODES = {
   server_stopped: { status: 503, doc: 'Intake is closed (POST /stop); POST /start opens it.' },
   no_llm_backends: { status: 503, doc: 'No LLM backend is registered; POST /add_llm_server first.' },
   queue_full: { status: 503, doc: 'max_queued_jobs reached; retry after the Retry-After header.' },
+  tenant_quota: {
+    status: 503,
+    doc: "The tenant's max_queued jobs are waiting for a stage; retry after the Retry-After header (other tenants are not affected).",
+  },
+  server_draining: {
+    status: 503,
+    doc: 'The server is draining (POST /drain): it finishes what it holds and takes nothing new; send new jobs to another server (attach to its own jobs still works).',
+  },
+  backend_owned: {
+    status: 409,
+    doc: 'POST /add_llm_server: another tenant registered this address; each backend belongs to one tenant (its jobs use only it).',
+  },
   backend_unavailable: { status: 502, doc: 'An LLM backend failed past its retry budget.' },
   context_length_exceeded: { status: 400, doc: "The prompt plus max_tokens exceeds the backend's context." },
   config_invalid: { status: 400, doc: 'A configuration file or flag is invalid; the message names the key.' },
@@ -37,6 +57,10 @@ export const ERROR_CODES = {
     doc: 'A sandbox hit one of its limits (sandbox.max_read_bytes, sandbox.disk_mb, memory, processes); the message names the limit and its config key.',
   },
   tool_error: { status: 400, doc: 'A tool request was malformed or refused.' },
+  gateway_closed: {
+    status: 409,
+    doc: "Agent gateway: the job this gateway belongs to has ended; a harness's late call is refused (answered in that API's error shape).",
+  },
   cancelled: { status: 499, doc: 'The operation was cancelled.' },
   timeout: { status: 504, doc: 'The operation ran past its time limit.' },
   internal: { status: 500, doc: 'An unexpected server error; the message says what failed.' },

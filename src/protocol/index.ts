@@ -25,6 +25,7 @@ export {
 } from './process.js';
 export { LlmApi, AddLlmServerRequest, RemoveLlmServerRequest, BackendInfo, LlmServersResponse } from './llm.js';
 export { StatusResponse, OkResponse } from './status.js';
+export { JobEvent, BackendEvent, ServerEvent, ResetEvent } from './events.js';
 export { PauseMode, PauseRequest, PauseResponse, ResumeResponse, GenerationStatus } from './pause.js';
 export { Rollout, Group, BatchStats, Batch, UpdateWeightsRequest } from './batch.js';
 export {

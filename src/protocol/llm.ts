@@ -43,6 +43,8 @@ export const AddLlmServerRequest = z.strictObject({
   weight_version: z.string().max(256).optional(),
   /** Ask the backend once for its model (default true); the answer says what it found. */
   probe: z.boolean().optional(),
+  /** Admin token of a multi-tenant server: the tenant whose pool it joins (a tenant's token names its own). */
+  tenant: z.string().min(1).max(64).optional(),
 });
 
 /** What the one probe of POST /add_llm_server found. */
@@ -58,7 +60,13 @@ export const BackendProbe = z.object({
 export type BackendProbe = z.infer<typeof BackendProbe>;
 export type AddLlmServerRequest = z.infer<typeof AddLlmServerRequest>;
 
-export const RemoveLlmServerRequest = z.strictObject({ address: z.string().min(1).max(2048) });
+export const RemoveLlmServerRequest = z.strictObject({
+  address: z.string().min(1).max(2048),
+  tenant: z.string().min(1).max(64).optional(),
+});
+
+/** POST /clear_llm_server body (optional): the admin of a multi-tenant server names the tenant. */
+export const ClearLlmServerRequest = z.strictObject({ tenant: z.string().min(1).max(64).optional() });
 
 /** A backend as /status and the llm routes report it. */
 export const BackendInfo = z.object({
@@ -68,6 +76,8 @@ export const BackendInfo = z.object({
   active: z.number().int(),
   assigned: z.number().int(),
   healthy: z.boolean().optional(),
+  /** Multi-tenant servers: the tenant it belongs to (its jobs alone use it). */
+  tenant: z.string().optional(),
 });
 export type BackendInfo = z.infer<typeof BackendInfo>;
 

@@ -73,6 +73,8 @@ export const ProcessRequest = z
       .optional(),
     group_id: z.string().min(1).max(256).optional(),
     policy_version: z.number().int().nonnegative().optional(),
+    /** raas: the job's priority class at every stage (higher first); default its tenant's, at most its tenant's max_priority. */
+    priority: z.number().int().min(0).max(100).optional(),
   })
   .refine((r) => r.attach !== true || !!r.job_id, {
     message: 'attach: true needs a job_id to attach to: send the job_id of the job',
@@ -118,6 +120,22 @@ export const Tokens = z.object({
   spans: z.array(Span).optional(),
 });
 export type Tokens = z.infer<typeof Tokens>;
+
+/**
+ * One sequence of a rollout that holds several (an agent harness behind the gateway: a rewritten
+ * history, a sub-agent, a retried call). `prompt_ids ++ response_ids` is exactly what the backend
+ * saw on the segment's last call; `parent` names the segment it branched from and how many leading
+ * ids they share (those ids are in this segment's prompt_ids, trained on in the parent).
+ */
+export const Segment = Tokens.extend({
+  index: z.number().int().nonnegative(),
+  parent: z.object({ segment: z.number().int().nonnegative(), shared: z.number().int().nonnegative() }).nullable(),
+  /** Model turns generated in this segment. */
+  num_turns: z.number().int().nonnegative(),
+  /** Per model turn, the weight version it started under. */
+  weight_versions: z.array(z.string()),
+});
+export type Segment = z.infer<typeof Segment>;
 
 export const FINISH_REASONS = [
   'finish',
@@ -189,11 +207,17 @@ export const Result = z.looseObject({
   num_turns: z.number().int().nonnegative(),
   timing: Timing,
   tokens: Tokens,
+  /** Every sequence of a rollout that has several (harness jobs); `tokens` is then the one with the most generated ids. */
+  segments: z.array(Segment).optional(),
 });
 export type Result = z.infer<typeof Result>;
 
 /** POST /cancel body (unknown keys ignored, as in ProRL). */
-export const CancelRequest = z.object({ job_id: z.string().max(256) });
+export const CancelRequest = z.object({
+  job_id: z.string().max(256),
+  /** raas, admin token of a multi-tenant server: only this tenant's jobs (default: every tenant's). */
+  tenant: z.string().min(1).max(64).optional(),
+});
 export const CancelResponse = z.object({ status: z.string(), job_id: z.string(), cancelled: z.boolean(), state: z.string() });
 export type CancelResponse = z.infer<typeof CancelResponse>;
 

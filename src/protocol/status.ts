@@ -2,14 +2,47 @@ import { z } from 'zod';
 import { BackendInfo } from './llm.js';
 import { GenerationStatus } from './pause.js';
 
-const Pool = z.object({ size: z.number().int(), busy: z.number().int() });
+/** One stage's pool: its slots now and those in use; an `auto` pool also gives its bounds (ours). */
+const Pool = z.object({
+  size: z.number().int(),
+  busy: z.number().int(),
+  mode: z.enum(['fixed', 'auto']).optional(),
+  min: z.number().int().optional(),
+  max: z.number().int().optional(),
+  /** Why an auto pool has its size (its last sizing decision). */
+  reason: z.string().optional(),
+});
+
+/** Counts of one tenant's jobs (its /status view and the admin's list). */
+export const TenantStatus = z.object({
+  name: z.string(),
+  weight: z.number(),
+  priority: z.number().int(),
+  max_running: z.number().int().nullable(),
+  max_queued: z.number().int().nullable(),
+  jobs: z.number().int(),
+  queued: z.number().int(),
+  in_stage: z.number().int(),
+  backends: z.number().int(),
+});
+export type TenantStatus = z.infer<typeof TenantStatus>;
+
+/** What the whole server holds, shown to a tenant beside its own jobs. */
+const FleetTotals = z.object({
+  jobs: z.number().int(),
+  queued: z.number().int(),
+  in_stage: z.number().int(),
+  queues: z.object({ init: z.number().int(), run: z.number().int(), eval: z.number().int() }),
+  workers: z.object({ init: Pool, run: Pool, eval: Pool }),
+  tenants: z.number().int(),
+});
 
 /**
  * GET /status answer (on a running server; a stopped one answers 503, as ProRL does). ProRL's keys
  * first, then ours.
  */
 export const StatusResponse = z.looseObject({
-  status: z.enum(['running', 'stopped', 'stopping']),
+  status: z.enum(['running', 'stopped', 'stopping', 'draining']),
   /** ProRL: /process calls not answered yet; here, jobs not finished. */
   pending_jobs: z.number().int(),
   /** ProRL: whether the server accepts jobs. */
@@ -32,6 +65,12 @@ export const StatusResponse = z.looseObject({
   sandbox: z.record(z.string(), z.unknown()).nullable().optional(),
   /** Whether model calls are paused (POST /pause), calls in flight, jobs waiting for /resume. */
   generation: GenerationStatus.optional(),
+  /** Multi-tenant servers: the tenant this view is of (its jobs and backends above)... */
+  tenant: TenantStatus.optional(),
+  /** ...and the server's totals beside them. */
+  fleet: FleetTotals.optional(),
+  /** The admin's view of a multi-tenant server: every tenant's counts. */
+  tenants: z.array(TenantStatus).optional(),
 });
 export type StatusResponse = z.infer<typeof StatusResponse>;
 

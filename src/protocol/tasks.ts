@@ -52,6 +52,18 @@ export function taskOf(dataSource: unknown): 'math' | 'code' | 'swe' | undefined
   return alias(dataSource) ?? alias(dataSource.toLowerCase()) ?? (isDeepcoderName(dataSource) ? 'code' : undefined);
 }
 
+/**
+ * The error of a field that is absent (`missing`, which says how to provide it) or present with the
+ * wrong type ("wrong type: expected …, got …"), so a present field is never reported as required.
+ */
+function fieldError(missing: string, expected: string): (iss: { input?: unknown }) => string {
+  return (iss) => {
+    if (iss.input === undefined) return missing;
+    const got = JSON.stringify(iss.input) ?? String(iss.input);
+    return `wrong type: expected ${expected}, got ${got.length > 60 ? `${got.slice(0, 57)}...` : got}`;
+  };
+}
+
 /** A chat message of a veRL prompt. */
 export const PromptMessage = z.object({ role: z.enum(['system', 'user', 'assistant']), content: z.string() });
 export type PromptMessage = z.infer<typeof PromptMessage>;
@@ -70,10 +82,15 @@ const base = {
 /** A math problem: the answer is graded against the final `\boxed{}` (or the finish tool's answer). */
 export const MathInstance = z.looseObject({
   ...base,
-  problem: z.string({ error: 'instance.problem is required (the question text), or send a veRL row with prompt' }).min(1),
+  problem: z
+    .string({ error: fieldError('instance.problem is required (the question text), or send a veRL row with prompt', 'a string') })
+    .min(1),
   answer: z
     .union([z.string(), z.number()], {
-      error: 'instance.answer is required (the ground truth), or reward_model.ground_truth in a veRL row',
+      error: fieldError(
+        'instance.answer is required (the ground truth), or reward_model.ground_truth in a veRL row',
+        'a string or a number',
+      ),
     })
     .transform(String),
 });
@@ -95,9 +112,14 @@ export type CodeTest = z.infer<typeof CodeTest>;
 /** A stdin/stdout programming task; `tests` are hidden from the model. */
 export const CodeInstance = z.looseObject({
   ...base,
-  problem: z.string({ error: 'instance.problem is required (the task statement)' }).min(1),
+  problem: z.string({ error: fieldError('instance.problem is required (the task statement)', 'a string') }).min(1),
   tests: z
-    .array(CodeTest, { error: 'instance.tests is required: a list of {input, output} (or reward_model.ground_truth in a veRL row)' })
+    .array(CodeTest, {
+      error: fieldError(
+        'instance.tests is required: a list of {input, output} (or reward_model.ground_truth in a veRL row)',
+        'a list of {input, output}',
+      ),
+    })
     .min(1, 'instance.tests needs at least one {input, output}'),
   reference_solution: z.string().optional(),
   time_limit_s: z.number().positive().max(600).default(5),
@@ -151,7 +173,7 @@ const REPO_MESSAGE = 'instance.repo must be "owner/name" (letters, digits, "_", 
 export const SweInstance = z
   .looseObject({
     ...base,
-    problem_statement: z.string({ error: 'instance.problem_statement is required (the issue text)' }).min(1),
+    problem_statement: z.string({ error: fieldError('instance.problem_statement is required (the issue text)', 'a string') }).min(1),
     /** The repository as a files map (path relative to the repository root → content). */
     files: z.record(z.string().min(1), z.string()).optional(),
     /**

@@ -1,6 +1,6 @@
 import type { z } from 'zod';
 import { RaasError, fieldPath, type ErrorCode } from './errors.js';
-import { keysAt, nearestKey } from './config-errors.js';
+import { issueMessage, keysAt, nearestKey } from './config-errors.js';
 
 /**
  * One readable line per zod issue, each naming its field: `sampling_params.top_p: Too big: ...`.
@@ -18,14 +18,15 @@ function describeIssues(error: z.ZodError, prefix = '', schema?: z.ZodType): str
         const near = keys.length === 1 ? nearestKey(keys[0]!, valid) : undefined;
         return `unknown field${keys.length > 1 ? 's' : ''} ${keys.map((k) => JSON.stringify(k)).join(', ')}${where}: ${near ? `did you mean ${JSON.stringify(near)}? ` : ''}remove ${keys.length > 1 ? 'them' : 'it'}${near ? ' or correct it' : ''}`;
       }
-      return `${path}: ${i.message}`;
+      // zod's own type message becomes "wrong type: expected …, got …" (or "required"); a schema's own message stays.
+      return `${path}: ${i.code === 'invalid_type' && i.message.startsWith('Invalid input') ? issueMessage(i) : i.message}`;
     })
     .join('; ');
 }
 
 /** Parses `value` with `schema` or throws a RaasError (default `bad_request`) whose message names the field. */
 export function parseOrThrow<S extends z.ZodType>(schema: S, value: unknown, code: ErrorCode = 'bad_request', prefix = ''): z.infer<S> {
-  const r = schema.safeParse(value);
+  const r = schema.safeParse(value, { reportInput: true });
   if (r.success) return r.data;
   throw new RaasError(code, describeIssues(r.error, prefix, schema));
 }

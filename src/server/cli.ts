@@ -1,9 +1,10 @@
 import path from 'node:path';
 import { Option, type Command } from 'commander';
 import type { ServerConfigInput } from '../protocol/config-server.js';
-import { SET_HELP, collect, intArg, numberArg, portArg } from '../util/config-flags.js';
+import { setHelp, collect, intArg, numberArg, portArg } from '../util/config-flags.js';
 import { loadServerConfig } from './config.js';
 import { startRolloutServer } from './index.js';
+import { examples } from '../util/help.js';
 
 interface ServeFlags {
   config?: string;
@@ -58,6 +59,17 @@ export function registerServe(program: Command): void {
   program
     .command('serve')
     .description('run the rollout server (HTTP API of docs/api.md)')
+    .addHelpText(
+      'after',
+      examples([
+        ['raas serve --config configs/server.yaml', 'every setting in the file (paths relative to it); flags override it'],
+        [
+          'raas serve --llm http://127.0.0.1:9000 --workers-run 32 --set llm.routing=assigned',
+          'on 127.0.0.1:8006 with a vLLM backend and 32 RUN workers',
+        ],
+        ['raas serve --host 0.0.0.0 --token-env RAAS_TOKEN', 'a cluster node: every route but /health needs the bearer token'],
+      ]),
+    )
     .option('--config <file>', 'YAML server config (configs/server.yaml); flags override it')
     .option('--host <host>', 'address to bind (default 127.0.0.1; non-loopback needs --token or --insecure)')
     .option('--port <n>', 'port (0 picks a free one; default 8006)', portArg('--port'))
@@ -80,13 +92,14 @@ export function registerServe(program: Command): void {
     .addOption(
       new Option('--log-level <level>', 'server log level').choices(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']),
     )
-    .option('--set <key=value>', SET_HELP, collect)
+    .option('--set <key=value>', setHelp('workers.run=32'), collect)
     .action(async (flags: ServeFlags) => {
       const { config, baseDir } = await loadServerConfig(flags.config, overridesOf(flags), flags.set);
       const server = await startRolloutServer(config, { baseDir });
       // The tokenizer loads at the first job that needs it (~1.5 s of CPU), so sandbox-less or
       // tokenizer-less handler sets start at once.
       process.stdout.write(`raas serve listening on ${server.url} (routing ${config.llm.routing}, ${server.pool.size} LLM backend(s))\n`);
+      if (config.console.enabled) process.stdout.write(`raas serve: console at ${server.url}/ui (docs/console.md)\n`);
       let stopping = false;
       const stop = (signal: string): void => {
         if (stopping) return;

@@ -4,7 +4,8 @@ import { parse as parseYaml } from 'yaml';
 import { RaasError } from '../protocol/errors.js';
 import { ServerConfig, type ServerConfigInput } from '../protocol/config-server.js';
 import { checkAll, checkConfig } from '../protocol/config-errors.js';
-import { applySets, parseSets } from '../util/config-sets.js';
+import { applySets, parseSets, resolveSetPaths } from '../util/config-sets.js';
+import { SERVER_PATH_KEYS, resolveConfigPaths } from '../protocol/config-paths.js';
 import { SandboxConfig } from '../protocol/config-sandbox.js';
 import { resolveToken } from '../util/secret.js';
 
@@ -50,11 +51,16 @@ export async function loadServerConfig(
     }
     if (parsed !== null && parsed !== undefined && !isPlain(parsed))
       throw new RaasError('config_invalid', `--config ${file}: expected a mapping of settings at the top level`);
-    fromFile = (parsed as Record<string, unknown>) ?? {};
+    // Paths written in the file are relative to its folder (SERVER_PATH_KEYS), wherever the server is started.
+    fromFile = resolveConfigPaths((parsed as Record<string, unknown>) ?? {}, baseDir, SERVER_PATH_KEYS);
   }
   // One line per problem: the file (or the --set flag), the full key path, the nearest valid key.
   const src = { file: file ?? 'raas serve', sets: assignments };
-  const doc = applySets(merge(fromFile, overrides as Record<string, unknown>), assignments);
+  // --set paths are relative to the working directory, where they were typed.
+  const doc = applySets(
+    merge(fromFile, overrides as Record<string, unknown>),
+    resolveSetPaths(assignments, process.cwd(), SERVER_PATH_KEYS),
+  );
   let config: ServerConfig | undefined;
   checkAll([
     () => (config = checkConfig(ServerConfig, doc, src)),

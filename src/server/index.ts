@@ -15,8 +15,11 @@ import { loadHandlerModules } from './handlers/load.js';
 import type { AgentHandler } from './handlers/types.js';
 import { BackendPool, defaultClientFactory, type ClientFactory } from './llm/pool.js';
 import { ServerMetrics } from './metrics.js';
+import { ConsoleFeed } from './console/feed.js';
+import { EngineStatsReader } from './console/engine-stats.js';
 import { ResultsJournal } from './pipeline/journal.js';
 import { Pipeline } from './pipeline/pipeline.js';
+import { TenantSet } from './tenants/tenants.js';
 
 export { HandlerRegistry, builtinHandlers } from './handlers/registry.js';
 export { loadHandlerModules } from './handlers/load.js';
@@ -53,11 +56,25 @@ export interface RolloutServer {
   config: ServerConfig;
   app: FastifyInstance;
   pipeline: Pipeline;
+  /** The LLM backend pool of the implicit tenant (of the first tenant on a multi-tenant server). */
   pool: BackendPool;
+  /** The server's tenants (one implicit tenant without a `tenants:` section). */
+  tenants: TenantSet;
+  /** Job and backend events (GET /events) and what the console keeps of them. */
+  feed: ConsoleFeed;
   /** Loads the tokenizer now instead of at the first job (raas serve does this before announcing its URL). */
   warmTokenizer(): Tokenizer;
   /** Stops intake, cancels every job, closes sandboxes, answers every waiter, then closes HTTP. Safe twice. */
   close(): Promise<void>;
+}
+
+/** A logger whose lines name the tenant (its pool's breaker messages). */
+function tagged<L extends { info(o: unknown, m?: string): void; warn(o: unknown, m?: string): void }>(log: L, tenant: string): L {
+  return {
+    ...log,
+    info: (o: unknown, m?: string) => log.info({ tenant, ...(o as object) }, m),
+    warn: (o: unknown, m?: string) => log.warn({ tenant, ...(o as object) }, m),
+  };
 }
 
 /** Resolves the `tokenizer` setting: `qwen3` (bundled) or a tokenizer folder. */
@@ -72,7 +89,8 @@ export function resolveTokenizer(name: string, baseDir = process.cwd()): Tokeniz
  */
 export async function startRolloutServer(config: ServerConfigInput = {}, opts: RolloutServerOptions = {}): Promise<RolloutServer> {
   const cfg = parseOrThrow(ServerConfig, config, 'config_invalid');
-  assertBindAllowed(cfg.host, cfg.token, cfg.insecure);
+  // Tenants authenticate with their own tokens, so a multi-tenant server is never open.
+  assertBindAllowed(cfg.host, cfg.token ?? (cfg.tenants ? 'tenant tokens' : undefined), cfg.insecure);
   const registry = opts.registry ?? new HandlerRegistry(builtinHandlers());
   for (const h of await loadHandlerModules(cfg.handler_modules, opts.baseDir)) registry.register(h, { replace: true });
   for (const h of opts.handlers ?? []) registry.register(h, { replace: true });
@@ -91,8 +109,10 @@ export async function startRolloutServer(config: ServerConfigInput = {}, opts: R
   const metrics = new ServerMetrics({
     queueDepth: (s) => pipeline.pools[s].depth,
     busyWorkers: (s) => pipeline.pools[s].busy,
-    backends: () => pool.list(),
+    workerSize: (s) => pipeline.pools[s].size,
+    backends: () => tenants.list.flatMap((t) => t.pool.list()),
     offloadedChars: () => encoderPool?.offloadedChars ?? 0,
+    tenants: () => tenants.list.map((t) => ({ name: t.name, queued: t.queued, running: t.inStage })),
   });
   // The pipeline logs through fastify's logger, which exists only once the app does.
   const logRef: { log?: FastifyInstance['log'] } = {};
@@ -102,19 +122,47 @@ export async function startRolloutServer(config: ServerConfigInput = {}, opts: R
     warn: (o: unknown, m?: string) => logRef.log?.warn(o, m),
     error: (o: unknown, m?: string) => logRef.log?.error(o, m),
   };
-  const pool = new BackendPool(
-    cfg.llm,
-    opts.clientFactory ?? defaultClientFactory({ model: cfg.llm.model, requestTimeoutMs: cfg.llm.request_timeout_s * 1000 }),
-    Math.random,
-    { clock, log },
+  const wallNow = opts.wallNow ?? Date.now;
+  const feed = new ConsoleFeed(
+    { eventBuffer: cfg.console.event_buffer, recentJobs: cfg.console.recent_jobs, tenants: !!cfg.tenants },
+    wallNow,
   );
+  const factory = opts.clientFactory ?? defaultClientFactory({ model: cfg.llm.model, requestTimeoutMs: cfg.llm.request_timeout_s * 1000 });
+  const makePool = (tenant: string): BackendPool =>
+    new BackendPool(cfg.llm, factory, Math.random, {
+      clock,
+      log: tenant === 'default' ? log : tagged(log, tenant),
+      // Backend events name their tenant on a server with tenants.
+      onChange: (b, change) => feed.backendChange(b, change, cfg.tenants ? tenant : undefined),
+    });
+  if (cfg.tenants && cfg.llm.backends.length > 0)
+    throw new RaasError(
+      'config_invalid',
+      'llm.backends: with tenants, each backend belongs to one tenant: list it under tenants[].backends',
+      {
+        retryable: false,
+      },
+    );
+  const tenants = cfg.tenants
+    ? TenantSet.fromConfig(cfg.tenants, makePool, opts.baseDir ?? process.cwd(), cfg.token)
+    : TenantSet.single(makePool('default'));
+  const pool = tenants.list[0]!.pool;
+  const boot = cfg.tenants
+    ? cfg.tenants.flatMap((t, i) => t.backends.map((b) => ({ ...b, pool: tenants.list[i]!.pool })))
+    : cfg.llm.backends.map((b) => ({ ...b, pool }));
+  const engine = new EngineStatsReader({
+    everyS: cfg.console.backend_metrics_s,
+    clock,
+    wallNow,
+    backends: () => tenants.list.flatMap((t) => t.pool.list().map((b) => b.address)),
+  });
   // Each configured backend's tokenizer is checked against ours first: a mismatch stops the start.
   const tokenizerGuard = new TokenizerGuard(tokenizer);
-  for (const b of cfg.llm.backends) {
+  for (const b of boot) {
     const c = await tokenizerGuard.check(b.address, b.api ?? 'vllm');
     if (c.warning && cfg.log_level !== 'silent') process.stderr.write(`raas: ${c.warning}\n`);
   }
-  for (const b of cfg.llm.backends) pool.add(b.address, b.api ?? 'vllm', b.weight_version);
+  for (const b of boot) b.pool.add(b.address, b.api ?? 'vllm', b.weight_version);
   pipeline = new Pipeline({
     config: cfg,
     registry,
@@ -124,25 +172,31 @@ export async function startRolloutServer(config: ServerConfigInput = {}, opts: R
     wallNow: opts.wallNow,
     log,
     journal: cfg.journal.dir ? new ResultsJournal(path.resolve(cfg.journal.dir)) : undefined,
+    tenants,
     observer: {
-      jobEnded: (s) => metrics.jobEnded(s),
+      jobEnded: (s, t) => metrics.jobEnded(s, t),
+      queueWait: (s, t, sec) => metrics.waited(s, t, sec),
+      slotHeld: (s, t, sec) => metrics.held(s, t, sec),
+      foreignLookup: (t) => metrics.foreignLookup(t),
       stage: (s, sec) => metrics.stage(s, sec),
       llmCall: (api, sec) => metrics.llmCall(api, sec),
       move: () => metrics.move(),
       ignoredKey: (k) => metrics.ignoredKey(k),
+      jobState: (job, from, result) => feed.jobState(job, from, result),
     },
   });
   // Only a server configured for sandboxes loads the sandbox code at start.
   if (Object.keys(cfg.sandbox).length > 0) await pipeline.sandboxes.validate();
   await pipeline.openJournal();
-  const app = buildApp({ config: cfg, pipeline, pool, metrics, tokenizerGuard });
+  const app = buildApp({ config: cfg, pipeline, metrics, tokenizerGuard, console: { feed, engine, tokenizer, clock, wallNow } });
   logRef.log = app.log;
   try {
     // A coordinator opens one connection per held /process answer: thousands may arrive at once.
     await app.listen({ host: cfg.host, port: cfg.port, backlog: 4096 });
   } catch (err) {
     await pipeline.close();
-    pool.close();
+    tenants.close();
+    engine.close();
     throw new RaasError('config_invalid', `cannot listen on ${cfg.host}:${cfg.port}: ${(err as Error).message}`, { cause: err });
   }
   const addr = app.server.address();
@@ -156,11 +210,14 @@ export async function startRolloutServer(config: ServerConfigInput = {}, opts: R
     app,
     pipeline,
     pool,
+    tenants,
+    feed,
     warmTokenizer: tokenizer,
     close() {
       closing ??= (async () => {
         await pipeline.close();
-        pool.close();
+        tenants.close();
+        engine.close();
         await app.close();
         await encoderPool?.close();
       })();

@@ -8,6 +8,10 @@ export interface MetricsSource {
   backends(): Array<{ address: string; active: number; assigned: number }>;
   /** Characters the tokenizer pool encoded off the event loop (0 without a pool). */
   offloadedChars?(): number;
+  /** Slots of each stage pool now (they move with `workers: auto`). */
+  workerSize?(stage: Stage): number;
+  /** Each tenant's jobs waiting for a stage and inside one. */
+  tenants?(): Array<{ name: string; queued: number; running: number }>;
 }
 
 let processRegistry: Registry | undefined;
@@ -44,6 +48,11 @@ export class ServerMetrics {
   private readonly ignoredLabels = new Set<string>();
   private readonly stageChildren: Partial<Record<Stage, { observe(v: number): void }>> = {};
   private readonly jobChildren = new Map<string, { inc(): void }>();
+  private readonly tenantJobs: Counter<'tenant' | 'state'>;
+  private readonly queueWait: Histogram<'stage' | 'tenant'>;
+  private readonly tenantStage: Histogram<'stage' | 'tenant'>;
+  private readonly foreign: Counter<'tenant'>;
+  private readonly children = new Map<string, { observe(v: number): void; inc(): void }>();
 
   constructor(source: MetricsSource) {
     const registers = [this.registry];
@@ -94,7 +103,56 @@ export class ServerMetrics {
         this.set(source.offloadedChars?.() ?? 0);
       },
     });
+    new Gauge({
+      name: 'raas_workers_size',
+      help: 'Slots of each stage pool (sized by the server when workers are auto)',
+      labelNames: ['stage'],
+      registers,
+      collect() {
+        for (const s of ['init', 'run', 'eval'] as const) this.set({ stage: s }, source.workerSize?.(s) ?? 0);
+      },
+    });
+    new Gauge({
+      name: 'raas_tenant_jobs',
+      help: "Each tenant's jobs waiting for a stage (queued) and inside one (running)",
+      labelNames: ['tenant', 'state'],
+      registers,
+      collect() {
+        this.reset();
+        for (const t of source.tenants?.() ?? []) {
+          this.set({ tenant: t.name, state: 'queued' }, t.queued);
+          this.set({ tenant: t.name, state: 'running' }, t.running);
+        }
+      },
+    });
     this.jobs = new Counter({ name: 'raas_jobs_total', help: 'Jobs by terminal state', labelNames: ['state'], registers });
+    this.tenantJobs = new Counter({
+      name: 'raas_tenant_jobs_total',
+      help: 'Jobs by tenant and terminal state',
+      labelNames: ['tenant', 'state'],
+      registers,
+    });
+    const waits = [0.001, 0.01, 0.1, 0.5, 1, 5, 15, 60, 300, 1800];
+    this.queueWait = new Histogram({
+      name: 'raas_queue_wait_seconds',
+      help: 'Time a job waited for a slot of each stage, by tenant',
+      labelNames: ['stage', 'tenant'],
+      registers,
+      buckets: waits,
+    });
+    this.tenantStage = new Histogram({
+      name: 'raas_tenant_stage_seconds',
+      help: "Time a tenant's job held a slot of each stage (its sum over tenants is each tenant's share of the stage)",
+      labelNames: ['stage', 'tenant'],
+      registers,
+      buckets: [0.001, 0.01, 0.05, 0.1, 0.5, 1, 5, 15, 60, 300, 1800],
+    });
+    this.foreign = new Counter({
+      name: 'raas_cross_tenant_lookups_total',
+      help: 'Lookups (GET /jobs/:id, /cancel, attach) by a tenant of a job id only another tenant has: answered as unknown',
+      labelNames: ['tenant'],
+      registers,
+    });
     this.stageSeconds = new Histogram({
       name: 'raas_stage_duration_seconds',
       help: 'Time inside each stage',
@@ -118,10 +176,32 @@ export class ServerMetrics {
     });
   }
 
-  jobEnded(state: string): void {
+  jobEnded(state: string, tenant = 'default'): void {
     let child = this.jobChildren.get(state);
     if (!child) this.jobChildren.set(state, (child = this.jobs.labels({ state })));
     child.inc();
+    this.child(`j\0${tenant}\0${state}`, () => this.tenantJobs.labels({ tenant, state })).inc();
+  }
+  /** A job of `tenant` waited `seconds` for a slot of `stage`. */
+  waited(stage: Stage, tenant: string, seconds: number): void {
+    this.child(`w\0${stage}\0${tenant}`, () => this.queueWait.labels({ stage, tenant })).observe(seconds);
+  }
+  /** A job of `tenant` held a slot of `stage` for `seconds`. */
+  held(stage: Stage, tenant: string, seconds: number): void {
+    this.child(`h\0${stage}\0${tenant}`, () => this.tenantStage.labels({ stage, tenant })).observe(seconds);
+  }
+  /** `tenant` asked for a job id only another tenant has. */
+  foreignLookup(tenant: string): void {
+    this.foreign.inc({ tenant });
+  }
+  /** Label lookups cost more than the observation: one child per label set, made once. */
+  private child<T extends { observe?(v: number): void; inc?(): void }>(
+    key: string,
+    make: () => T,
+  ): { observe(v: number): void; inc(): void } {
+    let c = this.children.get(key);
+    if (!c) this.children.set(key, (c = make() as unknown as { observe(v: number): void; inc(): void }));
+    return c;
   }
   stage(stage: Stage, seconds: number): void {
     // Label lookups cost more than the observation: keep one child per stage.

@@ -14,17 +14,21 @@ import { rng, seedOf } from '../util/hash.js';
  *   so more than half the groups of 8 have equal rewards); a spread of `k` makes most instances get
  *   easier, some faster than others, and a few harder (a policy forgets too). An `unsolvable` share
  *   never passes (a wrong reference answer, a task beyond the model).
+ * - `fixed`: every instance passes with `pass_rate`, whatever the updates: 1 plays every instance
+ *   right (does the grader ever pay?), 0 every one wrong, 0.5 a coin per rollout (mixed groups).
  */
 export const SimDifficulty = z
   .strictObject({
-    model: z.enum(['beta', 'logit']).default('beta'),
+    model: z.enum(['beta', 'logit', 'fixed']).default('beta'),
     mean: z.number().default(-0.5),
     spread: z.number().nonnegative().default(4),
     learn: z.number().default(0.1),
     learn_spread: z.number().nonnegative().default(0.1),
     unsolvable: z.number().min(0).max(1).default(0.1),
+    /** `fixed`: every instance's pass rate. */
+    pass_rate: z.number().min(0).max(1).default(1),
   })
-  .default({ model: 'beta', mean: -0.5, spread: 4, learn: 0.1, learn_spread: 0.1, unsolvable: 0.1 });
+  .default({ model: 'beta', mean: -0.5, spread: 4, learn: 0.1, learn_spread: 0.1, unsolvable: 0.1, pass_rate: 1 });
 export type SimDifficulty = z.infer<typeof SimDifficulty>;
 
 /** The success probability of an instance after a number of weight updates. */
@@ -47,6 +51,7 @@ interface Latent {
 /** The model the options describe; `seed` makes the `logit` instance draws (the simulator's seed). */
 export function difficultyModel(d: SimDifficulty, opts: { seed: number; boostPerUpdate: number }): DifficultyModel {
   if (d.model === 'beta') return { passRate: (_key, base, updates) => linearPassRate(base, opts.boostPerUpdate, updates) };
+  if (d.model === 'fixed') return { passRate: () => d.pass_rate };
   const latent = new Map<string, Latent>();
   const of = (key: string): Latent => {
     let l = latent.get(key);

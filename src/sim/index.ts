@@ -4,6 +4,7 @@ import { resolveTokenizerSpec } from '../tokens/resolve.js';
 import { RaasError, fieldPath } from '../protocol/errors.js';
 import { systemClock, type Clock } from '../util/clock.js';
 import { loadPolicies } from './policies/index.js';
+import { loadPolicyModules } from './policies/modules.js';
 import type { SimPolicy } from './policy.js';
 import { SimEngine, type SimLogEntry, type SimOutput, type SimRequest } from './engine.js';
 import { SimOptions, type SimConfig } from './options.js';
@@ -50,9 +51,15 @@ export async function startSim(opts: SimOptions = {}, deps: SimDeps = {}): Promi
   const cfg = parsed.data;
   // A folder, a Hugging Face model id from the local hub cache, or Qwen3 (bundled).
   const tokenizer = cfg.tokenizer ? resolveTokenizerSpec(cfg.tokenizer) : qwen3Tokenizer();
+  const modules = await loadPolicyModules(cfg.policies);
   const policies = [
     ...(deps.policies ?? []),
-    ...(await loadPolicies(cfg.datasets, { seed: cfg.seed, alpha: cfg.policy.alpha, beta: cfg.policy.beta })),
+    ...modules.policies,
+    ...(await loadPolicies(
+      cfg.datasets,
+      { seed: cfg.seed, alpha: cfg.policy.alpha, beta: cfg.policy.beta, harnesses: true },
+      modules.scripts,
+    )),
   ];
   const engine = new SimEngine(cfg, tokenizer, policies, deps.clock ?? systemClock);
 

@@ -57,6 +57,12 @@ export const SimOptions = z.strictObject({
   weight_version: z.string().default('default'),
   /** Dataset files (JSONL or Parquet) the scripted task policies recognise instances from. */
   datasets: z.array(z.string()).default([]),
+  /**
+   * Modules that teach the simulator custom tasks (docs/tasks.md): each default export is a task
+   * script `{data_source, match(row), right(row), wrong?(row)}` played over the datasets' rows of
+   * that data_source, a policy `{name, respond(ctx)}`, or an array of them.
+   */
+  policies: z.array(z.string().min(1)).default([]),
   /** Beta(alpha, beta) of the per-instance success probability of the scripted policies. */
   policy: z.strictObject({ alpha: z.number().positive().optional(), beta: z.number().positive().optional() }).default({}),
   latency: SimLatency,

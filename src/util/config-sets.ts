@@ -1,6 +1,7 @@
 import { parse as parseYaml } from 'yaml';
 import { RaasError } from '../protocol/errors.js';
 import { isMapping } from '../protocol/config-errors.js';
+import { resolveConfigPaths, type PathKey } from '../protocol/config-paths.js';
 
 /** One `--set key.path=value` assignment: the path, and the value parsed as a YAML scalar (or flow collection). */
 export interface SetAssignment {
@@ -44,4 +45,16 @@ export function applySets(doc: unknown, sets: readonly SetAssignment[]): Record<
     at[s.path.at(-1)!] = s.value;
   }
   return root;
+}
+
+/**
+ * `--set` values of path keys resolved against `base` (the working directory: a path typed on the
+ * command line is relative to where it was typed), whatever depth the assignment writes at.
+ */
+export function resolveSetPaths(sets: readonly SetAssignment[], base: string, keys: readonly PathKey[]): SetAssignment[] {
+  return sets.map((s) => {
+    let at: unknown = resolveConfigPaths(applySets({}, [s]), base, keys);
+    for (const k of s.path) at = isMapping(at) ? at[k] : undefined;
+    return { ...s, value: at };
+  });
 }

@@ -38,6 +38,16 @@ describe.concurrent('flag errors name the flag and what it takes', () => {
     [['serve', '--timeout', 'soon'], 'raas: --timeout: must be a number > 0, got "soon"'],
     [['serve', '--routing', 'fastest'], 'raas: --routing: Allowed choices are active, assigned, round_robin, got "fastest"'],
     [['sim-llm', '--port', '1.5'], 'raas: --port: expected an integer 0–65535, got "1.5"'],
+    // A space instead of "=": the form it meant, not commander's "too many arguments".
+    [['train', demo, '--set', 'n', '8'], 'raas: --set: expected key.path=value, got "n"; write it as one word with "=": --set n=8'],
+    [
+      ['serve', '--set', 'workers.run'],
+      'raas: --set: expected key.path=value, got "workers.run"; write it as one word with "=": --set workers.run=<value>',
+    ],
+    [
+      ['train', demo, '--set', 'embedded.backends=two'],
+      'raas: --set embedded.backends=two: `embedded.backends`: wrong type: expected number, got "two"',
+    ],
   ])(
     'raas %j',
     async (args, line) => {
@@ -47,6 +57,21 @@ describe.concurrent('flag errors name the flag and what it takes', () => {
     },
     60_000,
   );
+});
+
+describe('a config file where the command wants another form', () => {
+  it('raas serve <file> says serve takes --config; raas train/eval take --config too', async () => {
+    const r = await raasAsync(['serve', 'configs/server.yaml']);
+    expect(r.status).toBe(1);
+    expect(r.stderr.split('\n').slice(0, 2)).toEqual([
+      "raas: too many arguments for 'serve'. Expected 0 arguments but got 1.",
+      '(raas serve takes its config file as a flag: raas serve --config configs/server.yaml)',
+    ]);
+    const t = await raasAsync(['train', '--config', demo, '--set', 'n=1.5']);
+    expect(t.stderr.split('\n')[0]).toBe('raas: --set n=1.5: `n`: wrong type: expected an integer, got 1.5');
+    const two = await raasAsync(['eval', demo, '--config', path.join(dir, 'other.yaml')]);
+    expect(two.stderr.split('\n')[0]).toBe(`raas: two configs: ${demo} and --config ${path.join(dir, 'other.yaml')}; give one`);
+  }, 120_000);
 });
 
 describe('config errors from the CLI: file, key path, nearest key, before anything starts', () => {
@@ -68,14 +93,18 @@ describe('config errors from the CLI: file, key path, nearest key, before anythi
   }, 60_000);
 
   it('raas train/eval/serve --set: typed through the schema, errors name the flag', () => {
-    expect(raas(['train', demo, '--set', 'n=1.5']).stderr.split('\n')[0]).toBe('raas: --set n=1.5: `n`: expected an integer, got 1.5');
+    expect(raas(['train', demo, '--set', 'n=1.5']).stderr.split('\n')[0]).toBe(
+      'raas: --set n=1.5: `n`: wrong type: expected an integer, got 1.5',
+    );
     expect(raas(['eval', demo, '--set', 'embedded.server.wrkers.run=2']).stderr.split('\n')[0]).toBe(
       'raas: --set embedded.server.wrkers.run=2: `embedded.server.wrkers`: unknown key; did you mean `workers`?',
     );
     expect(raas(['serve', '--set', 'llm.routing=fastest']).stderr.split('\n')[0]).toMatch(
       /^raas: --set llm\.routing=fastest: `llm\.routing`: Invalid option: expected one of "active"\|"assigned"\|"round_robin" \(got "fastest"\)$/,
     );
-    expect(raas(['serve', '--set', 'port']).stderr.split('\n')[0]).toMatch(/^raas: --set port: expected key\.path=value/);
+    expect(raas(['serve', '--set', 'port']).stderr.split('\n')[0]).toBe(
+      'raas: --set: expected key.path=value, got "port"; write it as one word with "=": --set port=<value>',
+    );
   }, 180_000);
 
   it('raas sidecar --set: the fatal event names the flag', () => {

@@ -82,9 +82,29 @@ describe('train, eval and sidecar configs (loadTrainConfig): one line per proble
     const m = await messageOf(() =>
       parseTrainConfig({ dataset: { path: 'a' }, n: 1.5, mode: 'fast', embedded: { sim: { boost_per_update: 3 } } }, 'c.yaml'),
     );
-    expect(m).toContain('c.yaml: `n`: expected an integer, got 1.5');
+    expect(m).toContain('c.yaml: `n`: wrong type: expected an integer, got 1.5');
     expect(m).toMatch(/c\.yaml: `mode`: .*"async"\|"sync".*\(got "fast"\)/);
     expect(m).toMatch(/c\.yaml: `embedded\.sim\.boost_per_update`: Too big: .*<=1 \(got 3\)/);
+  });
+
+  it('names the deepest key with the wrong type, inside unions too, and says "wrong type" for a present key', async () => {
+    // `embedded` is `true` or a mapping: a mapping with a bad key is the mapping's problem, not "expected boolean".
+    expect(await messageOf(() => parseTrainConfig({ dataset: { path: 'a' }, embedded: { backends: 'two' } }, 'c.yaml'))).toBe(
+      'c.yaml: `embedded.backends`: wrong type: expected number, got "two"',
+    );
+    expect(await messageOf(() => parseTrainConfig({ dataset: { path: 'a' }, embedded: 'yes' }, 'c.yaml'))).toBe(
+      'c.yaml: `embedded`: wrong type: expected boolean, got "yes"',
+    );
+    expect(
+      await messageOf(() => parseTrainConfig({ dataset: { path: 'a' }, backends: [{ address: 'http://h:1', api: 'vlm' }] }, 'c.yaml')),
+    ).toMatch(/^c\.yaml: `backends\[0\]\.api`: .*"vllm"\|"sglang"/);
+    expect(await messageOf(() => parseTrainConfig({ dataset: { path: 'a' }, selection: { adaptive_n: 'on' } }, 'c.yaml'))).toBe(
+      'c.yaml: `selection.adaptive_n`: wrong type: expected a mapping, got "on"',
+    );
+    expect(await messageOf(() => parseTrainConfig({ dataset: 'x.jsonl' }, 'c.yaml'))).toBe(
+      'c.yaml: `dataset`: wrong type: expected a mapping, got "x.jsonl"',
+    );
+    expect(await messageOf(() => parseTrainConfig({}, 'c.yaml'))).toBe('c.yaml: `dataset`: required (expected a mapping)');
   });
 
   it('lists the valid keys when nothing is close', async () => {
@@ -158,7 +178,7 @@ describe('--set key.path=value', () => {
       sampling_params: { temperature: 0.7, stop: ['###', 'END'] },
       embedded: { sim: { boost_per_update: 0.2 } },
     });
-    expect(await messageOf(() => loadTrainConfig(f, {}, ['n=1.5']))).toBe('--set n=1.5: `n`: expected an integer, got 1.5');
+    expect(await messageOf(() => loadTrainConfig(f, {}, ['n=1.5']))).toBe('--set n=1.5: `n`: wrong type: expected an integer, got 1.5');
     expect(await messageOf(() => loadTrainConfig(f, {}, ['embedded.sim.boost_per_upate=0.2']))).toBe(
       '--set embedded.sim.boost_per_upate=0.2: `embedded.sim.boost_per_upate`: unknown key; did you mean `boost_per_update`?',
     );

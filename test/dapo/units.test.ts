@@ -121,10 +121,12 @@ describe('training config errors name the key and the expected value', () => {
     };
     expect(err({ dataset: { path: 'a' }, mode: 'fast' })).toMatch(/x\.yaml: `mode`: .*"async"\|"sync"/);
     expect(err({ dataset: { path: 'a' }, batch_size: -1 })).toMatch(/`batch_size`: too small.*>0.*got -1/i);
-    expect(err({ dataset: { path: 'a' }, n: 'eight' })).toMatch(/`n`: expected number, got "eight"/);
+    expect(err({ dataset: { path: 'a' }, n: 'eight' })).toMatch(/`n`: wrong type: expected number, got "eight"/);
     expect(err({})).toMatch(/`dataset`: required/);
     expect(err({ dataset: { path: 'a', shufle: true } })).toMatch(/`dataset\.shufle`: unknown key; did you mean `shuffle`\?/);
-    expect(err({ dataset: { path: 'a' }, overlong: { enabled: 'yes' } })).toMatch(/`overlong\.enabled`: expected boolean, got "yes"/);
+    expect(err({ dataset: { path: 'a' }, overlong: { enabled: 'yes' } })).toMatch(
+      /`overlong\.enabled`: wrong type: expected boolean, got "yes"/,
+    );
   });
 
   it('loads YAML and resolves the dataset against the config directory', () => {

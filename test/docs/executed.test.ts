@@ -16,14 +16,16 @@ import { RUNNABLE, docBlocks, type DocBlock } from './blocks.js';
 //   build`, `npm test` and `pip install -e bridges/python` are skipped (the checkout is built, the
 //   suite is this suite, PYTHONPATH has the bridge); `raas train` gets `--steps 1 --set batch_size=1
 //   --output-dir <tmp>`, `raas eval` `--set dataset.limit=2 --n 2 --output <tmp>`, train_loop.py
-//   `--steps 1`; `raas serve` and `raas sim-llm` get free ports (8006 and 9000 in the text are
+//   `--steps 1`; `raas view runs/<name>` reads the run a `raas train` block wrote under <tmp>/runs;
+//   `raas serve`, `raas sim-llm` and `raas view` get free ports (8006, 9000 and 8007 in the text are
 //   replaced); the script waits for their /health after a backgrounded one, and a foreground one is
 //   started, checked healthy and stopped; curl fails on an HTTP error and on a result whose
-//   critical_error is set. Background processes are killed when the script ends.
+//   critical_error is set; `raas show` and `raas audit-drift` read `runs/` under <tmp>. Background
+//   processes are killed when the script ends.
 // - TypeScript: written under .raas/docs-test/ in the repository (so `import ... from 'raas'`
 //   resolves to this package) and run with tsx.
 // - Python: python3 with bridges/python on PYTHONPATH, in the repository; RaasSidecar gets
-//   `--set batch_size=1` (one accepted group per step).
+//   `--set batch_size=1` (one accepted group per step) and its run directory under <tmp>.
 
 const ROOT = path.resolve(path.dirname(new URL(import.meta.url).pathname), '../..');
 const DOCS = [
@@ -109,19 +111,32 @@ function shellLines(b: DocBlock): string[] {
 }
 
 /** The rewrites listed at the top of this file. */
-function rewrite(line: string, ports: { serve: number; sim: number }, out: string): string[] {
+function rewrite(line: string, ports: { serve: number; sim: number; view: number }, out: string): string[] {
   let l = line.replace(/\bnpm run raas -- /g, 'raas ').replace(/^bash scripts\/setup\.sh && /, '');
   if (/^\s*(npm ci\b|npm run build\b|npm test\b|pip install -e bridges\/python)/.test(l)) return [`: skipped: ${l.replace(/'/g, '')}`];
   l = l.replace(/(localhost|127\.0\.0\.1):8006\b/g, `127.0.0.1:${ports.serve}`).replace(/\b9000\b/g, String(ports.sim));
+  l = l.replace(/(localhost|127\.0\.0\.1):8007\b/g, `127.0.0.1:${ports.view}`);
+  if (/^\s*raas view\b/.test(l)) {
+    l = l.replace(/^(\s*raas view\s+)runs\//, `$1${out}/runs/`);
+    if (!/--port/.test(l)) l = l.replace(/^(\s*raas view)/, `$1 --port ${ports.view}`);
+  }
   if (/^\s*raas train\b.*--resume\s/.test(l)) {
     // A resume continues the run an earlier block started under <tmp>/runs, one step further at most.
     l = l.replace(/--resume\s+runs\//, `--resume ${out}/runs/`).replace(/--steps\s+\d+/, '--steps 2');
   } else l = l.replace(/^(\s*raas train\s+\S+)/, `$1 --steps 1 --set batch_size=1 --output-dir ${out}/runs`);
   l = l.replace(/^(\s*raas eval\s+\S+)/, `$1 --set dataset.limit=2 --n 2 --output ${out}/eval.json`);
+  // Commands that read a run directory read the one an earlier block's raas train wrote under <tmp>/runs.
+  if (/^\s*raas (show|audit-drift)\b/.test(l)) l = l.replace(/(\s)runs\//g, `$1${out}/runs/`);
   l = l.replace(/(examples\/python\/train_loop\.py(\s+\S+\.yaml)?)/, '$1 --steps 1');
   if (/^\s*raas serve\b/.test(l) && !/--port/.test(l)) l = l.replace(/^(\s*raas serve)/, `$1 --port ${ports.serve}`);
   l = l.replace(/\bcurl -s\b/g, 'doc_curl');
-  const server = /^\s*raas serve\b/.test(l) ? ports.serve : /^\s*raas sim-llm\b/.test(l) ? ports.sim : undefined;
+  const server = /^\s*raas serve\b/.test(l)
+    ? ports.serve
+    : /^\s*raas sim-llm\b/.test(l)
+      ? ports.sim
+      : /^\s*raas view\b/.test(l)
+        ? ports.view
+        : undefined;
   if (server === undefined) return [l];
   if (/&\s*(#.*)?$/.test(l)) return [l, `wait_health ${server} $!`];
   // A foreground server: started, checked healthy, stopped.
@@ -147,7 +162,7 @@ doc_curl() {
 
 const PY_PRELUDE = `import raas_bridge, raas_bridge.client as _c
 _init = _c.RaasSidecar.__init__
-def _fast(self, *a, args=(), **k): _init(self, *a, args=(*args, "--set", "batch_size=1"), **k)
+def _fast(self, *a, args=(), **k): _init(self, *a, args=(*args, "--set", "batch_size=1", "--output-dir", ${JSON.stringify(path.join(OUT, 'py-runs'))}), **k)
 _c.RaasSidecar.__init__ = _fast
 `;
 
@@ -168,7 +183,7 @@ describe('executed docs: every runnable block of README.md and docs/*.md', () =>
     const blocks = RUN.filter((b) => b.file === doc && !b.notExecuted);
     if (!blocks.length) continue;
     it(doc, async () => {
-      const ports = { serve: await freePort(), sim: await freePort() };
+      const ports = { serve: await freePort(), sim: await freePort(), view: await freePort() };
       const env = { PATH: `${BIN}:${process.env.PATH}`, PYTHONPATH: path.join(ROOT, 'bridges/python'), RAAS_TOKEN: 'docs-test-token' };
       const shell = blocks.filter((b) => ['sh', 'bash', 'shell', 'console'].includes(b.lang));
       if (shell.length) {

@@ -99,6 +99,33 @@ describe('instances: plain and veRL row forms', () => {
     }
     const { issues } = await validate(mathHandler.instance as any, { data_source: 'math', problem: 'q' });
     expect(issues![0]!.message).toMatch(/instance\.answer is required/);
+    // Present with the wrong type is not "required".
+    const wrong: Array<[typeof mathHandler.instance, unknown, string]> = [
+      [
+        codeHandler.instance,
+        { data_source: 'code', problem: 'x', tests: 'none' },
+        'wrong type: expected a list of {input, output}, got "none"',
+      ],
+      [
+        codeHandler.instance,
+        { data_source: 'code', problem: 7, tests: [{ input: '', output: '' }] },
+        'wrong type: expected a string, got 7',
+      ],
+      [
+        mathHandler.instance,
+        { data_source: 'math', problem: 'q', answer: { value: 2 } },
+        'wrong type: expected a string or a number, got {"value":2}',
+      ],
+      [
+        sweHandler.instance,
+        { data_source: 'swe', problem_statement: ['bug'], files: {}, FAIL_TO_PASS: ['t'] },
+        'wrong type: expected a string, got ["bug"]',
+      ],
+    ];
+    for (const [schema, row, message] of wrong) {
+      const r = await validate(schema as any, row);
+      expect(r.issues?.[0]?.message, JSON.stringify(row)).toBe(message);
+    }
   });
 
   it('turns a Parquet INT64 index (BigInt) into a number id', async () => {

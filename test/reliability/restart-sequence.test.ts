@@ -21,6 +21,12 @@ const post = async (route: string, body: unknown = {}): Promise<{ status: number
   return { status: res.status, json: await res.json() };
 };
 
+const get = async (route: string): Promise<{ status: number }> => {
+  const res = await fetch(`${h.url}${route}`, { headers: { authorization: `Bearer ${h.secrets.token}` } });
+  await res.body?.cancel();
+  return { status: res.status };
+};
+
 describe('stop, swap the backend, start, process', () => {
   it('ten replays: every first job after /start is graded, /status counts nothing left', async () => {
     const solve = h.script('restart-solve', [
@@ -33,7 +39,8 @@ describe('stop, swap the backend, start, process', () => {
     for (let i = 0; i < 10; i++) {
       // A job in flight when the trainer stops the server: cancelled, answered.
       const inFlight = h.process({ instance: codeTask(slow), job_id: `restart-slow-${i}` }, 60_000);
-      await new Promise((r) => setTimeout(r, 150));
+      // Stopped once the server holds it (a loaded machine may take longer than any fixed pause).
+      for (let t = 0; t < 200 && (await get(`/jobs/restart-slow-${i}`)).status !== 200; t++) await new Promise((r) => setTimeout(r, 25));
       expect((await post('/stop')).status).toBe(200);
       expect((await inFlight).status).toBe(200);
       expect((await post('/clear_llm_server')).status).toBe(200);

@@ -186,7 +186,9 @@ describe(`bwrap sandbox security (${root ? 'root → raas-sandbox' : 'unprivileg
     expect((await waitNamespaceEmpty(ns, 0)).length).toBeGreaterThan(3);
     await s.close();
     expect(await waitNamespaceEmpty(ns)).toEqual([]);
-    expect(fs.existsSync(s.workspace)).toBe(false);
+    // Nothing of the sandbox is left on the host: its run directory and its owner record.
+    expect(fs.existsSync(path.join(dir, 'run', s.id)), 'run directory').toBe(false);
+    expect(fs.existsSync(path.join(dir, 'owners', s.id)), 'owner record').toBe(false);
     await s.close();
   });
 });

@@ -8,7 +8,7 @@ from .errors import RaasError
 
 _ROLLOUT_KEYS = (
     "job_id", "trajectory_id", "reward", "shaped_reward", "advantage", "policy_version", "staleness",
-    "weight_versions", "finish_reason", "num_turns", "tokens", "messages",
+    "weight_versions", "finish_reason", "num_turns", "tokens", "segments", "messages",
 )
 
 
@@ -59,6 +59,30 @@ class Tokens:
 
 
 @dataclass
+class Segment:
+    """One sequence of a rollout that holds several (an agent harness behind raas's gateway).
+
+    ``parent`` is ``{"segment": i, "shared": n}`` when it branched off segment ``i`` sharing its
+    first ``n`` ids (those sit in this segment's ``prompt_ids``), else None."""
+
+    index: int
+    parent: Optional[Dict[str, int]]
+    tokens: Tokens
+    num_turns: int = 0
+    weight_versions: List[str] = field(default_factory=list)
+
+    @classmethod
+    def from_dict(cls, d: Dict[str, Any], where: str = "segment") -> "Segment":
+        return cls(
+            index=int(_need(d, "index", where)),
+            parent=d.get("parent"),
+            tokens=Tokens.from_dict(d, where),
+            num_turns=int(d.get("num_turns", 0)),
+            weight_versions=list(d.get("weight_versions", [])),
+        )
+
+
+@dataclass
 class Message:
     """One message of a trajectory; ``token_ids``/``logprobs`` are on assistant messages."""
 
@@ -98,6 +122,8 @@ class Rollout:
     num_turns: int
     tokens: Tokens
     messages: Optional[List[Message]] = None
+    #: Every sequence of a rollout of several (None for one of one sequence, which is ``tokens``).
+    segments: Optional[List[Segment]] = None
     #: Fields a newer sidecar added that this bridge does not know (kept, not dropped).
     extra: Dict[str, Any] = field(default_factory=dict)
 
@@ -106,9 +132,14 @@ class Rollout:
         """True when a length limit ended the rollout (its last turn was cut)."""
         return self.finish_reason in TRUNCATED_FINISH_REASONS
 
+    def sequences(self) -> List[Tokens]:
+        """The token sequences to train on: every segment's, or ``tokens`` alone."""
+        return [s.tokens for s in self.segments] if self.segments else [self.tokens]
+
     @classmethod
     def from_dict(cls, d: Dict[str, Any], where: str = "rollout") -> "Rollout":
         msgs = d.get("messages")
+        segs = d.get("segments")
         return cls(
             job_id=_need(d, "job_id", where),
             trajectory_id=d.get("trajectory_id"),
@@ -122,6 +153,7 @@ class Rollout:
             num_turns=int(d.get("num_turns", 0)),
             tokens=Tokens.from_dict(_need(d, "tokens", where), f"{where}.tokens"),
             messages=[Message.from_dict(m) for m in msgs] if msgs is not None else None,
+            segments=[Segment.from_dict(x, f"{where}.segments[{i}]") for i, x in enumerate(segs)] if segs else None,
             extra={k: v for k, v in d.items() if k not in _ROLLOUT_KEYS},
         )
 
@@ -143,6 +175,16 @@ class Group:
             data_source=_need(d, "data_source", where),
             rollouts=[Rollout.from_dict(r, f"{where}.rollouts[{i}]") for i, r in enumerate(_need(d, "rollouts", where))],
         )
+
+
+@dataclass
+class Row:
+    """One training sequence: its group, its rollout, which of the rollout's sequences, its tokens."""
+
+    group: Group
+    rollout: Rollout
+    segment_index: int
+    tokens: Tokens
 
 
 #: vLLM's ``--logprobs-mode`` values a batch may record (``Batch.logprobs_mode``).
@@ -202,6 +244,17 @@ class Batch:
     def rollouts(self) -> List[Rollout]:
         """Every rollout, group by group (the row order of the adapters)."""
         return [r for g in self.groups for r in g.rollouts]
+
+    def rows(self, segments: str = "main") -> List["Row"]:
+        """One row per training sequence. ``segments="main"``: one per rollout (its ``tokens``, the
+        main sequence; the trainers' group statistics stay exact). ``segments="all"``: a rollout of
+        several segments gives one row per segment, each with the rollout's reward (slime assigns a
+        session's reward to every sample it yields: slime/agent/trajectory.py@624b824:307-343)."""
+        if segments not in ("main", "all"):
+            raise RaasError("bad_request", f'segments must be "main" or "all", got {segments!r}')
+        if segments == "main":
+            return [Row(g, r, 0, r.tokens) for g in self.groups for r in g.rollouts]
+        return [Row(g, r, i, t) for g in self.groups for r in g.rollouts for i, t in enumerate(r.sequences())]
 
     def __len__(self) -> int:
         return sum(len(g.rollouts) for g in self.groups)

@@ -4,16 +4,15 @@ from __future__ import annotations
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from ._arrays import vector
-from .batch import Batch, Rollout
+from .batch import Batch, Message, Tokens
 from .errors import RaasError
 
 
-def _segments(r: Rollout) -> List[Tuple[int, int, Optional[int]]]:
+def _segments(t: Tokens) -> List[Tuple[int, int, Optional[int]]]:
     """``(start, end, message_index)`` ranges of response_ids, one per message after the prompt.
 
     From ``tokens.spans`` when present; otherwise from runs of equal ``response_mask`` values
     (a run of 1s is an assistant turn, a run of 0s an observation)."""
-    t = r.tokens
     if t.spans:
         # Ids no span covers (there should be none) still become messages, so the log's ids always
         # concatenate to prompt_ids + response_ids.
@@ -42,19 +41,21 @@ def _runs(mask: List[int], lo: int, hi: int) -> List[Tuple[int, int, Optional[in
     return segs
 
 
-def _prompt_message(r: Rollout, first_index: Optional[int]) -> Dict[str, Any]:
+def _prompt_message(t: Tokens, messages: Optional[List[Message]], first_index: Optional[int]) -> Dict[str, Any]:
     # The batch keeps the prompt as one id block, so the prompt becomes one message; its text joins
     # the prompt messages' contents when the rollout carries messages.
-    msgs = r.messages or []
+    msgs = messages or []
     before = msgs[:first_index] if first_index is not None else []
     role = before[-1].role if len(before) == 1 else "user"
     content = "\n".join(m.content for m in before)
-    return {"role": role, "content": content, "token_ids": vector(r.tokens.prompt_ids, "int64")}
+    return {"role": role, "content": content, "token_ids": vector(t.prompt_ids, "int64")}
 
 
 def to_nemo_rl(batch: Batch, *, tensor: Optional[Callable[[Any], Any]] = None,
-               expect_logprobs_mode: Optional[str] = None) -> Dict[str, Any]:
-    """NeMo RL's ``BatchedDataDict`` content after a rollout, one row per rollout (group by group).
+               expect_logprobs_mode: Optional[str] = None, segments: str = "main") -> Dict[str, Any]:
+    """NeMo RL's ``BatchedDataDict`` content after a rollout, one row per rollout (group by group),
+    or with ``segments="all"`` one row per sequence of a rollout that has several, each with the
+    rollout's rewards and group (docs/python.md, "Rollouts of several sequences").
 
     - ``message_log``: per rollout, the prompt as one message (``token_ids`` = ``prompt_ids``), then
       one message per span, each with ``token_ids``; assistant messages carry
@@ -78,18 +79,21 @@ def to_nemo_rl(batch: Batch, *, tensor: Optional[Callable[[Any], Any]] = None,
     message_log: List[List[Dict[str, Any]]] = []
     cols: Dict[str, List[Any]] = {k: [] for k in (
         "total_reward", "unshaped_total_reward", "truncated", "group_ids", "idx", "task_name", "length", "policy_version", "staleness")}
-    for gi, group in enumerate(batch.groups):
-        for r in group.rollouts:
-            message_log.append(_message_log(r, conv))
-            cols["total_reward"].append(r.shaped_reward)
-            cols["unshaped_total_reward"].append(r.reward)
-            cols["truncated"].append(r.truncated)
-            cols["group_ids"].append(group.group_id)
-            cols["idx"].append(gi)
-            cols["task_name"].append(group.data_source)
-            cols["length"].append(len(r.tokens.prompt_ids))
-            cols["policy_version"].append(r.policy_version)
-            cols["staleness"].append(r.staleness)
+    index = {id(g): gi for gi, g in enumerate(batch.groups)}
+    for w in batch.rows(segments):
+        group, r, t, gi = w.group, w.rollout, w.tokens, index[id(w.group)]
+        # Messages describe the main sequence (``tokens``); a segment's ids stand alone.
+        messages = r.messages if t is r.tokens else None
+        message_log.append(_message_log(t, messages, r.job_id, conv))
+        cols["total_reward"].append(r.shaped_reward)
+        cols["unshaped_total_reward"].append(r.reward)
+        cols["truncated"].append(r.truncated)
+        cols["group_ids"].append(group.group_id)
+        cols["idx"].append(gi)
+        cols["task_name"].append(group.data_source)
+        cols["length"].append(len(t.prompt_ids))
+        cols["policy_version"].append(r.policy_version)
+        cols["staleness"].append(r.staleness)
     n = len(message_log)
     return {
         "message_log": message_log,
@@ -107,17 +111,16 @@ def to_nemo_rl(batch: Batch, *, tensor: Optional[Callable[[Any], Any]] = None,
     }
 
 
-def _message_log(r: Rollout, conv: Callable[[Any], Any]) -> List[Dict[str, Any]]:
-    t = r.tokens
+def _message_log(t: Tokens, messages: Optional[List[Message]], job_id: str, conv: Callable[[Any], Any]) -> List[Dict[str, Any]]:
     first = min((s.message_index for s in t.spans), default=None) if t.spans else None
-    log = [_prompt_message(r, first)]
+    log = [_prompt_message(t, messages, first)]
     log[0]["token_ids"] = conv(log[0]["token_ids"])
-    for start, end, mi in _segments(r):
+    for start, end, mi in _segments(t):
         mask = t.response_mask[start:end]
-        msg = r.messages[mi] if (r.messages is not None and mi is not None and mi < len(r.messages)) else None
+        msg = messages[mi] if (messages is not None and mi is not None and mi < len(messages)) else None
         role = msg.role if msg is not None else ("assistant" if mask and all(mask) else "tool")
         if role == "assistant" and not all(mask):
-            raise RaasError("bad_batch", f"rollout {r.job_id}: assistant span [{start}, {end}) has observation ids (mask 0)")
+            raise RaasError("bad_batch", f"rollout {job_id}: assistant span [{start}, {end}) has observation ids (mask 0)")
         entry: Dict[str, Any] = {
             "role": role,
             "content": msg.content if msg is not None else "",

@@ -5,7 +5,7 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from . import _arrays
 from ._arrays import matrix, vector
-from .batch import Batch, Rollout
+from .batch import Batch, Row
 from .errors import RaasError
 
 #: Keys of the tensor part, in veRL's names (``verl.experimental.agent_loop``'s ``_postprocess``).
@@ -17,13 +17,19 @@ VERL_REWARD_EXTRA_KEYS = ("acc", "score")
 #: Keys of the non-tensor part: ``uid`` groups rollouts for GRPO/DAPO advantages.
 VERL_NON_TENSOR_KEYS = (
     "uid", "__num_turns__", "multi_modal_inputs", "data_source", *VERL_REWARD_EXTRA_KEYS, "policy_version", "staleness",
+    "rollout_id", "segment_index",
 )
 TRUNCATIONS = ("error", "left")
 
 
 def to_verl(batch: Batch, max_prompt_len: int, max_response_len: int, pad_id: int, *, truncation: str = "error",
-            tensor: Optional[Callable[[Any], Any]] = None, expect_logprobs_mode: Optional[str] = None) -> Dict[str, Any]:
-    """The dict of arrays veRL's ``DataProto.from_dict`` takes after its agent loop, one row per rollout.
+            tensor: Optional[Callable[[Any], Any]] = None, expect_logprobs_mode: Optional[str] = None,
+            segments: str = "main") -> Dict[str, Any]:
+    """The dict of arrays veRL's ``DataProto.from_dict`` takes after its agent loop, one row per
+    rollout (``segments="main"``), or with ``segments="all"`` one row per sequence of a rollout
+    that has several (an agent harness behind the gateway), each with the rollout's reward and the
+    group's ``uid``; ``rollout_id`` and ``segment_index`` say which rollout and sequence a row is
+    (docs/python.md, "Rollouts of several sequences").
 
     Tensor part (int64 ids, float32 scores):
 
@@ -54,20 +60,22 @@ def to_verl(batch: Batch, max_prompt_len: int, max_response_len: int, pad_id: in
         raise RaasError("bad_request", f'to_verl: truncation must be "error" or "left", got {truncation!r}')
     batch.check_logprobs_mode(expect_logprobs_mode, "to_verl")
     P, R = max_prompt_len, max_response_len
-    _check_lengths(batch, P, R, truncation)
-    out = _with_numpy(batch, P, R, pad_id) if _arrays.np is not None else _with_lists(batch, P, R, pad_id)
+    rows = batch.rows(segments)
+    _check_lengths(rows, P, R, truncation, batch)
+    out = _with_numpy(rows, P, R, pad_id) if _arrays.np is not None else _with_lists(rows, P, R, pad_id)
     if tensor is not None:
         for k in VERL_TENSOR_KEYS:
             out[k] = tensor(out[k])
-    rows = [(g, r) for g in batch.groups for r in g.rollouts]
-    out["uid"] = vector([g.group_id for g, _ in rows], "object")
-    out["__num_turns__"] = vector([num_turns(r) for _, r in rows], "int32")
+    out["uid"] = vector([w.group.group_id for w in rows], "object")
+    out["__num_turns__"] = vector([num_turns(w) for w in rows], "int32")
     out["multi_modal_inputs"] = vector([{} for _ in rows], "object")
-    out["data_source"] = vector([g.data_source for g, _ in rows], "object")
+    out["data_source"] = vector([w.group.data_source for w in rows], "object")
     for k in VERL_REWARD_EXTRA_KEYS:
-        out[k] = vector([r.reward for _, r in rows], "float64")
-    out["policy_version"] = vector([r.policy_version for _, r in rows], "int64")
-    out["staleness"] = vector([r.staleness for _, r in rows], "int64")
+        out[k] = vector([w.rollout.reward for w in rows], "float64")
+    out["policy_version"] = vector([w.rollout.policy_version for w in rows], "int64")
+    out["staleness"] = vector([w.rollout.staleness for w in rows], "int64")
+    out["rollout_id"] = vector([w.rollout.job_id for w in rows], "object")
+    out["segment_index"] = vector([w.segment_index for w in rows], "int64")
     return out
 
 
@@ -84,22 +92,23 @@ def verl_meta_info(batch: Batch, temperature: float) -> Dict[str, Any]:
     }
 
 
-def num_turns(r: Rollout) -> int:
+def num_turns(w: Row) -> int:
     """veRL's ``__num_turns__``: assistant turns + user turns (one per observation block) + 1 (the prompt)."""
-    mask = r.tokens.response_mask
+    mask = w.tokens.response_mask
     blocks = sum(1 for i, m in enumerate(mask) if m == 0 and (i == 0 or mask[i - 1] == 1))
-    return r.num_turns + blocks + 1
+    turns = w.rollout.num_turns if not w.rollout.segments else w.rollout.segments[w.segment_index].num_turns
+    return turns + blocks + 1
 
 
-def _check_lengths(batch: Batch, P: int, R: int, truncation: str) -> None:
+def _check_lengths(rows: List[Row], P: int, R: int, truncation: str, batch: Batch) -> None:
     long_prompts: List[Tuple[str, int]] = []
     long_responses: List[Tuple[str, int]] = []
-    for r in batch.rollouts:
-        t = r.tokens
+    for w in rows:
+        t = w.tokens
         if len(t.prompt_ids) > P:
-            long_prompts.append((r.job_id, len(t.prompt_ids)))
+            long_prompts.append((w.rollout.job_id, len(t.prompt_ids)))
         if len(t.response_ids) > R:
-            long_responses.append((r.job_id, len(t.response_ids)))
+            long_responses.append((w.rollout.job_id, len(t.response_ids)))
     if not long_prompts and not long_responses:
         return
     if truncation == "error":
@@ -121,11 +130,11 @@ def _check_lengths(batch: Batch, P: int, R: int, truncation: str) -> None:
                    f"(first: {long_responses[0][0]}, {long_responses[0][1]} ids)")
 
 
-def _with_lists(batch: Batch, P: int, R: int, pad_id: int) -> Dict[str, Any]:
+def _with_lists(seqs: List[Row], P: int, R: int, pad_id: int) -> Dict[str, Any]:
     """The tensor part as lists of lists (no numpy)."""
     rows: Dict[str, List[Any]] = {k: [] for k in VERL_TENSOR_KEYS}
-    for r in batch.rollouts:
-        t = r.tokens
+    for w in seqs:
+        t, r = w.tokens, w.rollout
         prompt = t.prompt_ids[-P:]
         resp = t.response_ids[:R]
         mask = [int(m) for m in t.response_mask[:R]]
@@ -156,19 +165,18 @@ def _reward_index(mask: List[int]) -> int:
     return max((i for i, m in enumerate(mask) if m), default=len(mask) - 1)
 
 
-def _with_numpy(batch: Batch, P: int, R: int, pad_id: int) -> Dict[str, Any]:
+def _with_numpy(rows: List[Row], P: int, R: int, pad_id: int) -> Dict[str, Any]:
     """The same arrays filled by slices (a batch holds millions of ids; per-id Python loops are slow)."""
     np = _arrays.np
-    rollouts = batch.rollouts
-    N = len(rollouts)
+    N = len(rows)
     prompts = np.full((N, P), pad_id, dtype=np.int64)
     responses = np.full((N, R), pad_id, dtype=np.int64)
     mask = np.zeros((N, R), dtype=np.int64)
     attn = np.zeros((N, P + R), dtype=np.int64)
     lps = np.zeros((N, R), dtype=np.float32)
     scores = np.zeros((N, R), dtype=np.float32)
-    for i, r in enumerate(rollouts):
-        t = r.tokens
+    for i, w in enumerate(rows):
+        t, r = w.tokens, w.rollout
         p = t.prompt_ids[-P:]
         n = min(len(t.response_ids), R)
         if p:

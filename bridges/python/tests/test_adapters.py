@@ -255,3 +255,46 @@ class BatchParsingTest(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class SegmentsTest(unittest.TestCase):
+    """A rollout of several sequences (an agent harness whose history was rewritten): one row each."""
+
+    def sample(self) -> Batch:
+        a = rollout("a", [1, 2, 3], [[10, 11], [12]], [[90, 91]], shaped=1.0)
+        # Segment 1 branched off segment 0 after its first turn: its prompt is those 5 ids plus an observation.
+        a["segments"] = [
+            {**a["tokens"], "index": 0, "parent": None, "num_turns": 2, "weight_versions": ["1", "1"]},
+            {"index": 1, "parent": {"segment": 0, "shared": 5}, "num_turns": 1, "weight_versions": ["1"],
+             "prompt_ids": [1, 2, 3, 10, 11, 95], "response_ids": [13, 14], "response_mask": [1, 1], "logprobs": [-0.5, -0.25]},
+        ]
+        b = rollout("b", [1, 2, 3], [[20, 21]], [], shaped=-1.0, reward=0.0)
+        return Batch.from_dict(batch([[a, b]]))
+
+    def test_to_verl_has_a_row_per_segment_with_the_rollout_reward(self):
+        out = to_verl(self.sample(), max_prompt_len=8, max_response_len=8, pad_id=PAD, segments="all")
+        self.assertEqual(tolist(out["rollout_id"]), ["a", "a", "b"])
+        self.assertEqual(tolist(out["segment_index"]), [0, 1, 0])
+        self.assertEqual(tolist(out["uid"]), ["g0", "g0", "g0"])
+        self.assertEqual(tolist(out["responses"])[1][:2], [13, 14])
+        self.assertEqual(tolist(out["prompts"])[1][-6:], [1, 2, 3, 10, 11, 95])
+        self.assertEqual(tolist(out["response_mask"])[1][:3], [1, 1, 0])
+        scores = tolist(out["rm_scores"])
+        self.assertEqual(scores[1][1], 1.0)  # the rollout's shaped reward, at the segment's last generated id
+        self.assertAlmostEqual(tolist(out["rollout_log_probs"])[1][0], -0.5)
+
+    def test_to_nemo_rl_has_a_row_per_segment(self):
+        out = to_nemo_rl(self.sample(), segments="all")
+        self.assertEqual(len(out["message_log"]), 3)
+        seg = out["message_log"][1]
+        self.assertEqual(tolist(seg[0]["token_ids"]), [1, 2, 3, 10, 11, 95])
+        self.assertEqual(seg[1]["role"], "assistant")
+        self.assertEqual(tolist(seg[1]["token_ids"]), [13, 14])
+        self.assertEqual(tolist(out["total_reward"])[:2], [1.0, 1.0])
+        self.assertEqual(out["group_ids"], [out["group_ids"][0]] * 3)
+
+    def test_a_rollout_without_segments_keeps_its_one_row(self):
+        self.assertEqual(len(Batch.from_dict(batch([[rollout("x", [1], [[2]], [])]])).rows("all")), 1)
+        main = to_verl(self.sample(), max_prompt_len=8, max_response_len=8, pad_id=PAD)
+        self.assertEqual(tolist(main["rollout_id"]), ["a", "b"])
+        self.assertEqual(len(to_nemo_rl(self.sample())["message_log"]), 2)

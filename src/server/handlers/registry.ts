@@ -5,6 +5,7 @@ import { chatHandler } from './chat.js';
 import { mathHandler } from './math/index.js';
 import { codeHandler } from './code/index.js';
 import { sweHandler } from './swe/index.js';
+import { harnessHandler } from './harness/index.js';
 
 /**
  * ProRL Agent Server's data_source names, mapped onto ours: its handlers `swebench`, `deepscaler`,
@@ -22,9 +23,9 @@ const PRORL_NAMES: Record<string, string> = {
   taco: 'code',
 };
 
-/** The built-in handlers: chat, math, code and swe (modules add more through handler_modules). */
+/** The built-in handlers: chat, math, code, swe and harness (modules add more through handler_modules). */
 export function builtinHandlers(): AgentHandler<unknown>[] {
-  return [chatHandler, mathHandler, codeHandler, sweHandler];
+  return [chatHandler, mathHandler, codeHandler, sweHandler, harnessHandler as AgentHandler<unknown>];
 }
 
 /** Handlers by name and alias; `data_source` (or `task`) picks one. */

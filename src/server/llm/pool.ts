@@ -60,10 +60,15 @@ export function defaultClientFactory(opts: ClientOptions): ClientFactory {
   return (address, api) => (api === 'sglang' ? new SglangClient(address, opts) : new VllmClient(address, opts));
 }
 
-/** Collaborators of the pool: the clock of its probes and the log of its breakers. */
+/** What changed about a backend, for whoever follows the pool (the event stream). */
+export type BackendChange = 'added' | 'removed' | 'unhealthy' | 'healthy' | 'weight_version';
+
+/** Collaborators of the pool: the clock of its probes, the log of its breakers, and who hears of changes. */
 export interface PoolOptions {
   clock?: Clock;
   log?: Pick<Logger, 'info' | 'warn'>;
+  /** Called after a backend was added, removed, changed health or weight_version. Must not throw. */
+  onChange?(b: Backend, change: BackendChange): void;
 }
 
 /**
@@ -89,6 +94,7 @@ export class BackendPool {
   /** The pause gate of this pool's model calls (POST /pause, /resume), on the pool's clock. */
   readonly gate: GenerationGate;
   private readonly log: PoolOptions['log'];
+  private readonly onChange: PoolOptions['onChange'];
   private rr = 0;
   /** Jobs moved off a backend that stopped answering. */
   moves = 0;
@@ -101,12 +107,14 @@ export class BackendPool {
   ) {
     this.heap = new Heap<Backend>((a, b) => this.key(a) - this.key(b) || a.tie - b.tie);
     this.log = opts.log;
+    this.onChange = opts.onChange;
     this.gate = new GenerationGate(opts.clock ?? systemClock, { paused: () => this.suspendHealth(), resumed: () => this.resumeHealth() });
     this.health = new BackendHealth(config, opts.clock ?? systemClock, {
       opened: (b) => this.opened(b),
       closed: (b) => {
         this.place(b);
         this.log?.info({ backend: b.address }, 'LLM backend answers again: routed to');
+        this.onChange?.(b, 'healthy');
       },
     });
   }
@@ -132,6 +140,7 @@ export class BackendPool {
         known.api = api;
         known.client = this.makeClient(addr, api);
       }
+      const before = known.weightVersion;
       if (weightVersion !== undefined || known.removed) known.weightVersion = weightVersion ?? 'default';
       if (known.removed) {
         known.removed = false;
@@ -139,7 +148,8 @@ export class BackendPool {
         this.byAddress.set(addr, known);
         this.place(known);
         this.health.watch(known);
-      }
+        this.onChange?.(known, 'added');
+      } else if (known.weightVersion !== before) this.onChange?.(known, 'weight_version');
       return known;
     }
     const b = new Backend(addr, api, weightVersion ?? 'default', this.makeClient(addr, api));
@@ -147,6 +157,7 @@ export class BackendPool {
     this.byAddress.set(addr, b);
     this.place(b);
     this.health.watch(b);
+    this.onChange?.(b, 'added');
     return b;
   }
 
@@ -159,6 +170,7 @@ export class BackendPool {
     this.place(b);
     this.health.unwatch(b);
     if (b.active > 0) this.held.set(b.address, b);
+    this.onChange?.(b, 'removed');
     return true;
   }
 
@@ -263,6 +275,7 @@ export class BackendPool {
 
   private opened(b: Backend): void {
     this.place(b);
+    this.onChange?.(b, 'unhealthy');
     this.log?.warn(
       { backend: b.address, failures: b.failures, last: b.lastError },
       'LLM backend marked unhealthy: no new work until a probe answers',

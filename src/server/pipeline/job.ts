@@ -3,6 +3,8 @@ import type { AgentHandler, InitResult, JobInfo, RunResult } from '../handlers/t
 import type { Sandbox } from '../sandbox/types.js';
 import type { PausableTimer } from './timer.js';
 import type { JobLlmSession } from '../llm/session.js';
+import type { BackendPool } from '../llm/pool.js';
+import type { Tenant } from '../tenants/tenant.js';
 import { randomInt } from 'node:crypto';
 import { seedOf } from '../../util/hash.js';
 
@@ -32,7 +34,9 @@ export function isTerminal(state: JobState): boolean {
 /** The one place a job's state changes. Throws on an edge the machine does not have (a pipeline bug). */
 export function transition(job: Job, to: JobState): void {
   if (!EDGES[job.state].includes(to)) throw new Error(`job ${job.id}: illegal transition ${job.state} -> ${to}`);
+  const from = job.state;
   job.state = to;
+  job.onTransition?.(job, from);
 }
 
 /**
@@ -42,7 +46,11 @@ export function transition(job: Job, to: JobState): void {
 export function forceEnd(job: Job, state: 'failed' | 'cancelled'): void {
   if (job.terminal) return;
   if (EDGES[job.state].includes(state)) transition(job, state);
-  else job.state = state;
+  else {
+    const from = job.state;
+    job.state = state;
+    job.onTransition?.(job, from);
+  }
 }
 
 /** One rollout job as the pipeline tracks it. */
@@ -52,6 +60,8 @@ export class Job {
   private readonly controller = new AbortController();
   private seedValue: number | undefined;
   private infoValue: JobInfo<unknown> | undefined;
+  /** Called after every state change (the pipeline's observer: events, the console). Must not throw. */
+  onTransition: ((job: Job, from: JobState) => void) | undefined;
   /** Cancelled by /stop or a shutdown: answered, then forgotten, so a resubmission of its id runs anew. */
   forget = false;
   timer!: PausableTimer;
@@ -66,6 +76,12 @@ export class Job {
   /** The runtime INIT returned; lives until RUN ends. */
   runtime: Sandbox | undefined;
   session: JobLlmSession | undefined;
+  /** Its tenant: stage slots are charged to it; unset (pipeline unit tests): the limiter's sole holder. */
+  tenant: Tenant | undefined;
+  /** Its priority class at every stage (higher first). */
+  priority = 0;
+  /** Its tenant's LLM backends; unset: the pipeline's pool. */
+  pool: BackendPool | undefined;
   /** Seconds spent inside each stage. */
   stageSeconds = { init: 0, run: 0, eval: 0 };
   /** Wall-clock ms (Date.now) when the job ended, for the results journal's ttl. */

@@ -2,6 +2,7 @@ import { createReadStream, createWriteStream, type WriteStream } from 'node:fs';
 import { mkdir, open, rename, type FileHandle } from 'node:fs/promises';
 import path from 'node:path';
 import type { JobState, Result } from '../../protocol/process.js';
+import { scopedKey } from './scope.js';
 
 /** One line of the journal. */
 interface JournalEntry {
@@ -12,6 +13,8 @@ interface JournalEntry {
   result: Result;
   /** Fingerprint of the submitted instance, so a resubmission under the same id with another instance is refused. */
   instance_hash?: string;
+  /** The tenant that ran it (absent on a server without tenants). */
+  tenant?: string;
 }
 
 /** Where one line sits in the journal file (without its newline). */
@@ -23,6 +26,8 @@ export interface JournalLocation {
 /** An entry as `open()` reloads it: its header, its place in the file, and its result's JSON for the newest ones. */
 export interface ReloadedEntry {
   job_id: string;
+  /** The tenant that ran it, '' on a server without tenants. */
+  tenant: string;
   state: JobState;
   ended_at: number;
   instance_hash?: string;
@@ -66,10 +71,18 @@ export class ResultsJournal {
         const e = parseLine(line);
         // A torn last line (crash mid-write), a foreign line or an expired result is skipped.
         if (!e || wallNow - e.ended_at > ttlMs) return;
-        winners.delete(e.job_id); // re-inserted: the map stays in file order of each id's last line
-        winners.set(e.job_id, {
+        const id = scopedKey(e.tenant ?? '', e.job_id);
+        winners.delete(id); // re-inserted: the map stays in file order of each id's last line
+        winners.set(id, {
           src: offset,
-          entry: { job_id: e.job_id, state: e.state, ended_at: e.ended_at, instance_hash: e.instance_hash, at: { offset: 0, length: 0 } },
+          entry: {
+            job_id: e.job_id,
+            tenant: e.tenant ?? '',
+            state: e.state,
+            ended_at: e.ended_at,
+            instance_hash: e.instance_hash,
+            at: { offset: 0, length: 0 },
+          },
         });
       });
     } catch (err) {
@@ -103,9 +116,9 @@ export class ResultsJournal {
   }
 
   /**
-   * Appends one finished result, given as JSON text. Returns where its line sits; `written` is called
-   * once the line reached the kernel (or the write failed), so a caller can answer only then and a
-   * result a client has seen survives a crash of the server.
+   * Appends one finished result, given as JSON text, with its tenant ('' without tenants). Returns
+   * where its line sits; `written` is called once the line reached the kernel (or the write failed),
+   * so a caller can answer only then and a result a client has seen survives a crash of the server.
    */
   append(
     jobId: string,
@@ -113,11 +126,13 @@ export class ResultsJournal {
     endedAt: number,
     instanceHash: string,
     resultJson: string,
+    tenant = '',
     written?: () => void,
   ): JournalLocation | undefined {
     if (!this.stream || this.closing) return undefined;
+    const who = tenant === '' ? '' : `"tenant":${JSON.stringify(tenant)},`;
     const line = Buffer.from(
-      `{"job_id":${JSON.stringify(jobId)},"state":"${state}","ended_at":${endedAt},"instance_hash":"${instanceHash}","result":${resultJson}}\n`,
+      `{"job_id":${JSON.stringify(jobId)},${who}"state":"${state}","ended_at":${endedAt},"instance_hash":"${instanceHash}","result":${resultJson}}\n`,
     );
     const at = { offset: this.size, length: line.length - 1 };
     this.size += line.length;
@@ -130,8 +145,8 @@ export class ResultsJournal {
     return at;
   }
 
-  /** The result JSON of `jobId`'s line at `at`, or undefined when the line is not there (a broken or replaced file). */
-  async read(jobId: string, at: JournalLocation): Promise<string | undefined> {
+  /** The result JSON of `jobId`'s line at `at` (of `tenant`), or undefined when the line is not there (a broken or replaced file). */
+  async read(jobId: string, at: JournalLocation, tenant = ''): Promise<string | undefined> {
     if (this.closing || this.broken) return undefined;
     await this.flushedTo(at.offset + at.length);
     if (this.closing || this.broken) return undefined;
@@ -141,7 +156,7 @@ export class ResultsJournal {
       const buf = Buffer.alloc(at.length);
       const { bytesRead } = await fh.read(buf, 0, at.length, at.offset);
       const e = bytesRead === at.length ? parseLine(buf) : undefined;
-      return e?.job_id === jobId ? JSON.stringify(e.result) : undefined;
+      return e?.job_id === jobId && (e.tenant ?? '') === tenant ? JSON.stringify(e.result) : undefined;
     } catch {
       return undefined;
     }

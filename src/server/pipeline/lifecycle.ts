@@ -121,7 +121,7 @@ function aborted(job: Job): Outcome {
 
 function openSession(job: Job, env: LifecycleEnv): JobLlmSession {
   job.session = new JobLlmSession({
-    pool: env.pool,
+    pool: job.pool ?? env.pool,
     jobId: job.key,
     groupId: job.request.group_id,
     sampling: job.request.sampling_params,
@@ -150,7 +150,7 @@ async function stage<C extends StageCtx, T>(
 ): Promise<StageEnd<C, T>> {
   let release: () => void;
   try {
-    release = await env.limiters[name].acquire(job.signal);
+    release = await env.limiters[name].acquire(job.signal, { holder: job.tenant, priority: job.priority, kind: job.handler.name });
   } catch {
     return { kind: 'aborted' };
   }

@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { CancelledError, RaasError, TimeoutError } from '../../protocol/errors.js';
-import type { JobState } from '../../protocol/process.js';
+import type { JobState, Result } from '../../protocol/process.js';
 import type { ServerConfig } from '../../protocol/config-server.js';
 import type { StatusResponse } from '../../protocol/status.js';
 import type { Clock } from '../../util/clock.js';
@@ -17,12 +17,29 @@ import { LazySandboxRuntime } from './sandboxes.js';
 import { StageLimiter } from './limiter.js';
 import { runJob, type LifecycleEnv, type LifecycleObserver, type Outcome } from './lifecycle.js';
 import { PausableTimer } from './timer.js';
+import { TenantSet } from '../tenants/tenants.js';
+import type { Tenant } from '../tenants/tenant.js';
+import { initialSize } from './sizing.js';
+import { Autosizer } from './autosize.js';
+import { hostSampler, type HostSampler } from './host-load.js';
+import { fleetStatus, tenantStatus, type LiveJobs } from './status.js';
 
 /** What the pipeline reports to /metrics. */
 export interface PipelineObserver extends LifecycleObserver {
-  jobEnded?(state: JobState): void;
+  jobEnded?(state: JobState, tenant: string): void;
   /** A /process body carried a top-level key the server does not read (it was ignored). */
   ignoredKey?(key: string): void;
+  /** A job waited `seconds` for a slot of `stage`. */
+  queueWait?(stage: Stage, tenant: string, seconds: number): void;
+  /** A job held a slot of `stage` for `seconds`. */
+  slotHeld?(stage: Stage, tenant: string, seconds: number): void;
+  /** A tenant asked for a job id only another tenant has (answered as unknown). */
+  foreignLookup?(tenant: string): void;
+  /**
+   * A job was admitted (`from` undefined) or changed state. For a terminal state it is called once
+   * the result is built, with the result. Must not throw.
+   */
+  jobState?(job: Job, from: JobState | undefined, result?: Result): void;
 }
 
 export interface PipelineOptions {
@@ -37,6 +54,10 @@ export interface PipelineOptions {
   log: Logger;
   journal?: ResultsJournal;
   observer?: PipelineObserver;
+  /** The server's tenants (default: one implicit tenant using `pool`). */
+  tenants?: TenantSet;
+  /** The host's CPU and memory as `workers: auto` reads them (default: this machine's). */
+  host?: HostSampler;
 }
 
 /** What /process gets back: the job's id and its eventual result. */
@@ -56,8 +77,8 @@ export interface Submission {
  * /process starts a job, even under a job_id another running job has (each gets its own result);
  * `attach: true` answers from the job that has the id instead.
  */
-export class Pipeline {
-  /** Unfinished jobs by job_id, oldest first (several when clients reuse an id). */
+export class Pipeline implements LiveJobs {
+  /** Unfinished jobs by key (job_id, scoped by tenant), oldest first (several when clients reuse an id). */
   private readonly live = new Map<string, Job[]>();
   private liveCount = 0;
   /** Finished results (the newest in memory, older ones in the journal). */
@@ -73,8 +94,12 @@ export class Pipeline {
   private sweeper: unknown;
   /** Unknown /process keys already logged (each is logged once; the metric counts every one). */
   private readonly loggedKeys = new Set<string>();
-  state: 'running' | 'stopped' | 'stopping';
+  state: 'running' | 'stopped' | 'stopping' | 'draining';
   private closing: Promise<void> | undefined;
+  private draining: Promise<{ finished: number; cancelled: number }> | undefined;
+  readonly tenants: TenantSet;
+  /** Sizes the `auto` stage pools (inactive when every stage is fixed). */
+  readonly autosizer: Autosizer;
 
   constructor(private readonly o: PipelineOptions) {
     this.wallNow = o.wallNow ?? Date.now;
@@ -87,8 +112,21 @@ export class Pipeline {
     });
     this.sandboxes = new LazySandboxRuntime(o.config.sandbox, o.log, o.clock);
     this.admission = admissionEnv(o.config.sandbox);
+    this.tenants = o.tenants ?? TenantSet.single(o.pool);
     const w = o.config.workers;
-    this.pools = { init: new StageLimiter('init', w.init), run: new StageLimiter('run', w.run), eval: new StageLimiter('eval', w.eval) };
+    const watch = {
+      waited: (stage: Stage, h: { name: string }, ms: number) => o.observer?.queueWait?.(stage, h.name, ms / 1000),
+      held: (stage: Stage, h: { name: string }, ms: number, work: { kind: string | undefined; concurrency: number }) => {
+        this.autosizer.observe(stage, ms, work.kind, work.concurrency);
+        o.observer?.slotHeld?.(stage, h.name, ms / 1000);
+      },
+    };
+    const limiter = (s: Stage) => new StageLimiter(s, initialSize(s, w[s]), o.clock, watch, this.tenants.list[0]);
+    this.pools = { init: limiter('init'), run: limiter('run'), eval: limiter('eval') };
+    this.autosizer = new Autosizer(this.pools, w, o.config.autosize, o.clock, o.host ?? hostSampler(), o.log);
+    // A tenant at its max_running frees a slot in one stage: its jobs queued at the others may go now
+    // (the later stages first, so its jobs finish before new ones start).
+    for (const s of STAGES) this.pools[s].onCapFreed = () => [...STAGES].reverse().forEach((x) => this.pools[x].pump());
     this.env = {
       config: o.config,
       limiters: this.pools,
@@ -120,48 +158,83 @@ export class Pipeline {
     await this.done.open();
   }
 
-  /** Validates and enqueues a /process body; with `attach: true`, answers from the job that already has its job_id. */
-  async submit(body: unknown): Promise<Submission> {
+  /**
+   * Validates and enqueues a /process body of `tenant` (default: the implicit tenant); with
+   * `attach: true`, answers from the tenant's job that already has its job_id.
+   */
+  async submit(body: unknown, tenant: Tenant = this.soleTenant()): Promise<Submission> {
     const a = await admit(body, this.o.registry, this.admission, this.ignoreKey);
     const id = a.request.job_id || randomUUID();
+    const priority = a.request.priority ?? tenant.priority;
+    if (priority > tenant.maxPriority)
+      throw new RaasError(
+        'bad_request',
+        `priority: ${priority} is above tenant "${tenant.name}"'s max_priority ${tenant.maxPriority}; send at most ${tenant.maxPriority}, or raise max_priority in the server's tenants section`,
+      );
     if (a.request.attach) {
-      const known = await this.attach(id, a.request.instance);
+      const known = await this.attach(tenant, id, a.request.instance);
       if (known) return known;
     }
+    if (this.state === 'draining') throw drainingError();
     if (this.state !== 'running') throw stoppedError();
-    if (this.o.pool.size === 0)
-      throw new RaasError('no_llm_backends', 'no LLM backend is registered: POST /add_llm_server {"address": "http://host:port"} first');
+    if (tenant.pool.size === 0)
+      throw new RaasError(
+        'no_llm_backends',
+        `no LLM backend is registered${this.tenants.multi ? ` for tenant "${tenant.name}"` : ''}: POST /add_llm_server {"address": "http://host:port"} first`,
+      );
     if (this.queued() >= this.o.config.max_queued_jobs)
       throw new RaasError('queue_full', `max_queued_jobs (${this.o.config.max_queued_jobs}) jobs are waiting: retry later`);
-    const same = this.live.get(id);
+    if (tenant.queued >= tenant.maxQueued)
+      throw new RaasError(
+        'tenant_quota',
+        `tenant "${tenant.name}" has its max_queued (${tenant.maxQueued}) jobs waiting for a stage: retry later`,
+      );
+    const mapKey = tenant.key(id);
+    const same = this.live.get(mapKey);
     // A second live job under one id gets its own key, so its LLM requests stay apart.
     const key = same ? `${id}#${randomUUID().slice(0, 8)}` : id;
     const job = new Job(id, key, a.request, a.handler, a.instance, this.o.clock.now());
+    job.tenant = tenant;
+    job.pool = tenant.pool;
+    job.priority = priority;
     const limitMs = (a.request.timeout_s ?? this.o.config.timeout_s) * 1000;
     job.timer = new PausableTimer(limitMs, this.o.clock, () =>
       job.abort(new TimeoutError(`the job used its timeout_s of ${limitMs / 1000} s of counted stage time`)),
     );
     if (same) same.push(job);
-    else this.live.set(id, [job]);
+    else this.live.set(mapKey, [job]);
     this.liveCount++;
+    tenant.live++;
+    const observe = this.o.observer?.jobState;
+    if (observe) {
+      // Terminal states are reported by end(), with the result.
+      job.onTransition = (j, from) => {
+        if (!j.terminal) observe(j, from);
+      };
+      observe(job, undefined);
+    }
     this.track(this.drive(job));
     return { jobId: id, finished: job.finished, attached: false };
   }
 
-  /** The newest live job with this id and instance, else the stored result; job_conflict when the id has another instance. */
-  private async attach(id: string, instance: unknown): Promise<Submission | undefined> {
-    const jobs = this.live.get(id);
+  /** The newest live job of the tenant with this id and instance, else the stored result; job_conflict when the id has another instance. */
+  private async attach(tenant: Tenant, id: string, instance: unknown): Promise<Submission | undefined> {
+    const key = tenant.key(id);
+    const jobs = this.live.get(key);
     if (jobs) {
       const hash = instanceHash(instance);
       const job = jobs.findLast((j) => instanceHash(j.request.instance) === hash);
       if (!job) throw conflict(id);
       return { jobId: id, finished: job.finished, attached: true };
     }
-    const f = this.done.record(id);
-    if (!f) return undefined;
+    const f = this.done.record(key);
+    if (!f) {
+      this.noteForeign(tenant, id);
+      return undefined;
+    }
     const known = f.hash ?? (f.instance === undefined ? undefined : instanceHash(f.instance));
     if (known !== undefined && known !== instanceHash(instance)) throw conflict(id);
-    const json = await this.done.json(id, f);
+    const json = await this.done.json(key, f);
     // A result the journal no longer has (file replaced by hand) counts as unknown: a new job runs.
     return json === undefined ? undefined : { jobId: id, finished: Promise.resolve(json), attached: true };
   }
@@ -177,11 +250,45 @@ export class Pipeline {
    * POST /cancel: cancels every live job with this id (all four effects, in any state). An id with
    * no live job answers too, as in ProRL: its finished state, or `unknown`.
    */
-  cancel(id: string): { status: 'ok'; job_id: string; cancelled: boolean; state: JobState | 'unknown' } {
-    const jobs = this.live.get(id);
-    if (!jobs) return { status: 'ok', job_id: id, cancelled: false, state: this.done.record(id)?.state ?? 'unknown' };
-    for (const job of [...jobs]) this.cancelJob(job, new CancelledError('cancelled by POST /cancel'));
+  cancel(id: string, scope?: Tenant): { status: 'ok'; job_id: string; cancelled: boolean; state: JobState | 'unknown' } {
+    const tenants = this.scopeOf(scope);
+    const jobs = tenants.flatMap((t) => this.live.get(t.key(id)) ?? []);
+    if (jobs.length === 0) {
+      const state = tenants.map((t) => this.done.record(t.key(id))?.state).find((s) => s !== undefined);
+      if (state === undefined && scope) this.noteForeign(scope, id);
+      return { status: 'ok', job_id: id, cancelled: false, state: state ?? 'unknown' };
+    }
+    for (const job of jobs) this.cancelJob(job, new CancelledError('cancelled by POST /cancel'));
     return { status: 'ok', job_id: id, cancelled: true, state: 'cancelled' };
+  }
+
+  /** The tenants a request reaches: its own, or every one (the admin, `scope` undefined). */
+  private scopeOf(scope: Tenant | undefined): readonly Tenant[] {
+    return scope ? [scope] : this.tenants.list;
+  }
+
+  /** The implicit tenant; on a multi-tenant server a caller must name one. */
+  private soleTenant(): Tenant {
+    const t = this.tenants.sole;
+    if (!t) throw new RaasError('forbidden', "this server has tenants: send a tenant's token to submit jobs");
+    return t;
+  }
+
+  /**
+   * A tenant asked for an id it does not have: if another tenant has it, the lookup is counted
+   * (raas_cross_tenant_lookups_total): the answer was "unknown", as for an id nobody has.
+   */
+  private noteForeign(asker: Tenant, id: string): void {
+    if (!this.tenants.multi) return;
+    for (const t of this.tenants.list) {
+      if (t === asker) continue;
+      const k = t.key(id);
+      if (this.live.has(k) || this.done.record(k)) {
+        asker.foreignLookups++;
+        this.o.observer?.foreignLookup?.(asker.name);
+        return;
+      }
+    }
   }
 
   /** Aborts the job's signal: a queued job leaves its queue, a running stage is aborted (its sandboxes closed, its partial result kept). */
@@ -195,11 +302,20 @@ export class Pipeline {
    * GET /jobs/:id, as JSON text (`{job_id, state, result?}`): the newest live job with the id, else
    * its stored result (from memory, or from the journal past `max_kept_results`).
    */
-  async get(id: string): Promise<string> {
-    const job = this.live.get(id)?.at(-1);
-    if (job) return JSON.stringify({ job_id: id, state: job.state });
-    const f = this.done.record(id);
-    const json = f && (await this.done.json(id, f));
+  async get(id: string, scope?: Tenant): Promise<string> {
+    const tenants = this.scopeOf(scope);
+    for (const t of tenants) {
+      const job = this.live.get(t.key(id))?.at(-1);
+      if (job) return JSON.stringify({ job_id: id, state: job.state });
+    }
+    let f: ReturnType<ResultStore['record']>;
+    let key = '';
+    for (const t of tenants) {
+      key = t.key(id);
+      if ((f = this.done.record(key))) break;
+    }
+    const json = f && (await this.done.json(key, f));
+    if ((!f || json === undefined) && scope) this.noteForeign(scope, id);
     if (!f || json === undefined)
       throw new RaasError(
         'job_not_found',
@@ -220,15 +336,49 @@ export class Pipeline {
     if (this.state === 'stopping') this.state = 'stopped';
   }
 
-  /** POST /start: open intake (a running server stays running). */
+  /** POST /start: open intake (a running server stays running; a draining one stays draining). */
   start(): void {
-    if (!this.closing) this.state = 'running';
+    if (!this.closing && !this.draining) this.state = 'running';
+  }
+
+  /**
+   * POST /drain: take nothing new (503 server_draining; attach still answers), let every job
+   * admitted so far finish, and resolve once none is left. Jobs still unfinished after `timeoutMs`
+   * are cancelled and forgotten, as by /stop, so their trainers run them elsewhere. Safe twice.
+   */
+  drain(timeoutMs: number): Promise<{ finished: number; cancelled: number }> {
+    this.draining ??= (async () => {
+      if (this.state === 'running') this.state = 'draining';
+      const jobs = [...this.live.values()].flat();
+      let timer: unknown;
+      const late = new Promise<'late'>((r) => (timer = this.o.clock.setTimeout(() => r('late'), timeoutMs)));
+      const all = Promise.all(jobs.map((j) => j.finished)).then(() => 'done' as const);
+      const how = await Promise.race([all, late]);
+      this.o.clock.clearTimeout(timer);
+      let cancelled = 0;
+      if (how === 'late')
+        for (const job of jobs)
+          if (!job.terminal) {
+            cancelled++;
+            this.cancelJob(job, new CancelledError(`the server drained and did not finish this job within drain_timeout_s`), true);
+          }
+      await all;
+      await this.idle();
+      return { finished: jobs.length - cancelled, cancelled };
+    })();
+    return this.draining;
+  }
+
+  /** True once POST /drain was asked for. */
+  get isDraining(): boolean {
+    return this.draining !== undefined;
   }
 
   /** Stops everything and flushes the journal. Safe twice. */
   close(): Promise<void> {
     this.closing ??= (async () => {
       if (this.sweeper !== undefined) this.o.clock.clearTimeout(this.sweeper);
+      this.autosizer.close();
       await this.stop('the server is shutting down');
       this.state = 'stopped';
       await this.sandboxes.close();
@@ -250,24 +400,32 @@ export class Pipeline {
     return this.pools.init.depth + this.pools.run.depth + this.pools.eval.depth;
   }
 
-  /** GET /status without the backends. */
-  status(): Omit<StatusResponse, 'backends'> {
-    const inStage = { init: 0, run: 0, eval: 0 };
-    for (const jobs of this.live.values())
-      for (const j of jobs) if (j.state === 'init' || j.state === 'run' || j.state === 'eval') inStage[j.state]++;
-    const p = this.pools;
-    return {
-      status: this.state,
-      pending_jobs: this.liveCount,
-      running: this.state === 'running',
-      jobs: this.liveCount,
-      ...inStage,
-      queued: this.queued(),
-      in_stage: inStage.init + inStage.run + inStage.eval,
-      queues: { init: p.init.depth, run: p.run.depth, eval: p.eval.depth },
-      workers: Object.fromEntries(STAGES.map((s) => [s, { size: p[s].size, busy: p[s].busy }])) as StatusResponse['workers'],
-      sandbox: this.sandboxes.describe(),
-    };
+  /**
+   * GET /status without the backends: the whole server (the admin, or a server without tenants),
+   * or one tenant's jobs with the server's totals beside them.
+   */
+  status(scope?: Tenant): Omit<StatusResponse, 'backends'> {
+    const base = { status: this.state, running: this.state === 'running', sandbox: this.sandboxes.describe() };
+    const fleet = fleetStatus(this);
+    if (!this.tenants.multi) return { ...base, ...fleet };
+    if (!scope) return { ...base, ...fleet, tenants: this.tenants.list.map((t) => tenantStatus(this, t).summary) };
+    const own = tenantStatus(this, scope);
+    return { ...base, ...own.view, tenant: own.summary, fleet: { ...own.totals, tenants: this.tenants.list.length } };
+  }
+
+  /** Every live job (status.ts counts them). */
+  *liveJobs(): Iterable<Job> {
+    for (const jobs of this.live.values()) yield* jobs;
+  }
+
+  /** Live jobs in all. */
+  get liveTotal(): number {
+    return this.liveCount;
+  }
+
+  /** How each stage's pool is sized (for /status). */
+  sizing(s: Stage): { mode: 'fixed' | 'auto'; min?: number; max?: number; reason?: string } {
+    return this.autosizer.state(s) ?? { mode: 'fixed' };
   }
 
   /** Runs the job's lifecycle and answers its waiters, whatever happens: a throw here is a pipeline bug, still answered as a failed job. */
@@ -292,18 +450,23 @@ export class Pipeline {
    */
   private end(job: Job, outcome: Outcome): void {
     if (job.terminal) return;
+    const from = job.state;
     try {
       transition(job, outcome.state);
     } catch {
       forceEnd(job, outcome.state === 'cancelled' ? 'cancelled' : 'failed');
     }
-    const json = this.resultJson(job, outcome);
+    const { json, result } = this.resultJson(job, outcome);
     job.endedAtWall = this.wallNow();
     this.forgetLive(job);
     let pending = false;
     try {
-      this.o.observer?.jobEnded?.(job.state);
-      if (!job.forget) pending = this.done.put(job.id, job.state, json, job.endedAtWall, job.request.instance, () => job.settle(json));
+      const t = job.tenant;
+      if (t) t.ended[job.state] = (t.ended[job.state] ?? 0) + 1;
+      this.o.observer?.jobEnded?.(job.state, t?.name ?? 'default');
+      this.o.observer?.jobState?.(job, from, result);
+      if (!job.forget)
+        pending = this.done.put(job.id, job.state, json, job.endedAtWall, job.request.instance, t?.scope ?? '', () => job.settle(json));
     } catch (err) {
       this.o.log.error({ err, job: job.id }, 'storing a finished result failed');
     }
@@ -315,7 +478,7 @@ export class Pipeline {
    * a structure nested past V8's limit into it) is answered without the rollout's messages, tokens
    * and hook fields, with the serializer's error: the job is never left without an answer.
    */
-  private resultJson(job: Job, outcome: Outcome): string {
+  private resultJson(job: Job, outcome: Outcome): { json: string; result: Result } {
     const now = this.o.clock.now();
     const { init, run, eval: ev } = job.stageSeconds;
     const queued = Math.max(0, (now - job.createdAt) / 1000 - (init + run + ev));
@@ -334,22 +497,26 @@ export class Pipeline {
       counted_s: counted,
     };
     try {
-      return JSON.stringify(buildResult(job, { eval: outcome.eval }, timing));
+      const result = buildResult(job, { eval: outcome.eval }, timing);
+      return { json: JSON.stringify(result), result };
     } catch (err) {
       job.run = undefined;
       job.patches = [];
       job.criticalError ??= 'eval';
       job.errorMessage = `the result could not be serialized (${(err instanceof Error ? err.message : String(err)).split('\n')[0]}); it is answered without its messages, tokens and handler fields`;
-      return JSON.stringify(buildResult(job, {}, timing));
+      const result = buildResult(job, {}, timing);
+      return { json: JSON.stringify(result), result };
     }
   }
 
   private forgetLive(job: Job): void {
-    const jobs = this.live.get(job.id);
+    const key = job.tenant ? job.tenant.key(job.id) : job.id;
+    const jobs = this.live.get(key);
     const i = jobs?.indexOf(job) ?? -1;
     if (i < 0) return;
     this.liveCount--;
-    if (jobs!.length === 1) this.live.delete(job.id);
+    if (job.tenant) job.tenant.live--;
+    if (jobs!.length === 1) this.live.delete(key);
     else jobs!.splice(i, 1);
   }
 
@@ -368,6 +535,14 @@ function conflict(id: string): RaasError {
   return new RaasError(
     'job_conflict',
     `attach: true, but job_id ${JSON.stringify(id)} belongs to a job with a different instance: use a new job_id, or drop attach to start a new job`,
+  );
+}
+
+/** What /process answers on a draining server. */
+function drainingError(): RaasError {
+  return new RaasError(
+    'server_draining',
+    'this server is draining (POST /drain): it finishes the jobs it holds and takes no new ones; send new jobs to another server',
   );
 }
 

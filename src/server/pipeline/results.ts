@@ -1,6 +1,7 @@
 import type { JobState } from '../../protocol/process.js';
 import { instanceHash } from './intake.js';
 import type { JournalLocation, ResultsJournal } from './journal.js';
+import { scopedKey } from './scope.js';
 
 /** A finished job as the store keeps it. */
 export interface FinishedRecord {
@@ -12,8 +13,10 @@ export interface FinishedRecord {
   instance?: unknown;
   /** The result as JSON text while it is kept in memory. */
   json?: string;
-  /** Its journal line, once appended. */
+  /** Its journal line, once appended (with the id and tenant the line names). */
   at?: JournalLocation;
+  jobId?: string;
+  tenant?: string;
 }
 
 export interface ResultStoreOptions {
@@ -26,7 +29,7 @@ export interface ResultStoreOptions {
 }
 
 /**
- * Finished results by job id, for GET /jobs/:id, attach and /cancel, for `result_ttl_s`. The newest
+ * Finished results by key (the job id, scoped by tenant: scope.ts), for GET /jobs/:id, attach and /cancel, for `result_ttl_s`. The newest
  * `max_kept_results` are kept in memory as JSON text; an older one keeps only its state and the place
  * of its journal line, and is read back from the journal when asked for (without a journal it is
  * forgotten). Memory stays flat however long the server runs.
@@ -65,26 +68,28 @@ export class ResultStore {
   async open(): Promise<void> {
     if (!this.o.journal) return;
     for (const e of await this.o.journal.open(this.o.ttlMs, this.o.wallNow(), this.o.max)) {
-      const r: FinishedRecord = { state: e.state, endedAt: e.ended_at, hash: e.instance_hash, at: e.at };
-      if (e.json === undefined) this.spilled.set(e.job_id, r);
-      else this.keep(e.job_id, { ...r, json: e.json });
+      const r: FinishedRecord = { state: e.state, endedAt: e.ended_at, hash: e.instance_hash, at: e.at, jobId: e.job_id, tenant: e.tenant };
+      const key = scopedKey(e.tenant, e.job_id);
+      if (e.json === undefined) this.spilled.set(key, r);
+      else this.keep(key, { ...r, json: e.json });
     }
   }
 
   /**
-   * Stores a job's result (and journals it); the last job to finish under an id is the one that
-   * answers. Returns true when `written` will be called once the journal line is written; false
-   * when nothing is journaled (the caller answers at once).
+   * Stores a job's result (and journals it with its job id and tenant scope); the last job to
+   * finish under a key is the one that answers. Returns true when `written` will be called once the
+   * journal line is written; false when nothing is journaled (the caller answers at once).
    */
-  put(id: string, state: JobState, json: string, endedAt: number, instance: unknown, written?: () => void): boolean {
+  put(jobId: string, state: JobState, json: string, endedAt: number, instance: unknown, scope = '', written?: () => void): boolean {
     const journal = this.o.journal;
+    const id = scopedKey(scope, jobId);
     let r: FinishedRecord;
     let pending = false;
     if (journal) {
       const hash = instanceHash(instance);
-      const at = journal.append(id, state, endedAt, hash, json, written);
+      const at = journal.append(jobId, state, endedAt, hash, json, scope, written);
       pending = at !== undefined;
-      r = { state, endedAt, hash, json, at };
+      r = { state, endedAt, hash, json, at, jobId, tenant: scope };
     } else {
       r = { state, endedAt, instance, json };
     }
@@ -116,7 +121,7 @@ export class ResultStore {
   async json(id: string, r: FinishedRecord): Promise<string | undefined> {
     if (r.json !== undefined) return r.json;
     if (!r.at || !this.o.journal) return undefined;
-    return this.o.journal.read(id, r.at);
+    return this.o.journal.read(r.jobId ?? id, r.at, r.tenant ?? '');
   }
 
   /** Drops results past the ttl. */
@@ -135,7 +140,7 @@ export class ResultStore {
       // Stale: the id was stored again (a newer entry follows), or it expired.
       if (this.kept.get(id) !== r) continue;
       this.kept.delete(id);
-      if (r.at) this.spilled.set(id, { state: r.state, endedAt: r.endedAt, hash: r.hash, at: r.at });
+      if (r.at) this.spilled.set(id, { state: r.state, endedAt: r.endedAt, hash: r.hash, at: r.at, jobId: r.jobId, tenant: r.tenant });
     }
     // Now and then drop what was taken and what is stale (ids stored again, expired results), so
     // the order list stays about as long as the Map.

@@ -227,10 +227,11 @@ function sandboxResolver(tool: UserNetTool = 'slirp4netns'): string {
 /**
  * bwrap arguments for a network sandbox, after `--ro-bind /etc /etc`: a generated resolv.conf (the
  * helper's DNS forwarder; the host's may name a loopback resolver the sandbox cannot reach) bound
- * over /etc/resolv.conf, or over its target when the host's is a symlink. Writes `dir/resolv.conf`
+ * over /etc/resolv.conf, or over its target when the host's is a symlink (an image-rooted sandbox
+ * names the target in its image). Writes `dir/resolv.conf`
  * (`dir` must be readable by the sandbox user; one file serves every sandbox of a tool).
  */
-export function networkBwrapArgs(dir: string, tool: UserNetTool = 'slirp4netns'): string[] {
+export function networkBwrapArgs(dir: string, tool: UserNetTool = 'slirp4netns', target: string = resolvConfTarget()): string[] {
   const file = path.join(dir, tool === 'pasta' ? 'resolv-pasta.conf' : 'resolv.conf');
   const text = `# written by raas: the sandbox's network helper forwards DNS to the host's resolver\nnameserver ${sandboxResolver(tool)}\noptions edns0\n`;
   let current: string | undefined;
@@ -244,7 +245,7 @@ export function networkBwrapArgs(dir: string, tool: UserNetTool = 'slirp4netns')
     fs.writeFileSync(tmp, text, { mode: 0o644 });
     fs.renameSync(tmp, file);
   }
-  return ['--ro-bind', file, resolvConfTarget()];
+  return ['--ro-bind', file, target];
 }
 
 /** Where /etc/resolv.conf resolves inside the sandbox (/etc is the host's, bound read-only). */

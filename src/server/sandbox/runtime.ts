@@ -16,7 +16,10 @@ import { WarmPool } from './pool.js';
 import { CgroupManager, type CgroupLimits, type SandboxCgroup } from './cgroup.js';
 import { lineCapFor } from './client.js';
 import { systemClock, type Clock } from '../../util/clock.js';
-import { strategyFor, type PreparedHost, type RuntimeStrategy } from './runtimes/index.js';
+import { BwrapImageStrategy, strategyFor, type ImageRoot, type PreparedHost, type RuntimeStrategy } from './runtimes/index.js';
+import { checkImagePaths, imageRootOf } from './image-root.js';
+import { IMAGE_RAAS } from './runtimes/bwrap-image.js';
+import { RootfsStore } from './rootfs/index.js';
 
 /** What the first open() prepares once: binaries, identity, tool server install, cgroups. */
 interface Prepared extends PreparedHost {
@@ -54,6 +57,10 @@ export class Runtime implements SandboxRuntime {
   private readonly starting = new Set<{ ac: AbortController; done: Promise<void> }>();
   /** The image cache (built lazily, bwrap images). */
   images: ImageCache | undefined;
+  /** Unpacked image roots (SandboxSpec.rootImage), built on first use. */
+  private rootfs: RootfsStore | undefined;
+  /** The image-rooted variant of the bwrap strategy, made on first use. */
+  private imageStrategy: BwrapImageStrategy | undefined;
 
   constructor(
     readonly config: SandboxConfig,
@@ -79,7 +86,7 @@ export class Runtime implements SandboxRuntime {
       );
     }
     ensureDir(root);
-    for (const d of ['ws', 'run', 'owners', 'tool-server', 'net']) ensureDir(path.join(root, d));
+    for (const d of ['ws', 'run', 'owners', 'tool-server', 'net', 'ovl']) ensureDir(path.join(root, d));
     checkSocketPath(path.join(root, 'run', 'x'.repeat(17), 'tools.sock'), 'sandbox socket (under sandbox.root)');
     const toolServer = installToolServer(root, this.strategy.installOptions(node));
     this.strategy.prepare(root);
@@ -127,7 +134,15 @@ export class Runtime implements SandboxRuntime {
       }
     }
     const imageDir = spec.image ? await this.images!.resolve(spec.image, signal) : undefined;
-    if (!buildDir && this.poolable(spec)) {
+    const rooted = spec.rootImage
+      ? await this.imageRoot(
+          spec.rootImage,
+          (spec.readOnly ?? []).map((b) => b.inside),
+          signal,
+        )
+      : undefined;
+    const root = rooted?.root;
+    if (!buildDir && !root && this.poolable(spec)) {
       const pool = this.warmPool(p);
       let sb: ManagedSandbox | undefined;
       try {
@@ -151,7 +166,13 @@ export class Runtime implements SandboxRuntime {
         setImmediate(() => pool.fill());
       }
     }
-    const sb = await this.start(p, spec, imageDir, signal, buildDir);
+    let sb: ManagedSandbox;
+    try {
+      sb = await this.start(p, spec, imageDir, signal, buildDir, root, rooted?.release);
+    } catch (e) {
+      rooted?.release();
+      throw e;
+    }
     try {
       await sb.writeFiles(spec.files ?? {}, signal);
     } catch (e) {
@@ -159,6 +180,63 @@ export class Runtime implements SandboxRuntime {
       throw e;
     }
     return sb;
+  }
+
+  /**
+   * The unpacked image a spec's rootImage names, and what runs in it, kept from eviction until
+   * `release` (the sandbox's close) runs.
+   */
+  private async imageRoot(
+    want: NonNullable<SandboxSpec['rootImage']>,
+    binds: string[],
+    signal?: AbortSignal,
+  ): Promise<{ root: ImageRoot; release: () => void }> {
+    if (this.kind !== 'bwrap') {
+      throw new RaasError('bad_request', `SandboxSpec.rootImage needs sandbox.runtime "bwrap" (this server runs "${this.kind}")`, {
+        retryable: false,
+      });
+    }
+    const store = this.rootfsStore();
+    const img = await store.resolve(want.ref, signal);
+    const release = store.retain(img);
+    try {
+      const root = imageRootOf(img, want.workdir, BASE_ENV.PATH!);
+      checkImagePaths(want.ref, root.dir, ['/tmp', '/proc', '/dev', IMAGE_RAAS, root.workdir, ...binds]);
+      return { root, release };
+    } catch (e) {
+      release();
+      throw e;
+    }
+  }
+
+  /** The cache of unpacked image roots. */
+  rootfsStore(): RootfsStore {
+    const p = this.prepare();
+    this.rootfs ??= new RootfsStore({
+      cacheDir: path.resolve(this.config.image_roots.cache_dir ?? path.join(p.root, 'rootfs')),
+      budgetBytes: this.config.image_roots.budget_gb * 2 ** 30,
+      owner: p.identity ? { uid: p.identity.uid, gid: p.identity.gid } : undefined,
+      clock: this.clock,
+      log: this.log,
+    });
+    return this.rootfs;
+  }
+
+  /** Starts unpacking an image root in the background, so a later open() does not wait on it. */
+  prefetchRoot(ref: string): void {
+    if (this.kind === 'bwrap' && !this.closing) this.rootfsStore().prefetch(ref);
+  }
+
+  /** The strategy a sandbox starts with: the image-rooted variant for a spec with a root image. */
+  private strategyOf(root: ImageRoot | undefined): RuntimeStrategy {
+    if (!root) return this.strategy;
+    if (!this.imageStrategy) {
+      const p = this.prepare();
+      const st = new BwrapImageStrategy(this.config);
+      st.prepareImages(p.root, p.node, p.toolServer, p.identity);
+      this.imageStrategy = st;
+    }
+    return this.imageStrategy;
   }
 
   /** For /status: sandboxes alive now (pooled and closing ones included) and closes that left processes behind. */
@@ -213,11 +291,13 @@ export class Runtime implements SandboxRuntime {
     imageDir: string | undefined,
     signal?: AbortSignal,
     buildDir?: string,
+    root?: ImageRoot,
+    release?: () => void,
   ): Promise<ManagedSandbox> {
     if (this.closing) return Promise.reject(new RaasError('sandbox_error', 'the sandbox runtime is closed'));
     // close() aborts starts in flight and waits for them, so it never resolves with a workspace left.
     const ac = new AbortController();
-    const started = this.startOne(p, spec, imageDir, signal ? AbortSignal.any([signal, ac.signal]) : ac.signal, buildDir);
+    const started = this.startOne(p, spec, imageDir, signal ? AbortSignal.any([signal, ac.signal]) : ac.signal, buildDir, root, release);
     const entry = {
       ac,
       done: started.then(
@@ -236,11 +316,13 @@ export class Runtime implements SandboxRuntime {
     imageDir: string | undefined,
     signal: AbortSignal,
     buildDir?: string,
+    root?: ImageRoot,
+    release?: () => void,
   ): Promise<ManagedSandbox> {
     const id = `${Date.now().toString(36)}-${randomBytes(4).toString('hex')}`;
     // A private workspace (bwrap: a tmpfs) needs only the owner record on the host (and the
     // directory an image build binds); a host workspace is created and seeded before anything runs.
-    const st = this.strategy;
+    const st = this.strategyOf(root);
     const dirs = createDirs(
       p.root,
       id,
@@ -259,13 +341,13 @@ export class Runtime implements SandboxRuntime {
       // The cgroup counts the sandbox's processes and the files of its tmpfs mounts.
       group = p.cgroups.create(id, this.cgroupLimits(spec));
       // An image build binds its output directory, seeded from the base image through the tool server.
-      const base = this.plan(p, dirs, spec, address, st.seedsImages || buildDir ? imageDir : undefined);
+      const base = this.plan(p, dirs, spec, address, st.seedsImages || buildDir ? imageDir : undefined, root);
       const plan = group ? group.wrapSpawn(base) : base;
       sb = await ManagedSandbox.start(
         plan,
         {
           id,
-          workspace: st.hostWorkspace ? dirs.workspace : INSIDE.workspace,
+          workspace: st.hostWorkspace ? dirs.workspace : (root?.workdir ?? INSIDE.workspace),
           isolated: st.isolated,
           address,
           startTimeoutMs: this.config.start_timeout_s * 1000,
@@ -280,6 +362,7 @@ export class Runtime implements SandboxRuntime {
             if (sb?.leftover.length) this.survivors++;
             if (address) this.leaseTable(p.root).release(address);
             if (!this.config.keep_workspaces) removeDirs(dirs);
+            release?.();
             await group?.remove().catch((e: unknown) => this.log?.error({ err: (e as Error).message }, 'sandbox cgroup not removed'));
           },
         },
@@ -312,8 +395,10 @@ export class Runtime implements SandboxRuntime {
   }
 
   /** Environment of bash and python: base, the config's, the spec's; never the host's. */
-  private toolEnv(spec: SandboxSpec, processWorkspace?: string, address?: string): Record<string, string> {
-    const env: Record<string, string> = { ...BASE_ENV, ...this.config.env, ...(spec.env ?? {}) };
+  private toolEnv(spec: SandboxSpec, processWorkspace?: string, address?: string, root?: ImageRoot): Record<string, string> {
+    // An image's own environment (its PATH among it) comes before the config's and the spec's.
+    const image = root ? { HOME: root.workdir, ...root.env } : {};
+    const env: Record<string, string> = { ...BASE_ENV, ...image, ...this.config.env, ...(spec.env ?? {}) };
     if (processWorkspace) env.HOME = processWorkspace;
     if (address) env.RAAS_LOOPBACK_ADDR = address;
     return env;
@@ -325,19 +410,20 @@ export class Runtime implements SandboxRuntime {
   }
 
   /** The tool server's options and the command line that starts it (the strategy's launch). */
-  plan(p: Prepared, dirs: SandboxDirs, spec: SandboxSpec, address?: string, seed?: string): LaunchPlan {
+  plan(p: Prepared, dirs: SandboxDirs, spec: SandboxSpec, address?: string, seed?: string, root?: ImageRoot): LaunchPlan {
     const c = this.config;
-    const st = this.strategy;
+    const st = this.strategyOf(root);
     const limits = { ...c.limits, ...(spec.limits ?? {}) };
-    const { home, ...view } = st.view(dirs, seed);
-    const env = this.toolEnv(spec, st.isolated ? undefined : dirs.workspace, address);
+    const { home, ...view } = st.view(dirs, seed, root);
+    const env = this.toolEnv(spec, st.isolated ? undefined : dirs.workspace, address, root);
     const options: ToolServerOptions = {
       ...view,
       max_read_bytes: c.max_read_bytes,
       tools: spec.tools,
       bash_backend: c.bash_backend,
       tmux_poll_ms: c.tmux_poll_ms,
-      python: c.python,
+      python: root ? root.python : c.python,
+      ...(root ? { shell: root.shell } : {}),
       env,
       limits,
       output_cap: c.output_cap,
@@ -346,7 +432,7 @@ export class Runtime implements SandboxRuntime {
     const socket = path.join(dirs.run, 'tools.sock');
     checkSocketPath(socket);
     const nodeEnv = { PATH: BASE_ENV.PATH, HOME: home, LANG: 'C.UTF-8', HISTFILE: '' };
-    return st.launch({ prepared: p, dirs, spec, options, nodeEnv, socket, seed, tmpSizeMb: limits.tmp_size_mb, path: BASE_ENV.PATH });
+    return st.launch({ prepared: p, dirs, spec, options, nodeEnv, socket, seed, root, tmpSizeMb: limits.tmp_size_mb, path: BASE_ENV.PATH });
   }
 
   /** Closes every open sandbox. Safe twice. */

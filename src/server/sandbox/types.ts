@@ -19,6 +19,14 @@ export type { EditOp };
 export interface SandboxSpec {
   /** Image name from the image cache (a prepared directory tree for bwrap, a .sif for apptainer). */
   image?: string;
+  /**
+   * Root the sandbox in this image instead of the host's userland (bwrap): a host path from the
+   * server config (never client input) to an unpacked root directory, a `.sif`, an OCI image layout
+   * or a `docker save` archive. The sandbox sees the image's files under a private writable overlay,
+   * with the image's environment; `workdir` (else the image's WorkingDir, else /workspace) is the
+   * workspace.
+   */
+  rootImage?: { ref: string; workdir?: string };
   /** Files written into the workspace before the tool server starts (path relative to the workspace → content). */
   files?: Record<string, string>;
   /** Network access; none unless a task asks. */

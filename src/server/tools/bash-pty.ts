@@ -1,6 +1,6 @@
 import type { IPty } from 'node-pty';
 import { randomBytes } from 'node:crypto';
-import { writeFileSync, unlinkSync } from 'node:fs';
+import { existsSync, writeFileSync, unlinkSync } from 'node:fs';
 import path from 'node:path';
 import { CappedText } from './output-cap.js';
 import { withLimits } from './limits.js';
@@ -63,8 +63,13 @@ export class PtyBash {
   }
 
   private async spawnShell(): Promise<void> {
+    // An image-rooted sandbox may have no bash (busybox, distroless): say so instead of a spawn error.
+    if (!existsSync('/bin/bash'))
+      throw new ToolInputError(
+        'this sandbox has no /bin/bash (its image has none): the bash tool needs bash; exec and python run without it',
+      );
     const env: Record<string, string> = { ...(this.opts.env ?? {}), PS1: '', PS2: '', PAGER: 'cat', GIT_PAGER: 'cat', HISTFILE: '' };
-    const [file, args] = withLimits('/bin/bash', this.opts.limits, ['/bin/bash', '--noprofile', '--norc', '--noediting', '-i']);
+    const [file, args] = withLimits({ ...this.opts, shell: '/bin/bash' }, ['/bin/bash', '--noprofile', '--norc', '--noediting', '-i']);
     // Loaded on first use: a sandbox that never runs bash starts without the native module.
     const { spawn: spawnPty } = await import('node-pty');
     const pty = spawnPty(file, args, { name: env.TERM ?? 'xterm', cols: 250, rows: 50, cwd: this.opts.workspace, env });

@@ -48,7 +48,7 @@ export function execProcess(opts: ToolServerOptions, req: ExecRequest, onInterru
   const cwd = req.cwd === undefined ? opts.workspace : path.resolve(opts.workspace, String(req.cwd));
   const timeoutS = req.timeout_s ?? DEFAULT_TIMEOUT_S;
   const cap = Math.max(1, Math.min(req.max_output_bytes ?? DEFAULT_MAX_OUTPUT, DEFAULT_MAX_OUTPUT * 4));
-  const [file, args] = withLimits('/bin/bash', opts.limits, argv);
+  const [file, args] = withLimits(opts, argv);
   return new Promise<ExecAnswer>((resolve) => {
     const child = spawn(file, args, {
       cwd,

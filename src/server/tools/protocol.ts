@@ -132,6 +132,11 @@ export interface ToolServerOptions {
   bash_backend?: 'pty' | 'tmux';
   /** Poll interval of the tmux baseline (OpenHands uses 500 ms). */
   tmux_poll_ms?: number;
+  /**
+   * The shell that applies the limits to exec and python children (default /bin/bash; an image
+   * without bash gives /bin/sh). The bash tool itself always needs /bin/bash.
+   */
+  shell?: string;
   /** Python interpreter path (default /usr/bin/python3). */
   python?: string;
   /** Environment of the bash and python children (the tool server's own environment is not passed). */

@@ -1,6 +1,6 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { createInterface } from 'node:readline';
-import { writeFileSync } from 'node:fs';
+import { existsSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import type { Writable, Readable } from 'node:stream';
 import { PYTHON_DRIVER } from './python-driver.js';
@@ -39,7 +39,12 @@ export class PythonKernel {
 
   /** Starts the interpreter ahead of the first cell (the tool server warms enabled tools after it is ready). */
   warm(): void {
-    if (!this.child && !this.closed) this.start();
+    if (!this.child && !this.closed && existsSync(this.interpreter())) this.start();
+  }
+
+  /** The interpreter's path (an image-rooted sandbox names its image's). */
+  private interpreter(): string {
+    return this.opts.python ?? '/usr/bin/python3';
   }
 
   /** Starts the interpreter and waits until it ran an empty cell (nothing in its namespace changes). */
@@ -54,11 +59,11 @@ export class PythonKernel {
   }
 
   private start(): ChildProcess {
-    const py = this.opts.python ?? '/usr/bin/python3';
+    const py = this.interpreter();
     // The driver goes through a file so the process table shows a short command line.
     this.driverPath ??= path.join(this.opts.tmp_dir ?? '/tmp', `.raas-python-driver-${process.pid}.py`);
     writeFileSync(this.driverPath, PYTHON_DRIVER, { mode: 0o600 });
-    const [file, args] = withLimits('/bin/bash', this.opts.limits, [py, '-u', this.driverPath]);
+    const [file, args] = withLimits(this.opts, [py, '-u', this.driverPath]);
     const child = spawn(file, args, {
       cwd: this.opts.workspace,
       env: { ...(this.opts.env ?? {}), PYTHONUNBUFFERED: '1' },
@@ -99,6 +104,11 @@ export class PythonKernel {
     if (this.closed) throw new ToolInputError('python is closed');
     if (this.busy) throw new ToolInputError('another python cell is still running; python runs one cell at a time');
     if (typeof code !== 'string') throw new ToolInputError('code must be a string');
+    // An image-rooted sandbox may have no python (busybox, distroless): say so instead of a failed start.
+    if (!this.child && !existsSync(this.interpreter()))
+      throw new ToolInputError(
+        `this sandbox has no ${this.interpreter()} (its image has no python): the python tool needs an interpreter; bash and exec run without it`,
+      );
     this.busy = true;
     try {
       return await this.exec(code, (timeoutS ?? DEFAULT_TIMEOUT_S) * 1000);

@@ -3,49 +3,80 @@ import { asyncBufferFromFile, parquetReadObjects } from 'hyparquet';
 import { RaasError } from '../../protocol/errors.js';
 import { CodeInstance, MathInstance, SweInstance, normaliseRow, taskOf } from '../../protocol/tasks.js';
 import { rng, seedOf } from '../../util/hash.js';
+import { customScript, type CustomScript, type TaskScript } from './custom.js';
 
-/** A dataset row a policy can script: its task, parsed instance, and per-instance success probability. */
+/**
+ * A dataset row a policy can script: its task, parsed instance, and per-instance success
+ * probability; `custom` rows carry their own script (a `sim` field or a `sim.policies` module).
+ */
 export type TaskRow =
   | { task: 'math'; key: string; instance: MathInstance; p: number }
   | { task: 'code'; key: string; instance: CodeInstance; p: number }
-  | { task: 'swe'; key: string; instance: SweInstance; p: number };
+  | { task: 'swe'; key: string; instance: SweInstance; p: number }
+  | { task: 'custom'; key: string; script: CustomScript; p: number };
+
+/** Raw rows and where each came from (`file line k`), for messages. */
+export interface RawRows {
+  rows: unknown[];
+  where: string[];
+}
 
 /** Reads a JSONL or Parquet file into raw rows. */
-export async function readRows(path: string): Promise<unknown[]> {
+export async function readRows(path: string): Promise<RawRows> {
   try {
-    if (/\.parquet$/i.test(path)) return await parquetReadObjects({ file: await asyncBufferFromFile(path) });
+    if (/\.parquet$/i.test(path)) {
+      const rows: unknown[] = await parquetReadObjects({ file: await asyncBufferFromFile(path) });
+      return { rows, where: rows.map((_, i) => `${path} row ${i}`) };
+    }
     const text = await readFile(path, 'utf8');
-    const rows: unknown[] = [];
+    const out: RawRows = { rows: [], where: [] };
     text.split('\n').forEach((line, i) => {
       if (!line.trim()) return;
       try {
-        rows.push(JSON.parse(line));
+        out.rows.push(JSON.parse(line));
+        out.where.push(`${path} line ${i + 1}`);
       } catch {
         throw new RaasError('config_invalid', `sim datasets: ${path} line ${i + 1} is not JSON; expected one JSON object per line`);
       }
     });
-    return rows;
+    return out;
   } catch (err) {
     if (err instanceof RaasError) throw err;
     throw new RaasError('config_invalid', `sim datasets: cannot read ${path}: ${(err as Error).message}`, { cause: err });
   }
 }
 
-/** Parses math / code / swe rows; rows of other tasks or that fail their schema are skipped. */
-export function toTaskRows(raw: unknown[], opts: { seed: number; alpha: number; beta: number }): TaskRow[] {
+/**
+ * Parses the rows the simulator can play: a row with its own `sim` script or a data_source a
+ * `sim.policies` script plays (custom), else math / code / swe rows; rows of other tasks, or that
+ * fail their schema, are skipped.
+ */
+export function toTaskRows(
+  input: RawRows | unknown[],
+  opts: { seed: number; alpha: number; beta: number; scripts?: ReadonlyArray<{ script: TaskScript; from: string }> },
+): TaskRow[] {
+  const raw: RawRows = Array.isArray(input) ? { rows: input, where: [] } : input;
   const out: TaskRow[] = [];
-  for (const r of raw) {
+  raw.rows.forEach((r, i) => {
     const row = normaliseRow(r) as Record<string, unknown>;
-    const task = taskOf(row?.data_source ?? row?.task);
+    if (!row || typeof row !== 'object' || Array.isArray(row)) return;
+    const script = customScript(row, opts.scripts ?? [], raw.where[i] ?? `row ${i}`);
+    if (script) {
+      const key = `${String(row.data_source ?? row.task ?? 'custom')}:${String(row.instance_id ?? script.match.join('\u0000'))}`;
+      const p = successProbability(seedOf(opts.seed, 'instance-p', 'custom', key), opts.alpha, opts.beta);
+      out.push({ task: 'custom', key, script, p });
+      return;
+    }
+    const task = taskOf(row.data_source ?? row.task);
     const schema = task === 'math' ? MathInstance : task === 'code' ? CodeInstance : task === 'swe' ? SweInstance : undefined;
-    if (!task || !schema) continue;
+    if (!task || !schema) return;
     const parsed = schema.safeParse(row);
-    if (!parsed.success) continue;
+    if (!parsed.success) return;
     const inst = parsed.data as MathInstance & CodeInstance & SweInstance;
     const key = String(inst.instance_id ?? (task === 'swe' ? inst.problem_statement : inst.problem));
     const p = successProbability(seedOf(opts.seed, 'instance-p', task, key), opts.alpha, opts.beta);
     out.push({ task, key, instance: inst, p } as TaskRow);
-  }
+  });
   return out;
 }
 

@@ -2,10 +2,10 @@ import type { PolicyContext, PolicyTurn, SimPolicy } from '../policy.js';
 import type { TaskRow } from './rows.js';
 import { parseTranscript, renderCall, type PolicyCall, type Transcript } from './transcript.js';
 
-/** One scripted turn: some prose, then one tool call. Dynamic parts read the latest tool responses. */
+/** One scripted turn: some prose, then one tool call (or none). Dynamic parts read the latest tool responses. */
 export interface Step {
-  /** A fixed call (later turns recognise it in the transcript) or one built from the tool responses. */
-  call: PolicyCall | ((responses: string[]) => PolicyCall);
+  /** A fixed call (later turns recognise it in the transcript), one built from the tool responses, or none (a final text answer). */
+  call?: PolicyCall | ((responses: string[]) => PolicyCall);
   /** Prose before the call; one of the variants is picked with the request's rng. */
   say: string[] | ((responses: string[]) => string);
   /** Reasoning shown inside `<think>` when thinking is on. */
@@ -95,6 +95,10 @@ function consistent(steps: Step[], t: Transcript): boolean {
   for (let i = 0; i < t.assistant.length; i++) {
     const seen = t.assistant[i]!.calls[0];
     const step = steps[i]!.call;
+    if (step === undefined) {
+      if (seen) return false;
+      continue;
+    }
     if (!seen) return false;
     if (typeof step === 'function') {
       if (step([]).name !== seen.name) return false;
@@ -107,29 +111,36 @@ function render(step: Step, t: Transcript, r: () => number): string {
   const call = typeof step.call === 'function' ? step.call(t.toolResponses) : step.call;
   const say = typeof step.say === 'function' ? step.say(t.toolResponses) : step.say[Math.floor(r() * step.say.length)]!;
   const think = t.thinking ? `<think>\n${step.think}\n</think>\n\n` : '';
-  return `${think}${say}\n${renderCall(call)}`;
+  return call ? `${think}${say}\n${renderCall(call)}` : `${think}${say}`;
 }
 
 /**
- * Finds the row whose problem text appears in a first user message. Results are cached per message
- * (a group's rollouts and every later turn share it), so the linear scan runs once per prompt.
+ * Finds the row whose texts (its problem, or a custom row's match texts) all appear in a first user
+ * message. Results are cached per message (a group's rollouts and every later turn share it), so
+ * the linear scan runs once per prompt.
  */
 class Matcher<R extends TaskRow> {
   private readonly cache = new Map<string, R | null>();
-  private readonly rows: Array<{ text: string; row: R }>;
+  private readonly rows: Array<{ texts: string[]; length: number; rich: number; row: R }>;
 
   constructor(rows: R[]) {
-    // Longest first: a problem that contains another's text wins.
+    // Longest first: a problem that contains another's text wins. Of rows with the same texts (a
+    // plain row and its veRL copy), the one with reference fields to play from comes first.
     this.rows = rows
-      .map((row) => ({ text: problemOf(row).trim(), row }))
-      .filter((r) => r.text.length > 0)
-      .sort((a, b) => b.text.length - a.text.length);
+      .map((row) => {
+        const texts = textsOf(row)
+          .map((t) => t.trim())
+          .filter((t) => t.length > 0);
+        return { texts, length: texts.reduce((a, t) => a + t.length, 0), rich: richness(row), row };
+      })
+      .filter((r) => r.texts.length > 0)
+      .sort((a, b) => b.length - a.length || b.rich - a.rich);
   }
 
   find(user: string): R | undefined {
     let hit = this.cache.get(user);
     if (hit === undefined) {
-      hit = this.rows.find((r) => user.includes(r.text))?.row ?? null;
+      hit = this.rows.find((r) => r.texts.every((t) => user.includes(t)))?.row ?? null;
       if (this.cache.size > 20_000) this.cache.clear();
       this.cache.set(user, hit);
     }
@@ -137,8 +148,16 @@ class Matcher<R extends TaskRow> {
   }
 }
 
-function problemOf(row: TaskRow): string {
-  return row.task === 'swe' ? row.instance.problem_statement : row.instance.problem;
+function textsOf(row: TaskRow): string[] {
+  if (row.task === 'custom') return row.script.match;
+  return [row.task === 'swe' ? row.instance.problem_statement : row.instance.problem];
+}
+
+/** How much a row gives a plan to play from: a reference solution or fix beats none. */
+function richness(row: TaskRow): number {
+  if (row.task === 'code') return row.instance.reference_solution ? 1 : 0;
+  if (row.task === 'swe') return row.instance.gold_patch || (row.instance as { patch?: unknown }).patch ? 1 : 0;
+  return 0;
 }
 
 /** The last non-empty line of a text (a printed value, a test summary). */

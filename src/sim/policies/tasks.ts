@@ -7,6 +7,7 @@ import type { PolicyCall } from './transcript.js';
 type MathRow = Extract<TaskRow, { task: 'math' }>;
 type CodeRow = Extract<TaskRow, { task: 'code' }>;
 type SweRow = Extract<TaskRow, { task: 'swe' }>;
+type CustomRow = Extract<TaskRow, { task: 'custom' }>;
 
 /** The workspace path tools see inside a sandbox. */
 const WS = '/workspace';
@@ -47,10 +48,29 @@ export const mathPlan: PlanBuilder<MathRow> = (row, right, variant) => {
   return steps;
 };
 
+/**
+ * A program that answers each hidden test from a table (what the simulator plays for a row without
+ * a reference solution, as DeepCoder's rows come): right on every test, or (`wrong`) off on the
+ * first one, a near miss the grader catches.
+ */
+export function tableProgram(tests: ReadonlyArray<{ input: string; output: string }>, wrong = false): string {
+  const answers: Record<string, string> = {};
+  tests.forEach((t, i) => (answers[t.input] ??= wrong && i === 0 ? `${t.output.trimEnd()}0\n` : t.output));
+  // A JSON string literal is a valid Python string literal.
+  return [
+    'import json, sys',
+    `ANSWERS = json.loads(${JSON.stringify(JSON.stringify(answers))})`,
+    'data = sys.stdin.read()',
+    "out = ANSWERS.get(data, {k.strip(): v for k, v in ANSWERS.items()}.get(data.strip(), ''))",
+    'sys.stdout.write(out)',
+    '',
+  ].join('\n');
+}
+
 /** Code: (look around,) write solution.py, run it on the example, finish. */
 export const codePlan: PlanBuilder<CodeRow> = (row, right, variant) => {
-  const ref = row.instance.reference_solution ?? 'print()\n';
-  const source = right ? ref : mutateProgram(ref);
+  const ref = row.instance.reference_solution;
+  const source = ref === undefined ? tableProgram(row.instance.tests, !right) : right ? ref : mutateProgram(ref);
   // Run the statement's own example when it has one (what a model can see); else the first test.
   const example = statementExample(row.instance.problem) ?? row.instance.tests[0]!.input;
   const steps: Step[] = [];
@@ -88,7 +108,9 @@ export const codePlan: PlanBuilder<CodeRow> = (row, right, variant) => {
 /** Swe: (list files,) read the file, replay the fix hunk by hunk (or a near-miss), run the failing tests, finish. */
 export const swePlan: PlanBuilder<SweRow> = (row, right, variant) => {
   const inst = row.instance;
-  const files = parseUnifiedDiff(inst.gold_patch ?? '');
+  // SWE-bench rows carry the reference fix as `patch`.
+  const reference = inst.gold_patch ?? (inst as { patch?: unknown }).patch;
+  const files = parseUnifiedDiff(typeof reference === 'string' ? reference : '');
   const steps: Step[] = [];
   if (variant === 1)
     steps.push({
@@ -193,3 +215,11 @@ function firstSentence(text: string): string {
   const m = /^[\s\S]*?[.?!](\s|$)/.exec(text);
   return (m ? m[0] : text).trim().slice(0, 200);
 }
+
+/** A custom row: its script's right or wrong turns, each one call (or a final text). */
+export const customPlan: PlanBuilder<CustomRow> = (row, right) =>
+  (right ? row.script.right : row.script.wrong).map((step, i, all) => ({
+    ...(step.name ? { call: { name: step.name, arguments: step.arguments ?? {} } } : {}),
+    say: [step.say ?? (step.name ? `Next: ${step.name}.` : 'Done.')],
+    think: i === all.length - 1 ? 'Wrap up.' : 'Work through the task.',
+  }));

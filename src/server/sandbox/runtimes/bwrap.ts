@@ -28,12 +28,12 @@ export class BwrapStrategy implements RuntimeStrategy {
   readonly kind = 'bwrap' as const;
   readonly isolated = true;
   readonly hostWorkspace = false;
-  readonly poolable = true;
-  readonly seedsImages = true;
-  private seccomp: Buffer | undefined;
+  readonly poolable: boolean = true;
+  readonly seedsImages: boolean = true;
+  protected seccompProgram: Buffer | undefined;
   private netChecked = false;
 
-  constructor(private readonly c: SandboxConfig) {}
+  constructor(protected readonly c: SandboxConfig) {}
 
   locate(): { binary: string; identity: SandboxIdentity | undefined } {
     const binary = findBinary(this.c.bwrap);
@@ -54,7 +54,7 @@ export class BwrapStrategy implements RuntimeStrategy {
   }
 
   prepare(): void {
-    this.seccomp = this.c.seccomp ? seccompProgram() : undefined;
+    this.seccompProgram = this.c.seccomp ? seccompProgram() : undefined;
   }
 
   cgroupOptions(identity: SandboxIdentity | undefined): CgroupOptions {
@@ -102,7 +102,7 @@ export class BwrapStrategy implements RuntimeStrategy {
       env: i.nodeEnv,
       roBinds: this.c.ro_binds,
       readOnly: spec.readOnly,
-      hardening: this.seccomp ? bwrapHardeningArgs(SECCOMP_FD) : ['--disable-userns'],
+      hardening: this.seccompProgram ? bwrapHardeningArgs(SECCOMP_FD) : ['--disable-userns'],
       command: [path.join(INSIDE.toolServer, SANDBOX_NODE), path.join(INSIDE.toolServer, 'main.js'), JSON.stringify(i.options)],
     });
     return {
@@ -117,7 +117,7 @@ export class BwrapStrategy implements RuntimeStrategy {
       socket: i.socket,
       statusFd: true,
       connFd: true,
-      ...(this.seccomp ? { fdData: { [SECCOMP_FD]: this.seccomp } } : {}),
+      ...(this.seccompProgram ? { fdData: { [SECCOMP_FD]: this.seccompProgram } } : {}),
       ...(network ? { network: { syncFd: SYNC_FD, uid: p.identity?.uid, gid: p.identity?.gid } } : {}),
     };
   }

@@ -29,6 +29,20 @@ export interface ToolServerView {
   disk_mb?: number;
 }
 
+/** The image a sandbox is rooted in, resolved on the host: its tree and what runs in it. */
+export interface ImageRoot {
+  /** Host directory of the image's root filesystem (read-only lower layer). */
+  dir: string;
+  /** The workspace inside (the spec's, the image's WorkingDir, or /workspace). */
+  workdir: string;
+  /** The shell that applies limits (the image's /bin/bash, else /bin/sh). */
+  shell: string;
+  /** The image's python interpreter, when it has one. */
+  python?: string;
+  /** The image's environment (OCI Env, the activated conda environment). */
+  env: Record<string, string>;
+}
+
 /** Everything one launch needs: the shared preparation, the sandbox's directories, its spec. */
 export interface LaunchInput {
   prepared: PreparedHost;
@@ -42,6 +56,8 @@ export interface LaunchInput {
   socket: string;
   /** Host directory of the image the workspace starts from. */
   seed?: string;
+  /** The image the sandbox is rooted in (image-rooted strategies only). */
+  root?: ImageRoot;
   /** The tmpfs size of /tmp, from the sandbox's limits. */
   tmpSizeMb: number;
   /** PATH of every process we start. */
@@ -90,7 +106,7 @@ export interface RuntimeStrategy {
   /** Checks that what the spec asks for can start here (bwrap: the network helper); throws with the fix. */
   check(spec: SandboxSpec, identity: SandboxIdentity | undefined): void;
   /** Where the tool server finds its socket, workspace and scratch space. */
-  view(dirs: SandboxDirs, seed?: string): ToolServerView;
+  view(dirs: SandboxDirs, seed?: string, root?: ImageRoot): ToolServerView;
   /** The command line that starts one sandbox's tool server. */
   launch(input: LaunchInput): LaunchPlan;
   /** The isolation this runtime gives, for /status and the start log. */

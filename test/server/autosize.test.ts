@@ -1,0 +1,198 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { AutosizeConfig } from '../../src/protocol/config-workers.js';
+import { startRolloutServer, type RolloutServer } from '../../src/server/index.js';
+import { Autosizer, decide, type StageSignal } from '../../src/server/pipeline/autosize.js';
+import { spawn } from 'node:child_process';
+import { hostSampler, type HostLoad } from '../../src/server/pipeline/host-load.js';
+import { StageLimiter } from '../../src/server/pipeline/limiter.js';
+import { ServiceTimes } from '../../src/server/pipeline/service-times.js';
+import { startSim, type SimHandle } from '../../src/sim/index.js';
+import { systemClock } from '../../src/util/clock.js';
+import { ManualClock, flush, get, post, stagedHandler } from './helpers.js';
+
+const signal = (s: Partial<StageSignal>): StageSignal => ({
+  size: 16,
+  min: 1,
+  max: 256,
+  queued: 0,
+  peakBusy: 16,
+  gradient: 1,
+  maxStep: 0.5,
+  cpuOver: false,
+  memory: 'ok',
+  ...s,
+});
+
+describe('autosize: one decision', () => {
+  it('a queue grows the stage by what waits, at most one step (half its size), within its bounds', () => {
+    expect(decide(signal({ queued: 3 }))).toEqual({ size: 19, reason: 'queue' });
+    expect(decide(signal({ queued: 100 })).size).toBe(24);
+    expect(decide(signal({ size: 1, queued: 100 })).size).toBe(2); // a step is at least one slot
+    expect(decide(signal({ queued: 100, max: 20 }))).toEqual({ size: 20, reason: 'queue' });
+    expect(decide(signal({ size: 20, queued: 100, max: 20 })).reason).toBe('queue (at a bound)');
+  });
+
+  it('the CPU and memory budgets stop growth; memory over budget by 10 % shrinks by a step', () => {
+    expect(decide(signal({ queued: 50, cpuOver: true }))).toEqual({ size: 16, reason: 'queue, but the CPU budget is used' });
+    expect(decide(signal({ queued: 50, memory: 'full' }))).toEqual({ size: 16, reason: 'queue, but the memory budget is used' });
+    expect(decide(signal({ queued: 50, memory: 'over' }))).toEqual({ size: 8, reason: 'memory over budget' });
+  });
+
+  it('contention shrinks in proportion to the gradient, queue or not; idle slots are given back down to 1.5x the busiest moment', () => {
+    expect(decide(signal({ queued: 50, gradient: 0.75 })).size).toBe(12);
+    expect(decide(signal({ gradient: 0.5 })).size).toBe(8);
+    expect(decide(signal({ size: 40, peakBusy: 4 }))).toEqual({ size: 20, reason: 'idle slots' });
+    expect(decide(signal({ size: 12, peakBusy: 4 })).size).toBe(6);
+    expect(decide(signal({ size: 4, peakBusy: 0, min: 2 })).size).toBe(2);
+    expect(decide(signal({ size: 16, peakBusy: 10 }))).toEqual({ size: 16, reason: 'steady' });
+  });
+});
+
+describe('autosize: service times per kind and concurrency', () => {
+  it('jobs that slow down with concurrency give a gradient below 1; slower kinds of task alone do not', () => {
+    const t = new ServiceTimes();
+    // Contention: the same kind takes 100 ms alone and 400 ms at 16 at once.
+    for (let i = 0; i < 10; i++) t.add('swe', 1, 100);
+    for (let i = 0; i < 10; i++) t.add('swe', 16, 400);
+    expect(t.gradient(1.5, 16)).toBeCloseTo(0.5, 5);
+    t.roll();
+    // A mix: math takes 5 ms and swe 100 ms, at low and high concurrency alike.
+    const mix = new ServiceTimes();
+    for (let i = 0; i < 20; i++) {
+      mix.add('math', 1, 5);
+      mix.add('swe', 1, 100);
+      mix.add('math', 16, 5.5);
+      mix.add('swe', 16, 110);
+    }
+    expect(mix.gradient(1.5, 16)).toBe(1);
+    // Without a trusted low-concurrency baseline nothing is concluded.
+    const fresh = new ServiceTimes();
+    for (let i = 0; i < 10; i++) fresh.add('chat', 16, 900);
+    expect(fresh.gradient(1.5, 16)).toBe(1);
+  });
+});
+
+describe('the host sampler', () => {
+  it("counts the CPU of this server's child processes as its own, and reads the host's memory", async () => {
+    const sample = hostSampler();
+    sample();
+    // A child that burns one core for a second (the way a sandbox's test run does).
+    const child = spawn('python3', ['-c', 'import time\nt=time.time()\nwhile time.time()-t<1: pass'], { stdio: 'ignore' });
+    await new Promise((r) => child.on('exit', r));
+    const h = sample();
+    expect(h.ownCores).toBeGreaterThan(0.2);
+    expect(h.busyCores).toBeGreaterThanOrEqual(h.ownCores * 0.5);
+    expect(h.usedMb).toBeGreaterThan(0);
+    expect(h.usedMb).toBeLessThan(h.totalMb);
+  });
+});
+
+describe('Autosizer over real limiters', () => {
+  const host =
+    (h: Partial<HostLoad> = {}) =>
+    (): HostLoad => ({ busyCores: 0.5, ownCores: 0.3, cores: 2, usedMb: 1000, totalMb: 8000, ...h });
+  const cfg = AutosizeConfig.parse({ interval_s: 1 });
+
+  it('grows an auto stage with a queue at a bounded rate every interval, leaves a fixed stage alone, holds over the CPU budget', async () => {
+    const clock = new ManualClock();
+    const pools = {
+      init: new StageLimiter('init', 4, clock),
+      run: new StageLimiter('run', 64, clock),
+      eval: new StageLimiter('eval', 16, clock),
+    };
+    let load = host();
+    const a = new Autosizer(pools, { init: 4, run: 64, eval: { min: 1, max: 40 } }, cfg, clock, () => load());
+    const held: Array<() => void> = [];
+    for (let i = 0; i < 60; i++) void pools.eval.acquire(new AbortController().signal).then((r) => held.push(r));
+    for (let i = 0; i < 10; i++) void pools.init.acquire(new AbortController().signal).then((r) => held.push(r));
+    await flush();
+    expect([pools.eval.size, pools.eval.depth]).toEqual([16, 44]);
+    await clock.advance(1000, 100);
+    expect([pools.eval.size, pools.eval.busy]).toEqual([24, 24]);
+    await clock.advance(1000, 100);
+    expect(pools.eval.size).toBe(36);
+    load = host({ busyCores: 2, ownCores: 1.9, cores: 2 });
+    await clock.advance(1000, 100);
+    expect(pools.eval.size).toBe(36);
+    load = host();
+    await clock.advance(1000, 100);
+    expect(pools.eval.size).toBe(40);
+    await clock.advance(1000, 100);
+    expect(a.state('eval')).toEqual({ mode: 'auto', min: 1, max: 40, reason: 'queue (at a bound)' });
+    expect([pools.init.size, a.state('init')]).toEqual([4, undefined]);
+    a.close();
+    for (const r of held) r();
+  });
+
+  it('shrinking never takes a slot from a running job: the jobs finish, and no new one starts until busy is below the size', async () => {
+    const clock = new ManualClock();
+    const pools = {
+      init: new StageLimiter('init', 16, clock),
+      run: new StageLimiter('run', 16, clock),
+      eval: new StageLimiter('eval', 16, clock),
+    };
+    const a = new Autosizer(pools, { init: 16, run: 'auto', eval: 16 }, cfg, clock, host({ usedMb: 7900 }));
+    const rels: Array<() => void> = [];
+    for (let i = 0; i < 20; i++) void pools.run.acquire(new AbortController().signal).then((r) => rels.push(r));
+    await flush();
+    expect([pools.run.busy, pools.run.depth]).toEqual([16, 4]);
+    // Memory over budget (85 % of 8000 MB = 6800; 7900 > 1.1 x that): one step down per interval.
+    await clock.advance(1000, 100);
+    expect([pools.run.size, pools.run.busy]).toEqual([8, 16]);
+    for (const r of rels.splice(0, 9)) r();
+    await flush();
+    // 7 still run: below the size of 8, so one waiter gets the freed slot.
+    expect([pools.run.busy, pools.run.depth]).toEqual([8, 3]);
+    a.close();
+    for (const r of rels) r();
+    await flush();
+  });
+});
+
+describe('workers: auto on a rollout server', () => {
+  let srv: RolloutServer;
+  let sim: SimHandle;
+  beforeAll(async () => {
+    sim = await startSim({});
+    srv = await startRolloutServer(
+      {
+        port: 0,
+        log_level: 'silent',
+        workers: { init: 64, run: 64, eval: { min: 2, max: 48 } },
+        autosize: { interval_s: 0.1 },
+        llm: { backends: [{ address: sim.url }] },
+      },
+      { handlers: [stagedHandler(systemClock)] },
+    );
+  }, 60_000);
+  afterAll(async () => {
+    await srv?.close();
+    await sim?.close();
+  });
+
+  it('an EVAL queue grows the EVAL pool; /status and /metrics show the sizes in force and why; POST /workers fixes a stage', async () => {
+    const jobs = [...Array(60)].map((_, i) =>
+      post(`${srv.url}/process`, { instance: { data_source: 'staged', eval_ms: 400 }, job_id: `auto-${i}` }),
+    );
+    let biggest = 0;
+    let seen: Record<string, unknown> | undefined;
+    let ended = false;
+    const all = Promise.all(jobs).finally(() => (ended = true));
+    while (!ended) {
+      const st = (await get(`${srv.url}/status`)).body;
+      if (st.workers.eval.size > biggest) [biggest, seen] = [st.workers.eval.size, st.workers.eval];
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    for (const r of await all) expect(r.body).toMatchObject({ critical_error: null });
+    expect(biggest).toBeGreaterThan(16);
+    expect(biggest).toBeLessThanOrEqual(48);
+    expect(seen).toMatchObject({ mode: 'auto', min: 2, max: 48, reason: expect.stringMatching(/queue/) });
+    expect((await get(`${srv.url}/status`)).body.workers.init).toEqual({ size: 64, busy: 0 });
+    expect((await get(`${srv.url}/metrics`)).text).toMatch(/raas_workers_size\{stage="eval"\} \d+/);
+    const fixed = await post(`${srv.url}/workers`, { eval: 5, init: 'auto' });
+    expect(fixed.body.workers.eval).toEqual({ size: 5, busy: 0 });
+    expect(fixed.body.workers.init).toMatchObject({ mode: 'auto', min: 1, max: 256 });
+    const bad = await post(`${srv.url}/workers`, { eval: 0 });
+    expect([bad.status, bad.body.error.code]).toEqual([400, 'bad_request']);
+  });
+});
