@@ -1,4 +1,5 @@
 import type { Result } from '../protocol/process.js';
+import type { LimitFunction } from 'p-limit';
 import type { Clock } from '../util/clock.js';
 import type { NodeBackend } from '../protocol/nodes.js';
 import type { ProcessInput, RolloutClient, RolloutClientOptions } from './client.js';
@@ -39,6 +40,13 @@ export interface RolloutFleetOptions {
   unhealthy_after?: number;
   /** Timeout of one health check (default 2000 ms), independent of the period: a loaded server answers late, not never. */
   health_timeout_ms?: number;
+  /**
+   * Health checks per second over the whole fleet (default 64). Servers that are down are checked
+   * every interval regardless, servers that delivered a result within the interval are not checked;
+   * the others are checked in turn within this budget. A crashed server is noticed at once anyway
+   * (its held answers fail); a hung one within ⌈servers ÷ (this × interval)⌉ intervals.
+   */
+  health_probes_per_s?: number;
   clock?: Clock;
   /**
    * Options for each server's client. The fleet's defaults retry less than a lone client
@@ -89,6 +97,10 @@ export interface ServerState {
   joined?: boolean;
   /** Its last GET /status (or a 503 no_llm_backends) said it has no LLM backend for us. */
   noBackends?: boolean;
+  /** When (clock ms) a /process answer last arrived from it: a server that answers needs no probe. */
+  lastAnswer: number;
+  /** Runs cancels and recoveries on it a few at a time. */
+  control: LimitFunction;
 }
 
 /** One /process call of a job on one server; it occupies an in-flight slot there until it ends or is abandoned. */

@@ -16,6 +16,13 @@ import { abortReason } from './transport.js';
 const MAX_REFUSALS = 5;
 
 /**
+ * Cancels and job look-ups in flight per server. Every held /process answer already occupies a
+ * socket; a burst of cancels (a handover's stale groups, a close with thousands of jobs) must not
+ * open as many more sockets again.
+ */
+const CONTROL_CONCURRENCY = 4;
+
+/**
  * Many rollout servers behind one submission API. A group goes as a whole to the healthy server
  * with the fewest in-flight jobs (so group affinity works inside that server); when a server stops
  * answering, its groups move elsewhere with the same job ids; when it comes back, results it
@@ -33,6 +40,11 @@ export class RolloutFleet {
   private readonly unhealthyAfter: number;
   private readonly healthTimeoutMs: number;
   private timer: unknown;
+  /** Where the next periodic round of health checks starts. */
+  private probeFrom = 0;
+  private readonly probesPerS: number;
+  /** liveCapacity's answer per `configured`, until a server's health, size or membership changes. */
+  private capacityCache: { configured: number | undefined; value: number } | undefined;
   private closing: Promise<void> | undefined;
   private readonly counters: FleetStats = { submitted: 0, failed_over: 0, recovered: 0, duplicates: 0 };
   private readonly onChange: (() => void) | undefined;
@@ -46,6 +58,7 @@ export class RolloutFleet {
     this.intervalMs = opts.health_interval_ms ?? 2000;
     this.unhealthyAfter = Math.max(1, opts.unhealthy_after ?? 2);
     this.healthTimeoutMs = opts.health_timeout_ms ?? 2000;
+    this.probesPerS = opts.health_probes_per_s ?? 64;
     this.onChange = opts.on_change;
     this.clientOpts = { retries: 2, backoff: { base_ms: 100, max_ms: 1000 }, ...opts.client, clock: this.clock };
     opts.servers.forEach((s, i) => {
@@ -77,6 +90,8 @@ export class RolloutFleet {
       draining: false,
       joined,
       noBackends: joined,
+      lastAnswer: Number.NEGATIVE_INFINITY,
+      control: pLimit(CONTROL_CONCURRENCY),
     });
     if (joined) this.track(this.readSize(this.fleet.list.at(-1)!));
     this.changed();
@@ -178,11 +193,11 @@ export class RolloutFleet {
     const job = this.jobs.get(jobId);
     if (!job || job.settled) return;
     job.cancelRequested = true;
-    for (const s of job.former) if (s.healthy) this.track(s.client.cancel(jobId, { retries: 0 }).catch(() => {}));
+    for (const s of job.former) if (s.healthy) this.cancelOn(s, jobId, 0);
     const server = job.attempt?.server;
     if (!server) return this.settle(job, { error: new CancelledError(`job ${jobId} cancelled before a server held it`) });
     try {
-      await server.client.cancel(jobId); // an id that ended meanwhile answers too: its result is on the way
+      await server.control(() => server.client.cancel(jobId)); // an id that ended meanwhile answers too: its result is on the way
     } catch (err) {
       this.settle(job, {
         error: new CancelledError(`job ${jobId} cancelled locally: ${server.url} did not acknowledge (${(err as Error).message})`),
@@ -220,7 +235,12 @@ export class RolloutFleet {
 
   /** The admission cap over the servers that take groups now (fleet-servers.ts). */
   liveCapacity(configured?: number): number {
-    return this.fleet.liveCapacity(configured);
+    // Read after every result by the coordinator: computed once per change, not per call.
+    const c = this.capacityCache;
+    if (c && c.configured === configured) return c.value;
+    const value = this.fleet.liveCapacity(configured);
+    this.capacityCache = { configured, value };
+    return value;
   }
 
   /** Counters of submissions, failovers, recoveries and ignored duplicates. */
@@ -310,6 +330,7 @@ export class RolloutFleet {
     server.client.process(job.req, { signal: attempt.ac.signal, cancelOnAbort: false }).then(
       (result) => {
         this.release(attempt);
+        server.lastAnswer = this.clock.now();
         if (job.settled)
           this.counters.duplicates++; // e.g. the cancelled copy after a recovery
         else if (job.attempt !== attempt) return;
@@ -327,6 +348,7 @@ export class RolloutFleet {
         } else if (err instanceof RaasError && err.code === 'no_llm_backends' && server.joined && !server.noBackends) {
           // A server that joined before its backends were placed: wait for them, run the job elsewhere.
           server.noBackends = true;
+          this.changed();
           this.retryElsewhere(job, server);
         } else if (err instanceof RaasError && err.retryable && job.refusals++ < MAX_REFUSALS) this.retryElsewhere(job, server);
         else this.settle(job, { error: err });
@@ -342,7 +364,9 @@ export class RolloutFleet {
 
   /** Stops waiting on an attempt without cancelling on its server (it is unreachable, or we are closing). */
   private abandon(attempt: Attempt | undefined): void {
-    if (!attempt) return;
+    // An attempt whose answer arrived has nothing left to stop (aborting would only build an
+    // AbortError per job, a stack trace included).
+    if (!attempt || attempt.released) return;
     this.release(attempt);
     attempt.ac.abort();
   }
@@ -424,8 +448,7 @@ export class RolloutFleet {
     // It may have restarted with another number of workers.
     this.track(this.readSize(server));
     // A server back after a long outage may owe thousands of results: ask for them a few at a time.
-    const limit = pLimit(16);
-    for (const job of this.jobs.values()) if (job.former.has(server)) this.track(limit(() => this.recover(job, server)));
+    for (const job of this.jobs.values()) if (job.former.has(server)) this.track(server.control(() => this.recover(job, server)));
     const waiting = this.pending.splice(0);
     for (const g of waiting) this.place(g);
   }
@@ -443,11 +466,11 @@ export class RolloutFleet {
       this.counters.recovered++;
       this.settle(job, { result: res.result }, true);
       // The copy we started elsewhere is now a duplicate: stop it so it does not burn rollout time.
-      if (copy && copy !== server) this.track(copy.client.cancel(job.id, { retries: 1 }).catch(() => {}));
+      if (copy && copy !== server) this.cancelOn(copy, job.id, 1);
     } else if (res && !res.result && job.attempt?.server !== server) {
       // Still running there: a stale duplicate of the moved job. It stays in `former`, since that
       // server's copy of this id is now cancelled and must not be attached to again.
-      this.track(server.client.cancel(job.id, { retries: 1 }).catch(() => {}));
+      this.cancelOn(server, job.id, 1);
     } else if (!res) {
       job.former.delete(server); // lost in a crash or expired: the moved copy is the only one
     }
@@ -481,6 +504,7 @@ export class RolloutFleet {
 
   /** Tells the owner (on a later microtask, outside whatever handler changed it) that the live capacity may differ. */
   private changed(): void {
+    this.capacityCache = undefined;
     const fn = this.onChange;
     if (fn && !this.closing)
       queueMicrotask(() => {
@@ -505,10 +529,38 @@ export class RolloutFleet {
     }
   }
 
+  /**
+   * The servers the periodic round checks: every server that is down (only a check brings it back),
+   * then, in turn from where the last round stopped, servers that delivered no result within the
+   * interval, at most health_probes_per_s × interval of them. A server whose held answers arrive
+   * needs no probe, and a fleet of a thousand servers is not probed a thousand times a round.
+   */
+  private dueForCheck(): ServerState[] {
+    const list = this.fleet.list;
+    const now = this.clock.now();
+    const n = list.length;
+    let budget = Math.max(1, Math.ceil((this.probesPerS * this.intervalMs) / 1000));
+    const due = list.filter((s) => !s.healthy);
+    let k = 0;
+    for (; k < n && budget > 0; k++) {
+      const s = list[(this.probeFrom + k) % n]!;
+      if (!s.healthy || now - s.lastAnswer < this.intervalMs) continue;
+      due.push(s);
+      budget--;
+    }
+    this.probeFrom = n ? (this.probeFrom + k) % n : 0;
+    return due;
+  }
+
+  /** Cancels a job on a server in the background, within that server's control concurrency. */
+  private cancelOn(server: ServerState, jobId: string, retries: number): void {
+    this.track(server.control(() => server.client.cancel(jobId, { retries })));
+  }
+
   private schedule(): void {
     if (this.closing) return;
     this.timer = this.clock.setTimeout(() => {
-      this.track(this.checkHealth().finally(() => this.schedule()));
+      this.track(Promise.all(this.dueForCheck().map((s) => this.check(s))).finally(() => this.schedule()));
     }, this.intervalMs);
     (this.timer as { unref?: () => void } | undefined)?.unref?.();
   }
@@ -522,7 +574,7 @@ export class RolloutFleet {
         const server = job.attempt?.server;
         job.cancelRequested = true;
         this.settle(job, { error: abortReason(signal) });
-        if (server?.healthy) this.track(server.client.cancel(job.id, { retries: 1 }).catch(() => {}));
+        if (server?.healthy) this.cancelOn(server, job.id, 1);
       }
     };
     signal.addEventListener('abort', onAbort, { once: true });

@@ -329,7 +329,7 @@ export class Coordinator {
     if (core?.paused && !core.ready()) {
       throw new RaasError(
         'generation_paused',
-        `nextBatch: generation is paused and ${core.bufferedGroups.length} of batch_size=${this.config.batch_size} groups are buffered; call resume() first`,
+        `nextBatch: generation is paused and ${core.bufferedCount} of batch_size=${this.config.batch_size} groups are buffered; call resume() first`,
         { retryable: false },
       );
     }
@@ -511,7 +511,7 @@ export class Coordinator {
       step: core?.step ?? 0,
       running_groups: core?.runningGroups ?? 0,
       running_jobs: core?.runningJobs ?? 0,
-      buffered_groups: core?.bufferedGroups.length ?? 0,
+      buffered_groups: core?.bufferedCount ?? 0,
       max_inflight_jobs: core?.capacity ?? 0,
       totals: core ? { ...core.totals } : ({} as DapoCore['totals']),
       servers: this.fleet?.servers() ?? [],
