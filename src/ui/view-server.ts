@@ -45,7 +45,8 @@ export async function startRunViewer(o: RunViewerOptions): Promise<RunViewer> {
   const follower = new RunFollower(run.dir, { clock, wallNow, everyMs: o.followMs, onChange: (c) => log.emit('run', c) });
   await follower.start();
 
-  const app = Fastify({ logger: false, forceCloseConnections: true });
+  // A job id may be 256 characters, so up to 768 percent-encoded (fastify's default limit is 100).
+  const app = Fastify({ logger: false, forceCloseConnections: true, routerOptions: { maxParamLength: 1024 } });
   app.setErrorHandler((err: FastifyError, _req, reply) => {
     const e =
       err instanceof RaasError
