@@ -2,8 +2,8 @@
 # Installs what raas needs beyond npm, then the npm packages and the build. Idempotent.
 # As root: Debian packages (bubblewrap, tmux, git, python3; slirp4netns for network-enabled
 # sandboxes; seccomp's scmp_sys_resolver, which the tests use to check our syscall table; python3-numpy
-# and python3-torch for the Python bridge's conformance tests; chromium for the console's browser
-# tests) and the unprivileged sandbox user.
+# and python3-torch for the Python bridge's conformance tests, python3-venv and python3-setuptools for
+# its install; chromium for the console's browser tests) and the unprivileged sandbox user.
 # Without root: installs nothing system-wide and prints what is missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -17,6 +17,9 @@ for bin in bwrap tmux git slirp4netns pasta scmp_sys_resolver; do command -v "$b
 for mod in numpy torch; do /usr/bin/python3 -c "import $mod" >/dev/null 2>&1 || missing+=("python3-$mod"); done
 # pytest for the swe grading tests (pytest-run instances and the Debian-patch fixture)
 /usr/bin/python3 -c "import pytest" >/dev/null 2>&1 || missing+=(python3-pytest)
+# venv (with pip) and setuptools: the Python bridge's documented install on Debian 12 (PEP 668)
+/usr/bin/python3 -c "import ensurepip, venv" >/dev/null 2>&1 || missing+=(python3-venv)
+/usr/bin/python3 -c "import setuptools" >/dev/null 2>&1 || missing+=(python3-setuptools)
 # chromium for the console's browser tests (driven by playwright-core; no browser download)
 command -v chromium >/dev/null 2>&1 || missing+=(chromium)
 

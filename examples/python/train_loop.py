@@ -17,7 +17,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.normpath(os.path.join(HERE, "..", ".."))
 sys.path.insert(0, os.path.join(ROOT, "bridges", "python"))  # or: pip install -e bridges/python
 
-from raas_bridge import RaasError, RaasSidecar, to_nemo_rl, to_verl  # noqa: E402
+from raas_bridge import RaasError, RaasSidecar, rollout_metrics, to_nemo_rl, to_verl  # noqa: E402
 
 
 def main() -> int:
@@ -51,6 +51,12 @@ def main() -> int:
                 f"step {batch.step}: policy v{batch.policy_version}, {len(batch.groups)} groups, {len(batch)} rollouts, "
                 f"{generated} generated tokens, mean reward {sum(rewards) / len(rewards):.3f}, "
                 f"{len(nemo['message_log'])} message logs"
+            )
+            # Your tracker: veRL's Tracking.log(data=metrics, step=...), NeMo RL's log_metrics(..., prefix="rollout")
+            m = rollout_metrics(batch)
+            print(
+                f"  rollout/groups/informative_share {m['rollout/groups/informative_share']:.2f}, "
+                f"rollout/timing_s/run {m['rollout/timing_s/run']:.2f}, rollout/waste/fraction {m['rollout/waste/fraction']:.2f}"
             )
             # ... the optimizer step and the weight sync to the inference servers go here ...
             v = rs.update_weights()["policy_version"]

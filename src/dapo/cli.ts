@@ -10,6 +10,7 @@ import { CoordinatorMetrics, plural } from './metrics.js';
 import { serveMetrics, type MetricsServer } from './metrics-server.js';
 import { TrainerCommandError } from './trainer-command.js';
 import { setHelp, collect, intArg } from '../util/config-flags.js';
+import { examples } from '../util/help.js';
 
 /** Ctrl-C (and SIGTERM) abort the signal once; a second Ctrl-C exits at once. */
 function interruptSignal(): { signal: AbortSignal; dispose(): void } {
@@ -31,7 +32,16 @@ export function registerTrain(program: Command): void {
   program
     .command('train')
     .description('run DAPO training steps: embedded (local rollout server + simulated backends) or against configured servers')
+    .addHelpText(
+      'after',
+      examples([
+        ['raas train configs/demo.yaml', 'embedded: a local rollout server and simulated backends; writes runs/demo/'],
+        ['raas train configs/demo.yaml --set n=2 --set sampling_params.temperature=0.7', 'override keys (typed, checked)'],
+        ['raas train --resume runs/demo --steps 6', 'continue an interrupted (or finished) run up to 6 steps'],
+      ]),
+    )
     .argument('[config]', "training config (YAML); optional with --resume (the run directory's config.json is used)")
+    .option('-c, --config <file>', 'the training config, as the argument (the form raas serve and raas sidecar take)')
     .option('--smoke', "CI smoke run: the config's smoke overrides (fewer steps)")
     .option('--steps <n>', 'override steps', intArg('--steps', { min: 1 }))
     .option('--set <key=value>', setHelp('sampling_params.temperature=0.7'), collect)
@@ -54,8 +64,9 @@ export function registerTrain(program: Command): void {
     )
     .action(
       async (
-        file: string | undefined,
+        arg: string | undefined,
         o: {
+          config?: string;
           smoke?: boolean;
           steps?: number;
           name?: string;
@@ -66,6 +77,7 @@ export function registerTrain(program: Command): void {
           progressIntervalS: number;
         },
       ) => {
+        const file = configArg(arg, o.config);
         if (file === undefined && !o.resume)
           throw new RaasError(
             'config_invalid',
@@ -155,12 +167,16 @@ export function registerTrain(program: Command): void {
   program
     .command('eval')
     .description('one pass over a dataset: n rollouts per prompt, no filtering, no weight updates; pass@1 and pass@n per data source')
-    .argument('<config>', 'training config (YAML); its eval section picks the dataset and n')
+    .addHelpText('after', examples([['raas eval configs/demo.yaml --n 4', 'pass@1 and pass@4 per data source, into runs/demo/eval.json']]))
+    .argument('[config]', 'training config (YAML); its eval section picks the dataset and n')
+    .option('-c, --config <file>', 'the training config, as the argument')
     .option('--n <n>', 'rollouts per prompt', intArg('--n', { min: 1 }))
     .option('--set <key=value>', setHelp('sampling_params.temperature=0.7'), collect)
     .option('--output <file>', 'write the report JSON here (default runs/<name>/eval.json)')
     .option('--tag <tag>', 'job id tag, to evaluate again against the same servers', '0')
-    .action(async (file: string, o: { n?: number; output?: string; tag: string; set?: string[] }) => {
+    .action(async (arg: string | undefined, o: { config?: string; n?: number; output?: string; tag: string; set?: string[] }) => {
+      const file = configArg(arg, o.config);
+      if (file === undefined) throw new RaasError('config_invalid', 'raas eval: give a training config: raas eval <config>');
       const cfg = loadTrainConfig(file, {}, o.set);
       if (o.n !== undefined) cfg.eval = { ...cfg.eval, n: o.n };
       const { signal, dispose } = interruptSignal();
@@ -190,6 +206,13 @@ export function registerTrain(program: Command): void {
         dispose();
       }
     });
+}
+
+/** The config file given as the argument or as --config (both: they must agree). */
+function configArg(arg: string | undefined, flag: string | undefined): string | undefined {
+  if (arg !== undefined && flag !== undefined && arg !== flag)
+    throw new RaasError('config_invalid', `two configs: ${arg} and --config ${flag}; give one`);
+  return arg ?? flag;
 }
 
 /** --metrics-port: an integer 0..65535 (0 picks a free port). */

@@ -242,6 +242,7 @@ export class DapoCore {
     this.runningJobs--;
     const tokens = resultTokens(result);
     g.tokens += tokens;
+    this.window.addTiming(result.timing);
     this.window.tokensGenerated += tokens;
     this.totals.tokens_generated += tokens;
     if (isErrorResult(result) && g.state === 'running') this.window.errors++;

@@ -52,6 +52,11 @@ export interface StepRecord extends StepSummary {
   /** Selection's keep bases (GRESO's p_easy, p_hard) at handover. */
   keep_easy: number;
   keep_hard: number;
+  /** Mean seconds per stage (queued, INIT, RUN, EVAL) of the rollouts that ended in the window. */
+  queued_s_mean: number;
+  init_s_mean: number;
+  run_s_mean: number;
+  eval_s_mean: number;
 }
 
 const num = (v: unknown): number => (typeof v === 'number' && Number.isFinite(v) ? v : 0);
@@ -97,6 +102,10 @@ export function stepRecord(b: Batch, elapsed_s: number, now: Date = new Date()):
     prompts_skipped: num(s.prompts_skipped),
     keep_easy: num(s.keep_easy),
     keep_hard: num(s.keep_hard),
+    queued_s_mean: num(s.queued_s_mean),
+    init_s_mean: num(s.init_s_mean),
+    run_s_mean: num(s.run_s_mean),
+    eval_s_mean: num(s.eval_s_mean),
   };
 }
 

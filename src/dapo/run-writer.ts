@@ -193,13 +193,19 @@ export class RunWriter {
 
   /** Appends the batch and writes its step file; returns the step file's path. */
   async writeBatch(b: Batch): Promise<string> {
+    const line = await this.appendBatch(b);
+    const p = this.batchPath(b.step);
+    await writeAtomic(p, line);
+    return p;
+  }
+
+  /** Appends the batch to batches.jsonl (no step file) and its row to the summary; returns the line. */
+  async appendBatch(b: Batch): Promise<string> {
     const line = JSON.stringify(b);
     await appendFile(path.join(this.dir, 'batches.jsonl'), line + '\n');
     this.bytes += Buffer.byteLength(line) + 1;
-    const p = this.batchPath(b.step);
-    await writeAtomic(p, line);
     this.steps.push(summarise(b));
-    return p;
+    return line;
   }
 
   /** Appends lines to `groups.jsonl` (the groups that did not reach a batch, for raas view). */
@@ -213,11 +219,11 @@ export class RunWriter {
   }
 
   /** Writes summary.json and plot.svg from the steps so far plus run-level facts. */
-  async writeSummary(extra: Record<string, unknown>): Promise<void> {
+  async writeSummary(extra: Record<string, unknown>, command = 'raas train'): Promise<void> {
     const summary = { ...extra, steps: this.steps };
     await writeAtomic(path.join(this.dir, 'summary.json'), JSON.stringify(summary, null, 2) + '\n');
     // Panels per step: reward, informative groups/s, filtered share, waste, staleness, step time.
-    await writeAtomic(path.join(this.dir, 'plot.svg'), runPlotSvg(`raas train ${path.basename(this.dir)}: per step`, this.steps));
+    await writeAtomic(path.join(this.dir, 'plot.svg'), runPlotSvg(`${command} ${path.basename(this.dir)}: per step`, this.steps));
   }
 }
 

@@ -27,6 +27,9 @@ export class StepWindow {
   skippedHard = 0;
   /** Prompts submitted only because the exploration floor drew them or max_skips forced them. */
   explored = 0;
+  /** Seconds each stage took, summed over the rollouts that ended in the window and reported timing. */
+  readonly stageSeconds = { queued: 0, init: 0, run: 0, eval: 0 };
+  timedRollouts = 0;
   /** Uniform (filtered) groups by the value their rewards all had. */
   readonly uniformAt = new Map<number, number>();
   /** Σ group size over the groups submitted in the window (the mean n under adaptive n). */
@@ -43,6 +46,16 @@ export class StepWindow {
   constructor(now: number) {
     this.startedAt = now;
     this.lastAt = now;
+  }
+
+  /** Adds one ended rollout's stage times (a result without timing, from another server, adds nothing). */
+  addTiming(t: { queued_s?: number; init_s?: number; run_s?: number; eval_s?: number } | undefined): void {
+    if (!t || typeof t.run_s !== 'number') return;
+    this.timedRollouts++;
+    this.stageSeconds.queued += t.queued_s ?? 0;
+    this.stageSeconds.init += t.init_s ?? 0;
+    this.stageSeconds.run += t.run_s ?? 0;
+    this.stageSeconds.eval += t.eval_s ?? 0;
   }
 
   /** Accumulates worker occupancy up to `now` with `running` jobs in flight since the last call. */
@@ -109,6 +122,11 @@ export class StepWindow {
       mean_group_size: this.submitted ? this.nSum / this.submitted : 0,
       rollouts_trimmed: this.rolloutsTrimmed,
       tokens_trimmed: this.tokensTrimmed,
+      // mean seconds per stage of the rollouts that ended in the window (queued: waiting in the server's queues)
+      queued_s_mean: this.timedRollouts ? this.stageSeconds.queued / this.timedRollouts : 0,
+      init_s_mean: this.timedRollouts ? this.stageSeconds.init / this.timedRollouts : 0,
+      run_s_mean: this.timedRollouts ? this.stageSeconds.run / this.timedRollouts : 0,
+      eval_s_mean: this.timedRollouts ? this.stageSeconds.eval / this.timedRollouts : 0,
       ...extra.selection,
     };
   }

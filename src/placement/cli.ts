@@ -3,6 +3,7 @@ import { applyPlacement } from './apply.js';
 import { loadPlaceConfig } from './config.js';
 import { formatPlan } from './format.js';
 import { planPlacement } from './plan.js';
+import { examples } from '../util/help.js';
 
 interface PlaceFlags {
   config: string;
@@ -16,6 +17,16 @@ export function registerPlace(program: Command): void {
   program
     .command('place')
     .description('assign LLM servers to rollout servers node-affinely (same node first, then round-robin), print the plan and apply it')
+    .addHelpText(
+      'after',
+      examples([
+        ['raas place --config configs/place.yaml --dry-run', 'print the plan only'],
+        [
+          'raas place --config configs/place.yaml --weight-version 3 --dry-run --json',
+          'the plan as JSON, registered as weight_version 3 when applied',
+        ],
+      ]),
+    )
     .requiredOption('--config <file>', 'YAML with rollout_servers [{url, token?}] and llm_servers [{address, api?}] (configs/place.yaml)')
     .option('--dry-run', 'print the plan without applying it')
     .option('--json', "print the plan (and the servers' backends after applying) as JSON")

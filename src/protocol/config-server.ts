@@ -127,6 +127,13 @@ export const ServerConfig = z.strictObject({
   max_queued_jobs: z.number().int().positive().default(4_096),
   /** Retry-After seconds on 503 answers. */
   retry_after_s: z.number().int().nonnegative().default(1),
+  /**
+   * POST /process keys the server does not read (a misspelt `sampling_params` key, an unknown
+   * top-level key): `warn` (default, ProRL's leniency: ignored, counted, named in a `Warning`
+   * response header) or `reject` (400 `unknown_key`). A request's `Prefer: handling=strict` or
+   * `handling=lenient` (RFC 7240) overrides it.
+   */
+  unknown_request_keys: z.enum(['warn', 'reject']).default('warn'),
   body_limit_bytes: z
     .number()
     .int()

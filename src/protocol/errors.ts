@@ -11,6 +11,10 @@ export const ERROR_CODES = {
     doc: "POST /add_llm_server (and raas serve's configured backends): the backend's /tokenize ids differ from raas's tokenizer; set `tokenizer` to the served model.",
   },
   invalid_instance: { status: 400, doc: "The instance failed its handler's schema; the message names the field." },
+  unknown_key: {
+    status: 400,
+    doc: "POST /process in strict mode (`Prefer: handling=strict`, or the server's `unknown_request_keys: reject`): a key the server does not read; the message names it and the nearest valid one.",
+  },
   unauthorized: { status: 401, doc: 'Missing or wrong bearer token.' },
   forbidden: {
     status: 403,

@@ -14,6 +14,7 @@ import { UiSessions, credentialOf, sameOrigin } from './console/session.js';
 import { gateOf } from './llm/pool.js';
 import { normalizeAddress } from './llm/http.js';
 import { probeBackend } from './llm/probe.js';
+import { checkUnknownKeys } from './unknown-keys.js';
 import type { ServerMetrics } from './metrics.js';
 import { stoppedError, type Pipeline } from './pipeline/pipeline.js';
 import { Access } from './tenants/access.js';
@@ -172,6 +173,8 @@ export function buildApp(deps: AppDeps): FastifyInstance {
 
   // Results are serialized once, when the job ends; they go out as they are.
   app.post('/process', async (req, reply) => {
+    // Keys the server does not read: refused in strict mode, else named in a Warning header.
+    checkUnknownKeys(req, reply, config);
     const sub = await pipeline.submit(req.body, access(req).tenant('POST /process'));
     return reply.type('application/json; charset=utf-8').send(await sub.finished);
   });

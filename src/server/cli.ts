@@ -4,6 +4,7 @@ import type { ServerConfigInput } from '../protocol/config-server.js';
 import { setHelp, collect, intArg, numberArg, portArg } from '../util/config-flags.js';
 import { loadServerConfig } from './config.js';
 import { startRolloutServer } from './index.js';
+import { examples } from '../util/help.js';
 
 interface ServeFlags {
   config?: string;
@@ -58,6 +59,17 @@ export function registerServe(program: Command): void {
   program
     .command('serve')
     .description('run the rollout server (HTTP API of docs/api.md)')
+    .addHelpText(
+      'after',
+      examples([
+        ['raas serve --config configs/server.yaml', 'every setting in the file (paths relative to it); flags override it'],
+        [
+          'raas serve --llm http://127.0.0.1:9000 --workers-run 32 --set llm.routing=assigned',
+          'on 127.0.0.1:8006 with a vLLM backend and 32 RUN workers',
+        ],
+        ['raas serve --host 0.0.0.0 --token-env RAAS_TOKEN', 'a cluster node: every route but /health needs the bearer token'],
+      ]),
+    )
     .option('--config <file>', 'YAML server config (configs/server.yaml); flags override it')
     .option('--host <host>', 'address to bind (default 127.0.0.1; non-loopback needs --token or --insecure)')
     .option('--port <n>', 'port (0 picks a free one; default 8006)', portArg('--port'))

@@ -4,12 +4,19 @@ import { SIDECAR_LIMITS } from '../protocol/sidecar.js';
 import { setHelp, collect } from '../util/config-flags.js';
 import type { LogLevel } from './log.js';
 import { serveStdio } from './stdio.js';
+import { examples } from '../util/help.js';
 
 /** Registers `raas sidecar --config x.yaml`: the JSON-lines protocol on stdin/stdout (docs/sidecar.md). */
 export function registerSidecar(program: Command): void {
   program
     .command('sidecar')
     .description('serve the coordinator to a Python trainer: JSON lines on stdin/stdout, logs on stderr (docs/sidecar.md)')
+    .addHelpText(
+      'after',
+      examples([
+        [`printf '{"id": 1, "op": "hello"}\\n' | raas sidecar --config configs/demo.yaml`, 'one request; stdin closed ends the sidecar'],
+      ]),
+    )
     .requiredOption('-c, --config <path>', 'training config (YAML), as for raas train')
     .option('--return-messages', 'put messages (with their token ids) on every rollout, as return_messages: true in the config')
     .option(
@@ -27,6 +34,9 @@ export function registerSidecar(program: Command): void {
     .option('--close-timeout-s <s>', 'longest wait for a clean close before exiting', (v) => nonNegative(v, '--close-timeout-s'), 30)
     .addOption(new Option('--log-level <level>', 'stderr log level').choices(['debug', 'info', 'warn', 'error', 'silent']).default('info'))
     .option('--set <key=value>', setHelp('sampling_params.temperature=0.7'), collect)
+    .option('--output-dir <dir>', "where the run directory <dir>/<name>/ goes (default: the config's output_dir, runs)")
+    .option('--keep-batches', 'also append every batch to <run dir>/batches.jsonl (what raas show reads)')
+    .option('--no-outputs', 'write no run directory (metrics.jsonl, summary.json, plot.svg, prompts.jsonl)')
     .option(
       '--metrics-port <port>',
       "serve the coordinator's Prometheus metrics on 127.0.0.1:<port>/metrics (0: a free port, logged)",
@@ -38,6 +48,9 @@ export function registerSidecar(program: Command): void {
         set?: string[];
         metricsPort?: number;
         returnMessages?: boolean;
+        outputDir?: string;
+        keepBatches?: boolean;
+        outputs: boolean;
         maxLineBytes: number;
         progressIntervalS: number;
         closeTimeoutS: number;
@@ -49,7 +62,12 @@ export function registerSidecar(program: Command): void {
             const { loadTrainConfig } = await import('../dapo/index.js');
             const { dapoBackend } = await import('./dapo-backend.js');
             const config = loadTrainConfig(o.config, o.returnMessages ? { return_messages: true } : {}, o.set);
-            const backend = dapoBackend(config, { configDir: path.dirname(path.resolve(o.config)), log });
+            let backend = dapoBackend(config, { configDir: path.dirname(path.resolve(o.config)), log });
+            if (o.outputs) {
+              const { withRunOutputs } = await import('../dapo/metrics-sidecar-run.js');
+              const dir = path.resolve(o.outputDir ?? config.output_dir, config.name);
+              backend = withRunOutputs(backend, config, { dir, keepBatches: o.keepBatches === true, log });
+            }
             if (o.metricsPort === undefined) return backend;
             const { CoordinatorMetrics } = await import('../dapo/metrics.js');
             const { serveMetrics } = await import('../dapo/metrics-server.js');

@@ -9,6 +9,7 @@ import { RaasError } from '../protocol/errors.js';
 import { intArg, numberArg, portArg } from '../util/config-flags.js';
 import { REALISTIC_LATENCY, startSim, type SimOptions as SimOptionsInput } from './index.js';
 import { SimOptions } from './options.js';
+import { examples } from '../util/help.js';
 
 /** configs/data in the package (from dist/src/sim or, under tsx, src/sim): the datasets `raas sim-llm` recognises when given none. */
 const BUNDLED_DATA_DIR =
@@ -71,6 +72,14 @@ export function registerSimLlm(program: Command): void {
   program
     .command('sim-llm')
     .description('run a simulated vLLM/SGLang backend (token-in/token-out, real Qwen3 ids, scripted task policies)')
+    .addHelpText(
+      'after',
+      examples([
+        ['raas sim-llm --port 9000 --seed 1', 'vLLM and SGLang routes; plays the bundled tasks (configs/data)'],
+        ['raas sim-llm --port 9000 --pass-rate 1 --dataset configs/data/code.jsonl', 'plays every row right: does the grader pay?'],
+        ['raas sim-llm --port 9000 --config configs/slurm/sim.yaml --realistic-latency', 'options from a file, the latency of an 8B model'],
+      ]),
+    )
     .option('--port <n>', 'port to listen on (0 picks a free one)', portArg('--port'))
     .option('--host <host>', 'address to bind', undefined)
     .option('--seed <n>', 'seed of filler text and policies', intArg('--seed', { min: 0 }))

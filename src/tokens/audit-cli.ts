@@ -5,6 +5,7 @@ import { RaasError } from '../protocol/errors.js';
 import { auditDrift, viewsOfLine, type DriftReport, type TokenView } from './drift.js';
 import { loadTokenizer } from './local.js';
 import { qwen3Tokenizer } from './tokenizer.js';
+import { examples } from '../util/help.js';
 
 /** Reads a results/batches JSONL file and audits re-tokenisation drift of its trajectories. */
 export async function auditDriftFile(file: string, opts: { tokenizer?: string; examples?: number } = {}): Promise<DriftReport> {
@@ -55,6 +56,13 @@ export function registerAuditDrift(program: Command): void {
   program
     .command('audit-drift')
     .description("decode and re-encode each trajectory's model turns and report what a text round trip would change")
+    .addHelpText(
+      'after',
+      examples([
+        ['raas audit-drift runs/demo/batches.jsonl', 'after raas train configs/demo.yaml'],
+        ['raas audit-drift runs/demo/batches.jsonl --json --examples 0', 'the report as JSON'],
+      ]),
+    )
     .argument('<results.jsonl>', 'rollout results (one per line, as GET /jobs or the results journal) or DAPO batches.jsonl')
     .option('--tokenizer <dir>', 'a local tokenizer folder (tokenizer.json + tokenizer_config.json); default Qwen3')
     .option('--examples <n>', 'examples to show', (v) => Number.parseInt(v, 10), 5)

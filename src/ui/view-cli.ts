@@ -6,6 +6,7 @@ import { RaasError } from '../protocol/errors.js';
 import { resolveTokenizerSpec } from '../tokens/resolve.js';
 import type { Tokenizer } from '../tokens/tokenizer.js';
 import { portArg } from '../util/config-flags.js';
+import { examples } from '../util/help.js';
 import { startRunViewer } from './view-server.js';
 
 interface ViewFlags {
@@ -35,6 +36,13 @@ export function registerView(program: Command): void {
   program
     .command('view')
     .description('open a run directory of raas train in the browser: steps, charts, groups, any rollout (follows a run in progress)')
+    .addHelpText(
+      'after',
+      examples([
+        ['raas view runs/demo', 'steps, charts, groups and any rollout at http://127.0.0.1:8007/ui; follows a run in progress'],
+        ['raas view runs/demo --tokenizer qwen3', "the tokenizer that decodes the run's ids (default: the run's own)"],
+      ]),
+    )
     .argument('<run-dir>', 'the run directory, e.g. runs/demo')
     .option('--port <n>', 'port (0 picks a free one)', portArg('--port'), 8007)
     .option('--host <host>', 'address to bind', '127.0.0.1')

@@ -59,10 +59,21 @@ export function setHelp(example: string): string {
 }
 
 /** Rewrites commander's "error: option '--n <n>' argument '-2' is invalid. --n: ..." to the message alone. */
-export function flagErrorLine(text: string): string {
+export function flagErrorLine(text: string, argv: readonly string[] = process.argv): string {
   const m = /^error: option '(?:-\w, )?(--[\w-]+)[^']*' argument '([^']*)' is invalid\. (.*)$/s.exec(text.trim());
-  if (!m) return text.replace(/^error: /, 'raas: ');
+  if (!m) return text.replace(/^error: /, 'raas: ') + argumentHint(text, argv);
   const [, flag, value, why] = m;
   // Our parsers' messages start with the flag; commander's own (choices) do not.
   return why!.startsWith(`${flag}:`) ? `raas: ${why}\n` : `raas: ${flag}: ${why!.replace(/\.$/, '')}, got "${value}"\n`;
+}
+
+/**
+ * The form a user likely meant for a misplaced config file: `raas serve configs/server.yaml` (serve,
+ * sim-llm, place and sidecar take `--config`). Empty when nothing fits.
+ */
+function argumentHint(text: string, argv: readonly string[]): string {
+  const m = /too many arguments for '([\w-]+)'/.exec(text);
+  const file = argv.slice(2).find((a) => /\.(ya?ml|json)$/i.test(a) && !a.startsWith('-'));
+  if (!m || !file || argv.includes('--config') || argv.includes('-c')) return '';
+  return `(raas ${m[1]} takes its config file as a flag: raas ${m[1]} --config ${file})\n`;
 }

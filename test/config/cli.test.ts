@@ -59,6 +59,21 @@ describe.concurrent('flag errors name the flag and what it takes', () => {
   );
 });
 
+describe('a config file where the command wants another form', () => {
+  it('raas serve <file> says serve takes --config; raas train/eval take --config too', async () => {
+    const r = await raasAsync(['serve', 'configs/server.yaml']);
+    expect(r.status).toBe(1);
+    expect(r.stderr.split('\n').slice(0, 2)).toEqual([
+      "raas: too many arguments for 'serve'. Expected 0 arguments but got 1.",
+      '(raas serve takes its config file as a flag: raas serve --config configs/server.yaml)',
+    ]);
+    const t = await raasAsync(['train', '--config', demo, '--set', 'n=1.5']);
+    expect(t.stderr.split('\n')[0]).toBe('raas: --set n=1.5: `n`: wrong type: expected an integer, got 1.5');
+    const two = await raasAsync(['eval', demo, '--config', path.join(dir, 'other.yaml')]);
+    expect(two.stderr.split('\n')[0]).toBe(`raas: two configs: ${demo} and --config ${path.join(dir, 'other.yaml')}; give one`);
+  }, 120_000);
+});
+
 describe('config errors from the CLI: file, key path, nearest key, before anything starts', () => {
   it('raas train: a typo at any depth fails before any run directory or server exists', () => {
     const cfg = path.join(dir, 'typo.yaml');

@@ -20,11 +20,12 @@ import { RUNNABLE, docBlocks, type DocBlock } from './blocks.js';
 //   `raas serve`, `raas sim-llm` and `raas view` get free ports (8006, 9000 and 8007 in the text are
 //   replaced); the script waits for their /health after a backgrounded one, and a foreground one is
 //   started, checked healthy and stopped; curl fails on an HTTP error and on a result whose
-//   critical_error is set. Background processes are killed when the script ends.
+//   critical_error is set; `raas show` and `raas audit-drift` read `runs/` under <tmp>. Background
+//   processes are killed when the script ends.
 // - TypeScript: written under .raas/docs-test/ in the repository (so `import ... from 'raas'`
 //   resolves to this package) and run with tsx.
 // - Python: python3 with bridges/python on PYTHONPATH, in the repository; RaasSidecar gets
-//   `--set batch_size=1` (one accepted group per step).
+//   `--set batch_size=1` (one accepted group per step) and its run directory under <tmp>.
 
 const ROOT = path.resolve(path.dirname(new URL(import.meta.url).pathname), '../..');
 const DOCS = [
@@ -124,6 +125,8 @@ function rewrite(line: string, ports: { serve: number; sim: number; view: number
     l = l.replace(/--resume\s+runs\//, `--resume ${out}/runs/`).replace(/--steps\s+\d+/, '--steps 2');
   } else l = l.replace(/^(\s*raas train\s+\S+)/, `$1 --steps 1 --set batch_size=1 --output-dir ${out}/runs`);
   l = l.replace(/^(\s*raas eval\s+\S+)/, `$1 --set dataset.limit=2 --n 2 --output ${out}/eval.json`);
+  // Commands that read a run directory read the one an earlier block's raas train wrote under <tmp>/runs.
+  if (/^\s*raas (show|audit-drift)\b/.test(l)) l = l.replace(/(\s)runs\//g, `$1${out}/runs/`);
   l = l.replace(/(examples\/python\/train_loop\.py(\s+\S+\.yaml)?)/, '$1 --steps 1');
   if (/^\s*raas serve\b/.test(l) && !/--port/.test(l)) l = l.replace(/^(\s*raas serve)/, `$1 --port ${ports.serve}`);
   l = l.replace(/\bcurl -s\b/g, 'doc_curl');
@@ -159,7 +162,7 @@ doc_curl() {
 
 const PY_PRELUDE = `import raas_bridge, raas_bridge.client as _c
 _init = _c.RaasSidecar.__init__
-def _fast(self, *a, args=(), **k): _init(self, *a, args=(*args, "--set", "batch_size=1"), **k)
+def _fast(self, *a, args=(), **k): _init(self, *a, args=(*args, "--set", "batch_size=1", "--output-dir", ${JSON.stringify(path.join(OUT, 'py-runs'))}), **k)
 _c.RaasSidecar.__init__ = _fast
 `;
 

@@ -7,7 +7,8 @@ import { startSim, type SimHandle } from '../../src/sim/index.js';
 import type { SimPolicy } from '../../src/sim/policy.js';
 import { parseTranscript } from '../../src/sim/policies/transcript.js';
 
-// The one-file handler of docs/tasks.md, loaded through handler_modules into a real server.
+// The one-file handler of docs/tasks.md (examples/write-file/write-file.ts, importing from 'raas'),
+// loaded through handler_modules into a real server.
 const here = path.dirname(fileURLToPath(import.meta.url));
 let sim: SimHandle;
 let srv: RolloutServer;
@@ -35,7 +36,7 @@ beforeAll(async () => {
     port: 0,
     log_level: 'silent',
     sandbox: { runtime: 'bwrap', root },
-    handler_modules: [path.join(here, 'fixtures/write-file.ts')],
+    handler_modules: [path.join(here, '../../examples/write-file/write-file.ts')],
   });
   await fetch(`${srv.url}/add_llm_server`, {
     method: 'POST',
@@ -69,25 +70,11 @@ it('runs the documented one-file handler end to end and grades it', async () => 
   expect(bad.body.error.message).toMatch(/path/);
 }, 60_000);
 
-it('the fixture is the handler printed in docs/tasks.md', () => {
+it('the handler and its simulator script are the files docs/tasks.md prints (examples/write-file)', () => {
   const doc = fs.readFileSync(path.join(here, '../../docs/tasks.md'), 'utf8');
-  const start = doc.indexOf('// examples/write-file/write-file.ts');
-  const block = doc.slice(doc.indexOf('\n', start) + 1, doc.indexOf('```', start));
-  const fixture = fs.readFileSync(path.join(here, 'fixtures/write-file.ts'), 'utf8');
-  const body = (s: string) =>
-    s
-      .split('\n')
-      .filter((l) => !l.startsWith('import ') && !l.startsWith('//'))
-      .join('\n')
-      .trim();
-  expect(body(fixture)).toBe(body(block));
-  // The example the docs train (examples/write-file) is the printed block itself.
-  expect(fs.readFileSync(path.join(here, '../../examples/write-file/write-file.ts'), 'utf8')).toBe(
-    doc.slice(start, doc.indexOf('```', start)),
-  );
-  // So is the simulator's script of the task.
-  const sim = doc.indexOf('// examples/write-file/write-file.sim.ts');
-  expect(fs.readFileSync(path.join(here, '../../examples/write-file/write-file.sim.ts'), 'utf8')).toBe(
-    doc.slice(sim, doc.indexOf('```', sim)),
-  );
+  for (const file of ['write-file.ts', 'write-file.sim.ts']) {
+    const start = doc.indexOf(`// examples/write-file/${file}:`);
+    expect(start, file).toBeGreaterThan(0);
+    expect(fs.readFileSync(path.join(here, '../../examples/write-file', file), 'utf8')).toBe(doc.slice(start, doc.indexOf('```', start)));
+  }
 });

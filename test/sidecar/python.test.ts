@@ -45,12 +45,13 @@ describe('Python bridge (python3 -m unittest in bridges/python)', () => {
     await expectPass('/usr/bin/python3', ['-v', 'tests.test_integration']);
   }, 240_000);
 
-  it('conformance with veRL and NeMo RL on a real run, and the logprobs modes', async () => {
+  it("conformance with veRL and NeMo RL on a real run, the logprobs modes, and the trackers' metric names", async () => {
     const r = await unittest('/usr/bin/python3', [
       '-v',
       'tests.test_conformance_verl',
       'tests.test_conformance_nemo_rl',
       'tests.test_logprobs_mode',
+      'tests.test_tracking',
     ]);
     if (r.code !== 0) console.error(r.out);
     expect(r.out).toMatch(/\nOK/);

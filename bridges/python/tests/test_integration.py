@@ -53,7 +53,7 @@ class EmbeddedIntegrationTest(unittest.TestCase):
     def test_three_steps_then_close_leaves_no_process(self):
         events = []
         rs = RaasSidecar(self.config, command=[NODE, CLI, "sidecar", "--config", self.config, "--return-messages",
-                                  "--progress-interval-s", "0.2", "--close-timeout-s", "120"],
+                                  "--progress-interval-s", "0.2", "--close-timeout-s", "120", "--no-outputs"],
                          log_stream=io.StringIO(), on_event=events.append)
         with rs:
             info = rs.info
