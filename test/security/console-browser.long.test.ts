@@ -355,9 +355,9 @@ describe('other pages against the console: framing, cross-origin Cancel, sign-in
     fs.rmSync(tmp, { recursive: true, force: true });
   });
 
-  // DEFECT: the console sends neither frame-ancestors nor X-Frame-Options: any page of the same
-  // site (127.0.0.1 on another port: the cookie goes along) frames the signed-in console, Cancel included.
-  it.fails('cannot be framed by another page (clickjacking Cancel)', async () => {
+  // A page of the same site (127.0.0.1 on another port: the cookie goes along) framing the signed-in
+  // console would get its Cancel clicked by a lure.
+  it('cannot be framed by another page (clickjacking Cancel)', async () => {
     const page = await browser.page();
     await signIn(page);
     const id = `frame-${hex(3)}`;
@@ -415,8 +415,7 @@ describe('other pages against the console: framing, cross-origin Cancel, sign-in
     }
   });
 
-  // DEFECT: POST /ui/login takes a form posted by any site (sign-in CSRF).
-  it.fails("is not signed in by another site's sign-in form (sign-in CSRF)", async () => {
+  it("is not signed in by another site's sign-in form (sign-in CSRF)", async () => {
     const page = await browser.page();
     await browser.context.clearCookies();
     const site = await startSite({
@@ -456,10 +455,9 @@ describe('other pages against the console: framing, cross-origin Cancel, sign-in
     }
   });
 
-  // DEFECT: raas view (no authentication) and raas serve without a token answer any Host, so a page
-  // of another site whose name the attacker's DNS rebinds to 127.0.0.1 is same-origin with them: it
-  // reads the run, and drives the token-less API.
-  it.fails('is not readable by a DNS-rebinding page: raas view and a token-less raas serve', async () => {
+  // raas view (no authentication) and raas serve without a token: a page of another site whose name
+  // the attacker's DNS rebinds to 127.0.0.1 is same-origin with them in the browser.
+  it('is not readable by a DNS-rebinding page: raas view and a token-less raas serve', async () => {
     const page = await browser.page();
     await page.goto(`http://rebind.test:${new URL(view.url).port}/ui`).catch(() => undefined);
     const read = await page
