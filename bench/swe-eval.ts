@@ -2,7 +2,9 @@
  * `npm run bench:swe-eval`: the swe handler's EVAL against one direct run of the instance's test
  * command, side by side in one run. The instance is real code nobody here wrote: sortedcontainers
  * 2.4.0 (Debian's orig tarball, pinned, cached in .raas/fixtures/debian) with its five
- * test_coverage suites, 291 tests: FAIL_TO_PASS one of them, PASS_TO_PASS the other 290.
+ * test_coverage suites, 291 tests: FAIL_TO_PASS one of them, PASS_TO_PASS the other 290. With
+ * `evalBench({image})` (bench:swe), the instance is a SWE-bench row whose image (that Debian root
+ * with the repository at /testbed) roots EVAL's sandbox, as handlers.swe.images_dir gives it.
  *   (a) EVAL of a patch that keeps every test passing: fresh bwrap sandbox, repository set up,
  *       patch applied, tests reset, the command run once with the tamper canaries, log parsed.
  *   (b) EVAL of a patch that breaks one PASS_TO_PASS test (SortedList.__copy__).
@@ -16,6 +18,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { performance } from 'node:perf_hooks';
+import { fileURLToPath } from 'node:url';
 import { createSandboxRuntime } from '../src/server/sandbox/index.js';
 import type { Sandbox, SandboxSpec } from '../src/server/sandbox/types.js';
 import type { StageContext } from '../src/server/handlers/types.js';
@@ -27,19 +30,18 @@ import { qwen3Tokenizer } from '../src/tokens/index.js';
 import { archiveFile } from '../test/handlers/fixtures/debian-patch.js';
 
 const quick = process.argv.includes('--quick');
-const N = quick ? 3 : 9;
 const POOL = 'https://deb.debian.org/debian/pool/main/s/sortedcontainers';
 const ORIG: [string, string] = ['sortedcontainers_2.4.0.orig.tar.gz', '70e22f4fd29b204f75f989e3c1e847aa1de267a028aab4233c0db783aaff78c1'];
 const COMMAND = 'python3 -m pytest -rA -p no:cacheprovider';
 
-interface Stat {
+export interface Stat {
   name: string;
   n: number;
   p50: number;
   min: number;
   max: number;
 }
-function stat(name: string, xs: number[]): Stat {
+export function stat(name: string, xs: number[]): Stat {
   const s = [...xs].sort((a, b) => a - b);
   return { name, n: s.length, p50: s[Math.floor((s.length - 1) / 2)]!, min: s[0]!, max: s[s.length - 1]! };
 }
@@ -91,14 +93,22 @@ function phaseOf(argv: readonly string[]): string {
   return argv[0] ?? '?';
 }
 
-function loadavg(): string {
+export function loadavg(): string {
   return os
     .loadavg()
     .map((x) => x.toFixed(2))
     .join(' ');
 }
 
-async function main(): Promise<void> {
+/** What evalBench measures in: the host's userland with a files instance (default), or `image`, a root directory the instance's image is made from. */
+export interface EvalBenchOptions {
+  image?: string;
+  runs?: number;
+}
+
+/** Runs the EVAL measurement and returns the printed lines (also the JSON rows). */
+export async function evalBench(o: EvalBenchOptions = {}): Promise<{ lines: string[]; rows: Stat[] }> {
+  const N = o.runs ?? (quick ? 3 : 9);
   const tmpBase = process.getuid?.() === 0 ? '/var/tmp' : os.tmpdir();
   const tmp = fs.mkdtempSync(path.join(tmpBase, 'raas-bench-swe-eval-'));
   const root = path.join(tmp, 'sandboxes');
@@ -136,12 +146,25 @@ async function main(): Promise<void> {
         '        return self.__class__(self)\n\n    def __copy__(self):\n        return self.__class__(list(self)[1:])\n',
       ),
     );
+    // The image: the given root (hard-linked, nothing of it is changed) with the repository at /testbed.
+    const images = path.join(tmp, 'images');
+    const instanceId = 'grantjenks__python-sortedcontainers-2.4.0';
+    if (o.image) {
+      const dir = path.join(images, 'sweb.eval.x86_64.grantjenks_s_python-sortedcontainers-2.4.0');
+      fs.mkdirSync(images);
+      execFileSync('cp', ['-al', o.image, dir]);
+      fs.rmSync(path.join(dir, 'testbed'), { recursive: true, force: true });
+      execFileSync('git', ['clone', '-q', repo, path.join(dir, 'testbed')]);
+    }
     execFileSync('chmod', ['-R', 'a+rX', tmp]);
 
-    // The instance a researcher would send: files, the test command, the ids (appended as arguments).
+    // The instance a researcher would send: files, the test command, the ids (appended as arguments);
+    // in an image, a SWE-bench row naming its repository and commit.
     const inst: SweInstance = SweInstanceSchema.parse({
       problem_statement: 'bench',
-      files: filesOf(repo),
+      ...(o.image
+        ? { instance_id: instanceId, repo: 'grantjenks/python-sortedcontainers', base_commit: git(repo, 'rev-parse', 'HEAD').trim() }
+        : { files: filesOf(repo) }),
       test_command: COMMAND,
       FAIL_TO_PASS: [f2p],
       PASS_TO_PASS: p2p,
@@ -172,7 +195,7 @@ async function main(): Promise<void> {
     const ctx: StageContext<SweInstance> = {
       job: { id: 'bench', instance: inst, samplingParams: {}, groupId: undefined, policyVersion: undefined, seed: 1 },
       signal: new AbortController().signal,
-      config: {},
+      config: o.image ? { images_dir: images } : {},
       log: { debug: () => undefined, info: () => undefined, warn: () => undefined, error: () => undefined },
       sandboxes: {
         open: async (spec: SandboxSpec, s?: AbortSignal) => {
@@ -211,7 +234,13 @@ async function main(): Promise<void> {
     let aOut: Awaited<ReturnType<typeof evalOnce>> | undefined;
     let bOut: Awaited<ReturnType<typeof evalOnce>> | undefined;
     // An open sandbox with the repository, for the floor inside (d).
-    const inside = await rt.open({ network: false, tools: [], files: filesOf(repo) });
+    const inside = o.image
+      ? await rt.open({
+          network: false,
+          tools: [],
+          rootImage: { ref: path.join(images, 'sweb.eval.x86_64.grantjenks_s_python-sortedcontainers-2.4.0'), workdir: '/testbed' },
+        })
+      : await rt.open({ network: false, tools: [], files: filesOf(repo) });
     const insideRun = async (): Promise<number> => {
       const t = performance.now();
       await inside.exec(['bash', '--noprofile', '--norc', '-c', `exec 2>&1; ${COMMAND} "$@"`, 'x', ...suites], {
@@ -243,7 +272,7 @@ async function main(): Promise<void> {
       stat('(d) floor: the test command in an open sandbox', d),
     ];
     const lines = [
-      `bench:swe-eval — sortedcontainers 2.4.0, ${suites.length} suites, ${passing.length} tests; command: ${COMMAND} ${suites.join(' ')}`,
+      `${o.image ? "EVAL in the instance's own image (a Debian root, the repository at /testbed)" : 'bench:swe-eval'} — sortedcontainers 2.4.0, ${suites.length} suites, ${passing.length} tests; command: ${COMMAND} ${suites.join(' ')}`,
       `load average before/after: see below; runs per row: ${N} (interleaved); machine: ${os.cpus().length} cores`,
       '',
       '| measurement | n | p50 ms | min ms | max ms |',
@@ -272,16 +301,26 @@ async function main(): Promise<void> {
       `(a) resolved ${aOut?.resolved}, failing ${aOut?.failed.length}; (b) resolved ${bOut?.resolved}, failing ${JSON.stringify(bOut?.failed)}`,
       `load average now: ${loadavg()}`,
     ];
-    process.stdout.write(`${lines.join('\n')}\n`);
-    if (process.argv.includes('--json')) process.stdout.write(`${JSON.stringify({ rows, loadavg: os.loadavg() })}\n`);
+    if (!aOut?.resolved || bOut?.resolved || bOut?.failed.length !== 1)
+      throw new Error(`bench:swe-eval: grading went wrong: ${lines.at(-2)}`);
+    return { lines, rows };
   } finally {
     await rt.close();
     fs.rmSync(tmp, { recursive: true, force: true });
   }
 }
 
-process.stderr.write(`load average at start: ${loadavg()}\n`);
-main().catch((e: unknown) => {
-  process.stderr.write(`bench:swe-eval failed: ${(e as Error).stack ?? String(e)}\n`);
-  process.exit(1);
-});
+async function main(): Promise<void> {
+  process.stderr.write(`load average at start: ${loadavg()}\n`);
+  const { lines, rows } = await evalBench();
+  process.stdout.write(`${lines.join('\n')}\n`);
+  if (process.argv.includes('--json')) process.stdout.write(`${JSON.stringify({ rows, loadavg: os.loadavg() })}\n`);
+}
+
+// Run as `npm run bench:swe-eval`; bench:swe imports evalBench.
+if (process.argv[1] && path.resolve(process.argv[1]) === fileURLToPath(import.meta.url)) {
+  main().catch((e: unknown) => {
+    process.stderr.write(`bench:swe-eval failed: ${(e as Error).stack ?? String(e)}\n`);
+    process.exit(1);
+  });
+}

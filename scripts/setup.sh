@@ -3,15 +3,23 @@
 # As root: Debian packages (bubblewrap, tmux, git, python3; slirp4netns for network-enabled
 # sandboxes; seccomp's scmp_sys_resolver, which the tests use to check our syscall table; python3-numpy
 # and python3-torch for the Python bridge's conformance tests, python3-venv and python3-setuptools for
-# its install; chromium for the console's browser tests) and the unprivileged sandbox user.
+# its install; chromium for the console's browser tests; the image tools below) and the unprivileged
+# sandbox user.
 # Without root: installs nothing system-wide and prints what is missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 SANDBOX_USER="${RAAS_SANDBOX_USER:-raas-sandbox}"
-declare -A PKG_OF=([bwrap]=bubblewrap [tmux]=tmux [git]=git [slirp4netns]=slirp4netns [pasta]=passt [scmp_sys_resolver]=seccomp)
+declare -A PKG_OF=([bwrap]=bubblewrap [tmux]=tmux [git]=git [slirp4netns]=slirp4netns [pasta]=passt [scmp_sys_resolver]=seccomp
+  [patchelf]=patchelf [umoci]=umoci [skopeo]=skopeo [unsquashfs]=squashfs-tools [mmdebstrap]=mmdebstrap [fuse-overlayfs]=fuse-overlayfs)
 missing=()
-for bin in bwrap tmux git slirp4netns pasta scmp_sys_resolver; do command -v "$bin" >/dev/null 2>&1 || missing+=("${PKG_OF[$bin]}"); done
+# Image-rooted sandboxes: patchelf (the host's node run inside any image), unsquashfs (.sif), umoci
+# (OCI layouts), skopeo (docker save archives), fuse-overlayfs (the overlay on kernels older than
+# 6.6); the tests build their images with mmdebstrap and busybox-static.
+for bin in bwrap tmux git slirp4netns pasta scmp_sys_resolver patchelf umoci skopeo unsquashfs mmdebstrap fuse-overlayfs; do
+  command -v "$bin" >/dev/null 2>&1 || missing+=("${PKG_OF[$bin]}")
+done
+dpkg-query -W -f='${Status}' busybox-static 2>/dev/null | grep -q 'ok installed' || missing+=(busybox-static)
 [ -x /usr/bin/python3 ] || missing+=(python3)
 # numpy and torch for the Python bridge's conformance tests (bridges/python/tests)
 for mod in numpy torch; do /usr/bin/python3 -c "import $mod" >/dev/null 2>&1 || missing+=("python3-$mod"); done

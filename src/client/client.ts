@@ -6,6 +6,7 @@ import { JobResponseFast, ResultFast } from './fast-schemas.js';
 import { AddLlmServerRequest, LlmServersResponse } from '../protocol/llm.js';
 import { OkResponse, StatusResponse } from '../protocol/status.js';
 import { PauseRequest, PauseResponse, ResumeResponse } from '../protocol/pause.js';
+import { PrefetchRequest, PrefetchResponse } from '../protocol/prefetch.js';
 import { Transport, type CallOptions, type TransportOptions } from './transport.js';
 
 /** Options of {@link RolloutClient}. */
@@ -121,6 +122,11 @@ export class RolloutClient {
   async pause(req: z.input<typeof PauseRequest> = {}, opts: CallOptions = {}): Promise<PauseResponse> {
     const body = PauseRequest.parse(req);
     return (await this.t.call('POST', '/pause', PauseResponse, body, { timeout_ms: null, ...opts }))!;
+  }
+
+  /** POST /prefetch: the server starts preparing the images of instances that will be submitted soon (a hint; nothing is started). */
+  async prefetch(instances: Array<Record<string, unknown>>, opts: CallOptions = {}): Promise<PrefetchResponse> {
+    return (await this.t.call('POST', '/prefetch', PrefetchResponse, PrefetchRequest.parse({ instances }), opts))!;
   }
 
   /** POST /resume: held jobs go on. */

@@ -191,6 +191,26 @@ export class RolloutFleet {
     return this.list.map((s) => s.client);
   }
 
+  /**
+   * Hints every healthy server at the instances it may run soon (POST /prefetch), so whichever gets
+   * them finds their images unpacked. Best effort: a server that does not answer, or predates the
+   * route, is skipped. Resolves with the number of servers that took the hint.
+   */
+  async prefetch(instances: Array<Record<string, unknown>>, opts: { signal?: AbortSignal } = {}): Promise<number> {
+    if (instances.length === 0 || this.closing) return 0;
+    const answers = await Promise.all(
+      this.list
+        .filter((s) => s.healthy)
+        .map((s) =>
+          s.client.prefetch(instances, { retries: 0, timeout_ms: 10_000, signal: opts.signal }).then(
+            () => 1,
+            () => 0,
+          ),
+        ),
+    );
+    return answers.reduce<number>((a, b) => a + b, 0);
+  }
+
   /** Checks every server now (the periodic check also runs on its own). */
   async checkHealth(): Promise<void> {
     await Promise.all(this.list.map((s) => this.check(s)));

@@ -239,6 +239,23 @@ export class Coordinator {
     });
   }
 
+  /** Prompts already named to the servers (POST /prefetch), oldest first: each is named once while it is remembered. */
+  private readonly hinted = new Set<string>();
+
+  /** Names the prompts admission takes next to the servers, whose images then unpack ahead of their groups. */
+  private hintUpcoming(): void {
+    const ahead = this.config.prefetch_ahead ?? this.config.batch_size;
+    if (ahead === 0 || !this.core || this.closing) return;
+    const next = this.core.dataset.upcoming(ahead).filter((p) => !this.hinted.has(`${p.data_source}\0${p.instance_id}`));
+    if (next.length === 0) return;
+    for (const p of next) this.hinted.add(`${p.data_source}\0${p.instance_id}`);
+    for (const k of this.hinted) {
+      if (this.hinted.size <= 4 * ahead) break;
+      this.hinted.delete(k);
+    }
+    this.track(this.fleet!.prefetch(next));
+  }
+
   private track(p: Promise<unknown>): void {
     const q = p.catch(() => {}).finally(() => this.background.delete(q));
     this.background.add(q);
@@ -259,6 +276,7 @@ export class Coordinator {
     // on backends still serving the old one (admission resumes once every server has them).
     const admit = (): void => {
       if (this.updating === 0) for (const g of core.admit()) this.submit(g);
+      this.hintUpcoming();
     };
     admit();
     while (this.waiters.length > 0 && core.ready()) {

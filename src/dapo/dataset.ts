@@ -46,6 +46,22 @@ export class PromptDataset {
     return this.rows[this.order[this.cursor.index]];
   }
 
+  /** The `k` prompts next() would return after the current one's turn, without advancing (fewer at the end). */
+  upcoming(k: number): Prompt[] {
+    const saved = { ...this.cursor };
+    const out: Prompt[] = [];
+    try {
+      for (let i = 0; i < k; i++) {
+        const p = this.next();
+        if (!p) break;
+        out.push(p);
+      }
+    } finally {
+      this.cursor = saved;
+    }
+    return out;
+  }
+
   /** The next prompt, or undefined when the configured epochs are exhausted. */
   next(): Prompt | undefined {
     const row = this.peek();

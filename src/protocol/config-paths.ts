@@ -30,6 +30,7 @@ const SANDBOX_PATH_KEYS: readonly PathKey[] = [
   ['ro_binds[]', 'path'],
   ['data_dirs[]', 'path'],
   ['leases.file', 'path'],
+  ['image_roots.cache_dir', 'path'],
   ['apptainer.binary', 'command'],
   // An image name from `images` is kept like a bare command name; `x.sif` or `dir/x.sif` is a file.
   ['apptainer.image', 'command'],

@@ -154,6 +154,11 @@ export const TrainConfig = z.strictObject({
   batch_size: z.number().int().positive().default(32),
   /** Default: the sum of the fleet's workers.run.size (read from /status at start). */
   max_inflight_jobs: z.number().int().positive().optional(),
+  /**
+   * Prompts ahead of admission the servers are told about (POST /prefetch), so the images their
+   * sandboxes need are unpacked before their groups start. Default: batch_size; 0 turns it off.
+   */
+  prefetch_ahead: z.number().int().nonnegative().optional(),
   on_error: z.enum(['drop_group', 'zero_reward']).default('drop_group'),
   steps: z.number().int().positive().default(10),
   /** Strict here (unlike /process): a misspelt key fails the config; other backend fields go in `extra_body`. */

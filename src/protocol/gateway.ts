@@ -12,6 +12,15 @@ const MaxTokens = z.number().int().positive().nullish();
 const Temperature = z.number().min(0).max(2).nullish();
 const TopP = z.number().min(0).max(1).nullish();
 
+/**
+ * Per-request caps, checked before the items are (zod stops at a too-long array): the chat template
+ * renders tools and messages on the server's event loop, so their number is bounded. Tool
+ * definitions are also bounded in size by the gateway (src/server/gateway/limits.ts).
+ */
+const MAX_TOOLS = 1024;
+const MAX_MESSAGES = 16_384;
+const tooMany = (what: string, n: number) => ({ error: `at most ${n} ${what} per request` });
+
 /** One function tool of the chat completions API. */
 const ChatTool = z.looseObject({
   type: z.string(),
@@ -43,8 +52,8 @@ const ChatMessage = z.looseObject({
 /** POST /v1/chat/completions. */
 export const ChatCompletionRequest = z.looseObject({
   model: z.string(),
-  messages: z.array(ChatMessage).min(1),
-  tools: z.array(ChatTool).nullish(),
+  messages: z.array(ChatMessage).min(1).max(MAX_MESSAGES, tooMany('messages', MAX_MESSAGES)),
+  tools: z.array(ChatTool).max(MAX_TOOLS, tooMany('tools', MAX_TOOLS)).nullish(),
   tool_choice: z.unknown().optional(),
   stream: z.boolean().nullish(),
   stream_options: z.looseObject({ include_usage: z.boolean().nullish() }).nullish(),
@@ -71,7 +80,7 @@ const ResponseItem = z.looseObject({
 /** POST /v1/responses. */
 export const ResponsesRequest = z.looseObject({
   model: z.string(),
-  input: z.union([z.string(), z.array(ResponseItem)]),
+  input: z.union([z.string(), z.array(ResponseItem).max(MAX_MESSAGES, tooMany('input items', MAX_MESSAGES))]),
   instructions: z.string().nullish(),
   tools: z
     .array(
@@ -82,6 +91,7 @@ export const ResponsesRequest = z.looseObject({
         parameters: z.record(z.string(), z.unknown()).nullish(),
       }),
     )
+    .max(MAX_TOOLS, tooMany('tools', MAX_TOOLS))
     .nullish(),
   tool_choice: z.unknown().optional(),
   stream: z.boolean().nullish(),
@@ -110,9 +120,9 @@ export const MessagesRequest = z.looseObject({
   max_tokens: z.number().int().positive().optional(),
   system: z.union([z.string(), z.array(AnthropicBlock)]).nullish(),
   // Claude Code 2.1 also sends `system` turns inside `messages` (its reminders).
-  messages: z.array(
-    z.looseObject({ role: z.enum(['user', 'assistant', 'system']), content: z.union([z.string(), z.array(AnthropicBlock)]) }),
-  ),
+  messages: z
+    .array(z.looseObject({ role: z.enum(['user', 'assistant', 'system']), content: z.union([z.string(), z.array(AnthropicBlock)]) }))
+    .max(MAX_MESSAGES, tooMany('messages', MAX_MESSAGES)),
   tools: z
     .array(
       z.looseObject({
@@ -121,6 +131,7 @@ export const MessagesRequest = z.looseObject({
         input_schema: z.record(z.string(), z.unknown()).nullish(),
       }),
     )
+    .max(MAX_TOOLS, tooMany('tools', MAX_TOOLS))
     .nullish(),
   tool_choice: z.unknown().optional(),
   stream: z.boolean().nullish(),

@@ -40,6 +40,12 @@ export const HarnessHandlerConfig = z.looseObject({
   model: z.string().min(1).default('raas-policy'),
   /** Cap of one call when sampling_params set none. */
   max_tokens_per_turn: z.number().int().positive().default(4096),
+  /**
+   * Conversations (segments) one job keeps; a call that would open one more is refused (400). Each
+   * keeps its prompt ids and goes into the result, so without a cap a harness making short calls of
+   * new conversations grows the server's memory and the result without bound.
+   */
+  max_segments: z.number().int().positive().default(64),
   /** Reward 0 for a rollout with any tool call that did not parse (ProRL's invalid-format penalty). */
   zero_reward_on_invalid_tool_calls: z.boolean().default(false),
   /** The node that runs the loopback relay inside the sandbox (any node ≥ 18 on the sandbox's PATH). */

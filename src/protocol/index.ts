@@ -27,6 +27,7 @@ export { LlmApi, AddLlmServerRequest, RemoveLlmServerRequest, BackendInfo, LlmSe
 export { StatusResponse, OkResponse } from './status.js';
 export { JobEvent, BackendEvent, ServerEvent, ResetEvent } from './events.js';
 export { PauseMode, PauseRequest, PauseResponse, ResumeResponse, GenerationStatus } from './pause.js';
+export { PrefetchRequest, PrefetchResponse } from './prefetch.js';
 export { Rollout, Group, BatchStats, Batch, UpdateWeightsRequest } from './batch.js';
 export {
   TASK_ALIASES,

@@ -212,6 +212,8 @@ export const SweInstance = z
     /** Paths (files or directories) reset to the base commit after the model's patch, before the tests run. */
     test_files: z.array(RepoPath).max(10_000).optional(),
     gold_patch: z.string().optional(),
+    /** An R2E-Gym row's image (`namanjain12/aiohttp_final:<sha>`): looked up under handlers.swe.images_dir; the repository is its /testbed. */
+    docker_image: z.string().min(1).max(300).optional(),
   })
   .superRefine((i, ctx) => {
     if (i.FAIL_TO_PASS.length === 0 && i.expected_output_json === undefined) {
@@ -222,6 +224,8 @@ export const SweInstance = z
       });
     }
     if (i.files !== undefined || i.tarball !== undefined) return;
+    // A row with an image of its own (R2E-Gym) brings its repository in the image.
+    if (i.docker_image !== undefined && i.repo === undefined && i.base_commit === undefined) return;
     if (i.repo === undefined && i.base_commit === undefined) {
       ctx.addIssue({
         code: 'custom',
@@ -258,8 +262,27 @@ const HostDir = (key: string) =>
 export const SweHandlerConfig = z.looseObject({
   /** Bare mirrors (`<owner>__<name>.git`, `<owner>/<name>.git`) or bundles (`<owner>__<name>.bundle`), readable by sandbox.user. */
   repos_dir: HostDir('repos_dir').optional(),
-  /** Per-instance images named as SWE-bench names them (`sweb.eval.x86_64.<id>`), unpacked root filesystems whose /testbed is the repository. */
+  /**
+   * Per-instance images (`sweb.eval.x86_64.<id>`, see image_names): unpacked root directories, `.sif`
+   * files, OCI layouts or `docker save` archives whose /testbed is the repository. The instance's
+   * sandboxes are rooted in its image (sandbox.runtime bwrap or apptainer), unless image_root is false.
+   */
   images_dir: HostDir('images_dir').optional(),
+  /**
+   * Names an instance's image may have under images_dir, tried in order: `{prorl_id}` (instance_id,
+   * `__` → `_s_`, lowercased), `{swebench_id}` (`__` → `_1776_`), `{instance_id}`, `{docker_image}`
+   * (an R2E-Gym row's, `/` and `:` → `_`). Default: sweb.eval.x86_64.{prorl_id}, sweb.eval.x86_64.{swebench_id}, {docker_image}.
+   */
+  image_names: z.union([z.string().min(1), z.array(z.string().min(1)).min(1)]).optional(),
+  /** Root the instance's sandboxes in its image (default true); false takes only the repository from it, tests then run on the sandbox's own userland. */
+  image_root: z.boolean().optional(),
+  /** The repository inside an image (default /testbed). */
+  image_workdir: z
+    .string()
+    .refine((p) => p.startsWith('/') && p !== '/', { message: 'handlers.swe.image_workdir must be an absolute path other than /' })
+    .optional(),
+  /** Replace the image repository's history by its HEAD alone in the agent's sandbox (default true): later commits stay out of reach. */
+  hide_history: z.boolean().optional(),
   /** The test command of every row without its own `test_command` (ids are appended). */
   test_command: z.string().min(1).optional(),
   /** How test logs are read when the instance does not say (instance.log_parser). */

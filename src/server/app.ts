@@ -19,6 +19,7 @@ import type { ServerMetrics } from './metrics.js';
 import { stoppedError, type Pipeline } from './pipeline/pipeline.js';
 import { Access } from './tenants/access.js';
 import { hostHeaderIsLoopback, isLoopbackHost } from '../util/loopback.js';
+import { backendIdentity } from './tenants/backend-identity.js';
 import type { Tenant } from './tenants/tenant.js';
 
 export interface AppDeps {
@@ -46,6 +47,7 @@ const ROUTES: Record<string, string> = {
   '/stop': 'POST',
   '/pause': 'POST',
   '/resume': 'POST',
+  '/prefetch': 'POST',
   '/drain': 'POST',
   '/workers': 'POST',
   '/status': 'GET',
@@ -241,7 +243,9 @@ export function buildApp(deps: AppDeps): FastifyInstance {
     if (why) throw new RaasError('invalid_address', `address: ${why}`);
     const owner = access(req).pool('POST /add_llm_server', body.tenant);
     const pool = owner.pool;
-    const taken = tenants.list.find((t) => t !== owner && t.pool.get(body.address));
+    // Compared by the server an address reaches (localhost, 127.1, 0.0.0.0 … are one), not by its spelling.
+    const id = backendIdentity(body.address);
+    const taken = tenants.list.find((t) => t !== owner && t.pool.list().some((b) => backendIdentity(b.address) === id));
     if (taken)
       throw new RaasError(
         'backend_owned',
@@ -313,6 +317,12 @@ export function buildApp(deps: AppDeps): FastifyInstance {
   app.post('/resume', async (req) => {
     const answers = gatesOf(req).map((t) => gateOf(t.pool).resume());
     return { status: 'running', released: answers.reduce((n, a) => n + a.released, 0) };
+  });
+
+  // A hint of the instances to come: their images unpack while the current jobs run.
+  app.post('/prefetch', async (req) => {
+    guard();
+    return pipeline.prefetch(req.body);
   });
 
   app.get('/status', async (req) => {

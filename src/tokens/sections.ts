@@ -1,3 +1,4 @@
+import { randomBytes } from 'node:crypto';
 /**
  * Encoding with two kinds of text: the chat template's own structure, where added tokens
  * (`<|im_start|>`, `<tool_response>`, …) are single special ids, and message content, where the same
@@ -105,10 +106,17 @@ export function encodeChunks(tok: LenmlInternals, chunks: readonly Chunk[]): num
   return ids;
 }
 
-/** A sentinel for content `i` while rendering; NUL never occurs in a chat template. */
-export const sentinel = (i: number): string => `\u0000raas-content-${i}\u0000`;
+/**
+ * A secret of this process in every sentinel: text that does reach the template (an assistant
+ * message, a tool's description) cannot spell a sentinel, which would make the rendering fall back
+ * to encoding every content as template structure, added tokens honoured.
+ */
+const NONCE = randomBytes(12).toString('hex');
 
-const SENTINEL = /\u0000raas-content-(\d+)\u0000/g;
+/** A sentinel for content `i` while rendering; NUL never occurs in a chat template. */
+export const sentinel = (i: number): string => `\u0000raas-content-${NONCE}-${i}\u0000`;
+
+const SENTINEL = new RegExp(`\u0000raas-content-${NONCE}-(\\d+)\u0000`, 'g');
 
 /**
  * Turns a template rendering made with sentinels in place of contents into sections, the contents

@@ -109,7 +109,8 @@ describe('SWE-bench rows in ProRL shape: repository from repos_dir / images_dir 
       sandbox: { runtime: 'bwrap', root },
       // No pytest in the sandbox's /usr/bin/python3 (the derived command for an unknown repository
       // is SWE-bench's `pytest -rA`), so the fixture's tests are unittest ones and this key is used.
-      handlers: { swe: { repos_dir: repos, images_dir: images, test_command: 'python3 -m unittest' } },
+      // image_root false: the images here hold a repository only, the sandboxes stay host-rooted.
+      handlers: { swe: { repos_dir: repos, images_dir: images, image_root: false, test_command: 'python3 -m unittest' } },
     });
     const add = await fetch(`${srv.url}/add_llm_server`, {
       method: 'POST',

@@ -12,6 +12,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
+import { inImage } from '../../src/server/sandbox/image-paths.js';
 import { acquireLock } from '../../src/server/sandbox/rootfs/lock.js';
 import { writeSif } from './sif-writer.js';
 
@@ -56,6 +57,12 @@ async function cached(name: string, stamp: string, build: (out: string) => Promi
 }
 
 const sha = (s: string | Buffer): string => createHash('sha256').update(s).digest('hex').slice(0, 16);
+
+/** What a derived form's stamp depends on: its source's own stamp when it is a cached image, else the source's path and mtime. */
+function sourceStamp(src: string): string {
+  const st = fs.statSync(fs.existsSync(`${src}.stamp`) ? `${src}.stamp` : src);
+  return `${src} ${st.mtimeMs}`;
+}
 
 /** A root directory holding only busybox (statically linked) and its applet links. */
 export function busyboxImage(): Promise<string> {
@@ -126,7 +133,7 @@ export function docker2singularityEnv(env: Record<string, string>): string {
  * /.singularity.d/env/10-docker2singularity.sh as `apptainer build docker://…` leaves it.
  */
 export function sifOf(name: string, dir: string): Promise<string> {
-  return cached(`${name}.sif`, `sif of ${dir} ${fs.statSync(`${dir}.stamp`).mtimeMs} v2`, async (out) => {
+  return cached(`${name}.sif`, `sif of ${sourceStamp(dir)} v2`, async (out) => {
     const sqfs = `${out}.sqfs`;
     const extra = `${out}.extra`;
     try {
@@ -151,7 +158,7 @@ export function sifOf(name: string, dir: string): Promise<string> {
  * IMAGE_ENV and IMAGE_WORKDIR.
  */
 export function ociOf(name: string, dir: string): Promise<string> {
-  return cached(`${name}.oci`, `oci of ${dir} ${fs.statSync(`${dir}.stamp`).mtimeMs} v1`, async (out) => {
+  return cached(`${name}.oci`, `oci of ${sourceStamp(dir)} v2`, async (out) => {
     const work = `${out}.work`;
     fs.mkdirSync(work, { recursive: true });
     try {
@@ -162,9 +169,16 @@ export function ociOf(name: string, dir: string): Promise<string> {
       await run('tar', ['-C', dir, '--numeric-owner', '-cf', layer1, '.'], { maxBuffer: 64 << 20, timeout: 900_000 });
       await run('umoci', ['raw', 'add-layer', '--image', image, layer1], { timeout: 900_000 });
       const l2 = path.join(work, 'l2');
-      const removed = path.join(l2, path.dirname(WHITEOUT.removed), `.wh.${path.basename(WHITEOUT.removed)}`);
-      fs.mkdirSync(path.dirname(removed), { recursive: true });
-      fs.writeFileSync(removed, '');
+      // The whiteout goes where the file really is (a directory entry over a symlink such as merged
+      // /usr's `bin -> usr/bin` would replace the link), and only when the image has the file.
+      const parent = inImage(dir, path.dirname(WHITEOUT.removed));
+      const real = parent && path.join(parent, path.basename(WHITEOUT.removed));
+      if (real && fs.lstatSync(real, { throwIfNoEntry: false })) {
+        const rel = path.relative(dir, real);
+        const removed = path.join(l2, path.dirname(rel), `.wh.${path.basename(rel)}`);
+        fs.mkdirSync(path.dirname(removed), { recursive: true });
+        fs.writeFileSync(removed, '');
+      }
       fs.mkdirSync(path.join(l2, path.dirname(WHITEOUT.added)), { recursive: true });
       fs.writeFileSync(path.join(l2, WHITEOUT.added), 'second layer\n');
       const layer2 = path.join(work, 'layer2.tar');
@@ -182,7 +196,7 @@ export function ociOf(name: string, dir: string): Promise<string> {
 /** `<name>.tar`: `docker save`'s archive format of the OCI layout (skopeo), tagged raas/<name>:latest. */
 export async function dockerArchiveOf(name: string, dir: string): Promise<string> {
   const layout = await ociOf(name, dir);
-  return cached(`${name}.tar`, `docker-archive of ${layout} ${fs.statSync(`${layout}.stamp`).mtimeMs} v1`, async (out) => {
+  return cached(`${name}.tar`, `docker-archive of ${sourceStamp(layout)} v1`, async (out) => {
     await run('skopeo', ['--insecure-policy', 'copy', '--quiet', `oci:${layout}:latest`, `docker-archive:${out}:raas/${name}:latest`], {
       maxBuffer: 64 << 20,
       timeout: 900_000,

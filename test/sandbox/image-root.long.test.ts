@@ -43,7 +43,7 @@ beforeAll(async () => {
 afterAll(async () => {
   await rt?.close();
   fs.rmSync(dir, { recursive: true, force: true });
-});
+}, 300_000);
 
 describe('an image with no libc, node, python or bash (busybox-static)', () => {
   it.each(['dir', 'sif', 'oci', 'tar'] as const)(
@@ -138,6 +138,20 @@ describe('a Debian image with python3 and pytest inside', () => {
     }
   });
 
+  it('a task that asks for network gets user-mode networking in its own namespace, with a resolver, never the host loopback', async () => {
+    const host = await hostServer();
+    const net = await rt.open({ rootImage: { ref: debian }, network: true });
+    try {
+      const r = await net.python(
+        `import socket\nprint(sorted(l.split(':')[0].strip() for l in open('/proc/net/dev').readlines()[2:]))\nprint(open('/etc/resolv.conf').read().split()[-3])\ns = socket.socket()\ns.settimeout(2)\ntry:\n    s.connect(("127.0.0.1", ${host.port})); print("CONNECTED")\nexcept OSError:\n    print("REFUSED")`,
+      );
+      expect(r.stdout).toBe("['lo', 'tap0']\n10.0.2.3\nREFUSED\n");
+    } finally {
+      await net.close();
+      await host.close();
+    }
+  });
+
   it("raas's files are read-only mounts the task can neither change, rename nor replace", async () => {
     const r = await sb.exec([
       'sh',
@@ -152,7 +166,7 @@ describe('a Debian image with python3 and pytest inside', () => {
   });
 
   it('writes, deletions and renames land in a private layer: the image and other sandboxes never see them', async () => {
-    const img = await rt.rootfsStore().resolve(debian);
+    const img = await rt.roots.store().resolve(debian);
     const before = treeDigest(path.join(img.dir, 'etc'));
     const r = await sb.exec([
       'sh',

@@ -14,7 +14,7 @@ import { descendantsOf, processTable, waitGone, type Proc } from '../helpers/pro
 export { descendantsOf, processTable, waitGone, type Proc } from '../helpers/procs.js';
 import { startRolloutServer, type RolloutServer, type ServerConfigInput } from '../../src/server/index.js';
 import type { AgentHandler } from '../../src/server/handlers/types.js';
-import { startSim, type SimHandle } from '../../src/sim/index.js';
+import { startSim, type SimHandle, type SimOptions } from '../../src/sim/index.js';
 import type { PolicyContext } from '../../src/sim/policy.js';
 import { call, scriptPolicy } from '../agent/script-policy.js';
 
@@ -462,11 +462,18 @@ export function sandboxRootFor(name: string): string {
  */
 export async function startHarness(
   name: string,
-  opts: { sandbox?: Record<string, unknown>; server?: ServerConfigInput; handlers?: AgentHandler<any>[]; secrets?: Secrets } = {},
+  opts: {
+    sandbox?: Record<string, unknown>;
+    server?: ServerConfigInput;
+    handlers?: AgentHandler<any>[];
+    secrets?: Secrets;
+    /** Options of the simulated backend (e.g. `request_log` to read what it was sent). */
+    sim?: SimOptions;
+  } = {},
 ): Promise<Harness> {
   const secrets = opts.secrets ?? plantSecrets(name);
   const scripts: Record<string, Step[]> = {};
-  const sim = await startSim({ seed: 1 }, { policies: [scriptPolicy(scripts)] });
+  const sim = await startSim({ seed: 1, ...opts.sim }, { policies: [scriptPolicy(scripts)] });
   const sandboxRoot = sandboxRootFor(name);
   const server = await startRolloutServer(
     {

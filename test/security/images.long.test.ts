@@ -48,7 +48,7 @@ const UP = '../'.repeat(16);
 /** Converts `ref` through the runtime's cache: the image's tree, or the error that refused it. */
 async function convert(ref: string): Promise<{ dir?: string; error?: string }> {
   try {
-    return { dir: (await rt.rootfsStore().resolve(ref)).dir };
+    return { dir: (await rt.roots.store().resolve(ref)).dir };
   } catch (e) {
     return { error: (e as Error).message };
   }
@@ -469,15 +469,15 @@ describe('the cache: concurrent first use and a compression bomb', () => {
     const layout = ociLayout(path.join(base, `oci-race-${hex(4)}`), [baseTar, [{ name: `etc/race-${hex(4)}`, data: 'x' }]]);
     const rt2 = createSandboxRuntime({ runtime: 'bwrap', root: `${sbRoot}-2`, image_roots: { cache_dir: cacheDir, budget_gb: 2 } });
     try {
-      const c0 = rt.rootfsStore().stats().conversions + rt2.rootfsStore().stats().conversions;
+      const c0 = rt.roots.store().stats().conversions + rt2.roots.store().stats().conversions;
       const opened = await Promise.allSettled([
         ...Array.from({ length: 6 }, () => rt.open({ rootImage: { ref: layout } })),
-        ...Array.from({ length: 3 }, () => rt2.rootfsStore().resolve(layout)),
+        ...Array.from({ length: 3 }, () => rt2.roots.store().resolve(layout)),
       ]);
       const failed = opened.filter((o) => o.status === 'rejected').map((o) => String((o as PromiseRejectedResult).reason));
       for (const o of opened) if (o.status === 'fulfilled' && 'close' in o.value) await o.value.close();
       expect(failed).toEqual([]);
-      expect(rt.rootfsStore().stats().conversions + rt2.rootfsStore().stats().conversions - c0).toBe(1);
+      expect(rt.roots.store().stats().conversions + rt2.roots.store().stats().conversions - c0).toBe(1);
     } finally {
       await rt2.close();
       fs.rmSync(`${sbRoot}-2`, { recursive: true, force: true });

@@ -27,6 +27,7 @@ describe('docs/api.md and configs/server.yaml stay in sync with the code', () =>
       'POST /stop',
       'POST /pause',
       'POST /resume',
+      'POST /prefetch',
       'GET /status',
       'GET /health',
       'GET /metrics',

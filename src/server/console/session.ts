@@ -30,19 +30,23 @@ export class UiSessions {
     private readonly clock: Clock,
     private readonly ttlMs = 12 * 3600 * 1000,
     private readonly max = 1000,
-    /** Sessions one token may hold: signing in more often ends that token's oldest, nobody else's. */
-    private readonly perToken = 64,
+    /** Sessions of one token: past it that token's oldest goes, so one tenant signing in again and again cannot sign the others out. */
+    private readonly perToken = 32,
   ) {}
 
   /** A new session for a token that was checked; returns its cookie value. */
   create(token: string): string {
+    let mine = 0;
+    let oldest: string | undefined;
+    for (const [k, s] of this.byId)
+      if (s.token === token) {
+        mine++;
+        oldest ??= k;
+      }
+    if (mine >= this.perToken && oldest !== undefined) this.byId.delete(oldest);
     const id = randomBytes(32).toString('base64url');
-    // A token over its share loses its own oldest session, so one tenant signing in again and again
-    // cannot sign the admin or another tenant out.
-    const own = [...this.byId].filter(([, s]) => s.token === token);
-    for (const [old] of own.slice(0, Math.max(0, own.length - this.perToken + 1))) this.byId.delete(old);
     this.byId.set(id, { token, seen: this.clock.now() });
-    // The oldest session goes first when there are too many (many tokens, each within its share).
+    // The oldest session goes first when there are too many.
     while (this.byId.size > this.max) this.byId.delete(this.byId.keys().next().value!);
     return id;
   }

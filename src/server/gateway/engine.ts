@@ -3,6 +3,7 @@ import type { SamplingParams } from '../../protocol/process.js';
 import type { Chunk, Tokenizer } from '../../tokens/tokenizer.js';
 import type { LlmSession } from '../llm/types.js';
 import { canonicalJson, toChatMessage, type AskedSampling, type GwAnswer, type GwMessage, type GwRequest } from './conversation.js';
+import { recordedAsked } from './limits.js';
 import { renderKey, SegmentBook, type Segment, type SegmentPlan } from './segments.js';
 import { splitReasoning, type ToolCallParser } from './tool-parsers.js';
 
@@ -20,6 +21,8 @@ export interface JobGatewayOptions {
   maxTokensPerTurn: number;
   /** Zero-based numbering of tool-call ids (`call_1`, …) continues from here. */
   callIdStart?: number;
+  /** Segments the job keeps; a call that would open one more is refused (`handlers.harness.max_segments`). */
+  maxSegments?: number;
 }
 
 /** One call as the job's record keeps it. */
@@ -63,6 +66,8 @@ export class JobGateway {
   /** The length limit a refused call hit (the harness then usually ends): the rollout's finish_reason. */
   limit: 'max_response_tokens' | 'max_model_len' | undefined;
   private generatedTotal = 0;
+  /** max_tokens of the calls generating now: concurrent calls share what is left of max_response_tokens. */
+  private reserved = 0;
   private callSeq: number;
   private closed = false;
   /** Signatures of every model turn generated, to tell re-tokenised output from a harness's own text. */
@@ -97,6 +102,13 @@ export class JobGateway {
     signal.throwIfAborted();
     const key = renderKey(req.tools, this.enableThinking);
     const plan = this.book.plan(req.messages, key);
+    const cap = this.o.maxSegments ?? Number.POSITIVE_INFINITY;
+    if (plan.kind !== 'extend' && this.book.segments.length >= cap)
+      throw new RaasError(
+        'bad_request',
+        `this job holds ${this.book.segments.length} conversations, its most (handlers.harness.max_segments): continue one of them`,
+        { retryable: false },
+      );
     // Held from planning to commit: a concurrent request on this segment branches instead.
     if (plan.kind === 'extend') plan.segment.busy = true;
     try {
@@ -133,7 +145,14 @@ export class JobGateway {
     if (this.closed) throw new GatewayClosedError();
     const prompt = prefix.concat(obs);
     const maxTokens = this.maxTokens(req.asked);
-    const out = await this.generate(prompt, maxTokens, signal);
+    this.reserved += maxTokens;
+    let out: Awaited<ReturnType<JobGateway['generate']>>;
+    try {
+      out = await this.generate(prompt, maxTokens, signal);
+    } finally {
+      // Released in the same tick as generatedTotal grows (below): the budget is never counted twice or not at all.
+      this.reserved -= maxTokens;
+    }
     if (this.closed) throw new GatewayClosedError();
 
     // The answer, as the harness will see it.
@@ -186,7 +205,7 @@ export class JobGateway {
       finish,
       backend: out.backend,
       weight_version: out.weight_version,
-      asked: req.asked,
+      asked: recordedAsked(req.asked),
       max_tokens: maxTokens,
     });
     return {
@@ -207,11 +226,11 @@ export class JobGateway {
   private maxTokens(asked: AskedSampling): number {
     const sp = this.o.sampling;
     const cap = sp.max_tokens_per_turn ?? sp.max_output_tokens ?? this.o.maxTokensPerTurn;
-    const left = (sp.max_response_tokens ?? Number.POSITIVE_INFINITY) - this.generatedTotal;
+    const left = (sp.max_response_tokens ?? Number.POSITIVE_INFINITY) - this.generatedTotal - this.reserved;
     if (left <= 0)
       throw new RaasError(
         'context_length_exceeded',
-        `this job's response-token budget (sampling_params.max_response_tokens = ${sp.max_response_tokens}) is spent`,
+        `this job's response-token budget (sampling_params.max_response_tokens = ${sp.max_response_tokens}) is spent${this.reserved > 0 ? ' or held by calls in flight' : ''}`,
         { retryable: false },
       );
     return Math.max(1, Math.min(cap, asked.max_tokens ?? Number.POSITIVE_INFINITY, left));

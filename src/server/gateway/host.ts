@@ -11,6 +11,7 @@ import { toChatMessage, type GwRequest } from './conversation.js';
 import type { JobGateway } from './engine.js';
 import { openaiChat } from './openai-chat.js';
 import { openaiResponses } from './responses.js';
+import { GATEWAY_LIMITS, tooManyJsonValues, toolsProblem } from './limits.js';
 import { SseWriter } from './sse.js';
 import { MessagesRequest } from '../../protocol/gateway.js';
 
@@ -27,9 +28,6 @@ function relaySource(): string {
   if (!found) throw new Error(`the gateway relay is not built (looked for ${candidates.join(', ')}): run npm run build`);
   return found;
 }
-
-/** Largest request body: harnesses resend their whole history (and tool schemas) on every call. */
-const BODY_LIMIT = 64 << 20;
 
 /** One job's endpoint: a Unix socket in a directory of its own, bound into that job's sandbox only. */
 export interface GatewayEndpoint {
@@ -65,7 +63,6 @@ export class GatewayHost {
   private readonly app: FastifyInstance;
   private readonly bySocket = new WeakMap<net.Socket, { ep: Endpoint }>();
   private readonly endpoints = new Set<Endpoint>();
-  private seq = 0;
   private closing: Promise<void> | undefined;
 
   private constructor(
@@ -74,7 +71,23 @@ export class GatewayHost {
     /** @internal The relay's code, copied into every endpoint's directory. */
     readonly relayCode: Buffer,
   ) {
-    this.app = Fastify({ bodyLimit: BODY_LIMIT, logger: false, forceCloseConnections: true });
+    // Harnesses resend their whole history (and tool schemas) on every call; the limit is the Messages API's own.
+    this.app = Fastify({ bodyLimit: GATEWAY_LIMITS.bodyBytes, logger: false, forceCloseConnections: true });
+    // A body of a million tiny values would hold the event loop for seconds in JSON.parse: counted first.
+    const json = this.app.getDefaultJsonParser('error', 'error');
+    this.app.removeContentTypeParser('application/json');
+    this.app.addContentTypeParser('application/json', { parseAs: 'buffer' }, (req, body, done) => {
+      if (tooManyJsonValues(body as Buffer))
+        return done(
+          Object.assign(
+            new Error(
+              `the body holds more than ${GATEWAY_LIMITS.jsonPunctuation} JSON values: no conversation that fits a context window does`,
+            ),
+            { statusCode: 413 },
+          ),
+        );
+      return json(req, (body as Buffer).toString('utf8'), done);
+    });
     this.routes();
   }
 
@@ -93,8 +106,9 @@ export class GatewayHost {
   /** A new endpoint's directory, made now (INIT binds it into the sandbox); it listens from attach() on. */
   endpoint(): GatewayEndpoint {
     if (this.closing) throw new Error('gateway host is closed');
-    const dir = path.join(this.root, `job-${++this.seq}`);
-    fs.mkdirSync(dir, { mode: 0o711 });
+    // A random name: the sandbox's mount table shows it, and a counter would tell how many jobs the server ran.
+    const dir = fs.mkdtempSync(path.join(this.root, 'job-'));
+    fs.chmodSync(dir, 0o711);
     fs.writeFileSync(path.join(dir, RELAY_NAME), this.relayCode, { mode: 0o644 });
     const ep = new Endpoint(dir, this);
     this.endpoints.add(ep);
@@ -190,6 +204,8 @@ export class GatewayHost {
     const parsed = adapter.schema.safeParse(req.body);
     if (!parsed.success) return this.fail(adapter, reply, invalid(parsed.error.issues[0]!));
     const body = parsed.data;
+    const tooLarge = toolsProblem((body as { tools?: unknown }).tools);
+    if (tooLarge) return this.fail(adapter, reply, { status: 400, kind: 'invalid_request', message: tooLarge, param: 'tools' });
     const refused = adapter.check?.(body);
     if (refused) return this.fail(adapter, reply, refused);
     let gw: GwRequest;
@@ -253,14 +269,19 @@ export class GatewayHost {
     }
   }
 
-  /** Anthropic's count_tokens: the request rendered whole with the chat template. */
+  /** Anthropic's count_tokens: the request rendered whole with the chat template, encoded off the event loop. */
   private async countTokens(req: FastifyRequest, reply: FastifyReply): Promise<unknown> {
     const at = this.attachedOf(req);
-    if (!at) return this.fail(anthropicMessages, reply, { status: 409, kind: 'closed', message: 'this job has no running gateway' });
+    if (!at || at.gateway.isClosed || at.signal.aborted)
+      return this.fail(anthropicMessages, reply, { status: 409, kind: 'closed', message: 'this job has no running gateway' });
     const parsed = MessagesRequest.safeParse(req.body);
     if (!parsed.success) return this.fail(anthropicMessages, reply, invalid(parsed.error.issues[0]!));
+    const tooLarge = toolsProblem(parsed.data.tools);
+    if (tooLarge) return this.fail(anthropicMessages, reply, { status: 400, kind: 'invalid_request', message: tooLarge, param: 'tools' });
     const { messages, tools } = translateMessages(parsed.data);
-    const ids = at.tokenizer.renderPrompt(messages.map(toChatMessage), { tools });
+    const tok = at.tokenizer;
+    const chunks = tok.promptChunks(messages.map(toChatMessage), { tools });
+    const ids = tok.encodeChunksAsync ? await tok.encodeChunksAsync(chunks, at.signal) : tok.encodeChunks(chunks);
     return { input_tokens: ids.length };
   }
 }
@@ -291,6 +312,8 @@ class Endpoint implements GatewayEndpoint {
       sock.on('close', () => this.conns.delete(sock));
       this.host.accept(sock, this);
     });
+    // Past this many open connections the server closes new ones at once (node's net.Server.maxConnections).
+    server.maxConnections = GATEWAY_LIMITS.connections;
     this.server = server;
     await new Promise<void>((resolve, reject) => {
       server.once('error', reject);

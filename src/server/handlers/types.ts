@@ -92,6 +92,12 @@ export interface AgentHandler<I = Record<string, unknown>> {
    * RaasError('invalid_instance') answers 400.
    */
   checkInstance?(instance: I, env: AdmissionEnv): I | void | Promise<I | void>;
+  /**
+   * The images an instance's sandboxes will be rooted in (SandboxSpec.rootImage refs), so the
+   * server unpacks them ahead of the job (POST /prefetch). `config` is the handler's section of the
+   * server config. Nothing, or a throw, means nothing to prepare.
+   */
+  prefetch?(instance: I, config: Record<string, unknown>): string[];
   init(ctx: StageContext<I>): Promise<InitResult>;
   run(ctx: RunContext<I>): Promise<RunResult>;
   eval(ctx: EvalContext<I>): Promise<EvalResult>;

@@ -3,6 +3,7 @@ import { CancelledError, RaasError, TimeoutError } from '../../protocol/errors.j
 import type { JobState, Result } from '../../protocol/process.js';
 import type { ServerConfig } from '../../protocol/config-server.js';
 import type { StatusResponse } from '../../protocol/status.js';
+import type { PrefetchResponse } from '../../protocol/prefetch.js';
 import type { Clock } from '../../util/clock.js';
 import type { Tokenizer } from '../../tokens/tokenizer.js';
 import type { HandlerRegistry } from '../handlers/registry.js';
@@ -14,6 +15,7 @@ import { admissionEnv, admit, instanceHash } from './intake.js';
 import { buildResult } from './result.js';
 import { ResultStore } from './results.js';
 import { LazySandboxRuntime } from './sandboxes.js';
+import { prefetchImages } from './prefetch.js';
 import { StageLimiter } from './limiter.js';
 import { runJob, type LifecycleEnv, type LifecycleObserver, type Outcome } from './lifecycle.js';
 import { PausableTimer } from './timer.js';
@@ -182,7 +184,9 @@ export class Pipeline implements LiveJobs {
         'no_llm_backends',
         `no LLM backend is registered${this.tenants.multi ? ` for tenant "${tenant.name}"` : ''}: POST /add_llm_server {"address": "http://host:port"} first`,
       );
-    if (this.queued() >= this.o.config.max_queued_jobs)
+    // One tenant filling the queues must not lock the others out: below its weighted share of
+    // max_queued_jobs a tenant is still admitted (the queues then hold at most twice the cap).
+    if (this.queued() >= this.o.config.max_queued_jobs && tenant.queued >= this.queueShare(tenant))
       throw new RaasError('queue_full', `max_queued_jobs (${this.o.config.max_queued_jobs}) jobs are waiting: retry later`);
     if (tenant.queued >= tenant.maxQueued)
       throw new RaasError(
@@ -262,6 +266,12 @@ export class Pipeline implements LiveJobs {
     return { status: 'ok', job_id: id, cancelled: true, state: 'cancelled' };
   }
 
+  /** A tenant's weighted share of max_queued_jobs (all of it on a server without tenants). */
+  private queueShare(t: Tenant): number {
+    const weights = this.tenants.list.reduce((n, x) => n + x.weight, 0);
+    return Math.ceil((this.o.config.max_queued_jobs * t.weight) / weights);
+  }
+
   /** The tenants a request reaches: its own, or every one (the admin, `scope` undefined). */
   private scopeOf(scope: Tenant | undefined): readonly Tenant[] {
     return scope ? [scope] : this.tenants.list;
@@ -322,6 +332,11 @@ export class Pipeline implements LiveJobs {
         `job_id ${JSON.stringify(id)} is unknown (never seen, expired, or in flight at a restart): resubmit it with the same id and attach: true`,
       );
     return `{"job_id":${JSON.stringify(id)},"state":"${f.state}","result":${json}}`;
+  }
+
+  /** POST /prefetch: starts unpacking the images of instances that will come (prefetch.ts). */
+  prefetch(body: unknown): Promise<PrefetchResponse> {
+    return prefetchImages(body, this.o.registry, this.admission, this.o.config.handlers, this.sandboxes);
   }
 
   /** POST /stop: close intake, cancel every job, close every sandbox; answers once all waiters have theirs. */

@@ -23,6 +23,19 @@ export class LazySandboxRuntime {
 
   open(spec: SandboxSpec, signal?: AbortSignal): Promise<Sandbox> {
     if (this.closed) return Promise.reject(new RaasError('sandbox_unavailable', 'the server is shutting down'));
+    return this.ensure().then((rt) => rt.open(spec, signal));
+  }
+
+  /** Starts preparing an image root (the image cache's unpacking) in the background; errors are the cache's to log. */
+  prefetch(ref: string): void {
+    if (this.closed) return;
+    this.ensure().then(
+      () => this.resolved?.roots.prefetch(ref),
+      () => undefined,
+    );
+  }
+
+  private ensure(): Promise<SandboxRuntime> {
     if (!this.runtime) {
       const p = this.create();
       // A failed creation is not cached: the next open retries (e.g. after the operator installs bwrap).
@@ -31,7 +44,7 @@ export class LazySandboxRuntime {
       });
       this.runtime = p;
     }
-    return this.runtime.then((rt) => rt.open(spec, signal));
+    return this.runtime;
   }
 
   /** Validates the sandbox settings now (at server start) so a bad key fails fast, not at the first open. */

@@ -17,8 +17,17 @@ export interface ApptainerArgsInput {
   extraArgs?: string[];
   /** Hardening flags (see ApptainerHardening); absent: the plain command line. */
   hardening?: ApptainerHardening;
+  /**
+   * Rooted in an instance's own image: no workspace bind (the workspace is `workdir` inside the
+   * image, writable through --writable-tmpfs), the patched node's directory and the tool server
+   * bound read-only under /.raas, the working directory `workdir`.
+   */
+  imageRoot?: { nodeDir: string; workdir: string };
   command: string[];
 }
+
+/** Where raas's own files appear in an image-rooted Apptainer sandbox (as in bwrap's, runtimes/bwrap-image.ts). */
+export const APPTAINER_IMAGE_MOUNTS = { lib: '/.raas/lib', toolServer: '/.raas/tool-server' } as const;
 
 /** What Apptainer can enforce beyond --containall (Apptainer 1.1 or later). */
 interface ApptainerHardening {
@@ -41,10 +50,17 @@ export function apptainerArgs(i: ApptainerArgsInput): string[] {
   const a = ['exec', '--containall', '--writable-tmpfs'];
   if (i.fakeroot) a.push('--fakeroot');
   if (!i.network) a.push('--net', '--network', 'none');
-  a.push('--bind', `${i.workspace}:${INSIDE.workspace}`);
-  a.push('--bind', `${i.run}:${INSIDE.run}`);
-  a.push('--bind', `${i.toolServer}:${INSIDE.toolServer}:ro`);
-  a.push('--pwd', INSIDE.workspace);
+  if (i.imageRoot) {
+    a.push('--bind', `${i.run}:${INSIDE.run}`);
+    a.push('--bind', `${i.imageRoot.nodeDir}:${APPTAINER_IMAGE_MOUNTS.lib}:ro`);
+    a.push('--bind', `${i.toolServer}:${APPTAINER_IMAGE_MOUNTS.toolServer}:ro`);
+    a.push('--pwd', i.imageRoot.workdir);
+  } else {
+    a.push('--bind', `${i.workspace}:${INSIDE.workspace}`);
+    a.push('--bind', `${i.run}:${INSIDE.run}`);
+    a.push('--bind', `${i.toolServer}:${INSIDE.toolServer}:ro`);
+    a.push('--pwd', INSIDE.workspace);
+  }
   for (const [k, v] of Object.entries(i.env)) a.push('--env', `${k}=${v}`);
   const h = i.hardening;
   if (h) {

@@ -1,5 +1,6 @@
 import { SandboxConfig, type SandboxConfigInput } from '../../protocol/config-sandbox.js';
 import type { CgroupDescription } from './cgroup.js';
+import { defaultRoot } from './host.js';
 import { strategyFor } from './runtimes/index.js';
 
 /**
@@ -27,5 +28,11 @@ export function describeSandbox(
     network,
     host_channel,
     limits: { ...c.limits, cgroup: inForce?.limits ?? limits, rlimits: 'ulimit -v/-t/-u/-f on every process the tools start' },
+    // Sandboxes rooted in an image (SandboxSpec.rootImage): where images are unpacked, and the writable layer over them.
+    image_roots: {
+      cache_dir: c.image_roots.cache_dir ?? `${c.root ?? defaultRoot()}/rootfs`,
+      budget_gb: c.image_roots.budget_gb,
+      overlay: c.image_roots.overlay,
+    },
   };
 }

@@ -17,6 +17,7 @@ export { ManagedSandbox } from './managed.js';
 export { LoopbackLeases } from './leases.js';
 export { ImageCache } from './image-cache.js';
 export { INSIDE } from './bwrap.js';
+export { findImage } from './rootfs/detect.js';
 export { apptainerArgs } from './apptainer.js';
 export type {
   Sandbox,

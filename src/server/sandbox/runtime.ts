@@ -16,10 +16,9 @@ import { WarmPool } from './pool.js';
 import { CgroupManager, type CgroupLimits, type SandboxCgroup } from './cgroup.js';
 import { lineCapFor } from './client.js';
 import { systemClock, type Clock } from '../../util/clock.js';
-import { BwrapImageStrategy, strategyFor, type ImageRoot, type PreparedHost, type RuntimeStrategy } from './runtimes/index.js';
-import { checkImagePaths, imageRootOf } from './image-root.js';
-import { IMAGE_RAAS } from './runtimes/bwrap-image.js';
-import { RootfsStore } from './rootfs/index.js';
+import { strategyFor, type ImageRoot, type PreparedHost, type RuntimeStrategy } from './runtimes/index.js';
+import { ImageRoots } from './image-roots.js';
+import type { RootfsStats } from './rootfs/index.js';
 
 /** What the first open() prepares once: binaries, identity, tool server install, cgroups. */
 interface Prepared extends PreparedHost {
@@ -57,10 +56,8 @@ export class Runtime implements SandboxRuntime {
   private readonly starting = new Set<{ ac: AbortController; done: Promise<void> }>();
   /** The image cache (built lazily, bwrap images). */
   images: ImageCache | undefined;
-  /** Unpacked image roots (SandboxSpec.rootImage), built on first use. */
-  private rootfs: RootfsStore | undefined;
-  /** The image-rooted variant of the bwrap strategy, made on first use. */
-  private imageStrategy: BwrapImageStrategy | undefined;
+  /** Sandboxes rooted in an image (SandboxSpec.rootImage): the image cache and their strategy. */
+  readonly roots: ImageRoots;
 
   constructor(
     readonly config: SandboxConfig,
@@ -69,6 +66,7 @@ export class Runtime implements SandboxRuntime {
   ) {
     this.kind = config.runtime;
     this.strategy = strategyFor(config);
+    this.roots = new ImageRoots(config, () => this.prepare(), BASE_ENV.PATH!, log, clock);
   }
 
   /** Checks binaries and the sandbox user and installs the tool server; runs on the first open(). */
@@ -135,7 +133,7 @@ export class Runtime implements SandboxRuntime {
     }
     const imageDir = spec.image ? await this.images!.resolve(spec.image, signal) : undefined;
     const rooted = spec.rootImage
-      ? await this.imageRoot(
+      ? await this.roots.rootOf(
           spec.rootImage,
           (spec.readOnly ?? []).map((b) => b.inside),
           signal,
@@ -182,66 +180,18 @@ export class Runtime implements SandboxRuntime {
     return sb;
   }
 
-  /**
-   * The unpacked image a spec's rootImage names, and what runs in it, kept from eviction until
-   * `release` (the sandbox's close) runs.
-   */
-  private async imageRoot(
-    want: NonNullable<SandboxSpec['rootImage']>,
-    binds: string[],
-    signal?: AbortSignal,
-  ): Promise<{ root: ImageRoot; release: () => void }> {
-    if (this.kind !== 'bwrap') {
-      throw new RaasError('bad_request', `SandboxSpec.rootImage needs sandbox.runtime "bwrap" (this server runs "${this.kind}")`, {
-        retryable: false,
-      });
-    }
-    const store = this.rootfsStore();
-    const img = await store.resolve(want.ref, signal);
-    const release = store.retain(img);
-    try {
-      const root = imageRootOf(img, want.workdir, BASE_ENV.PATH!);
-      checkImagePaths(want.ref, root.dir, ['/tmp', '/proc', '/dev', IMAGE_RAAS, root.workdir, ...binds]);
-      return { root, release };
-    } catch (e) {
-      release();
-      throw e;
-    }
-  }
-
-  /** The cache of unpacked image roots. */
-  rootfsStore(): RootfsStore {
-    const p = this.prepare();
-    this.rootfs ??= new RootfsStore({
-      cacheDir: path.resolve(this.config.image_roots.cache_dir ?? path.join(p.root, 'rootfs')),
-      budgetBytes: this.config.image_roots.budget_gb * 2 ** 30,
-      owner: p.identity ? { uid: p.identity.uid, gid: p.identity.gid } : undefined,
-      clock: this.clock,
-      log: this.log,
-    });
-    return this.rootfs;
-  }
-
-  /** Starts unpacking an image root in the background, so a later open() does not wait on it. */
-  prefetchRoot(ref: string): void {
-    if (this.kind === 'bwrap' && !this.closing) this.rootfsStore().prefetch(ref);
-  }
-
   /** The strategy a sandbox starts with: the image-rooted variant for a spec with a root image. */
   private strategyOf(root: ImageRoot | undefined): RuntimeStrategy {
-    if (!root) return this.strategy;
-    if (!this.imageStrategy) {
-      const p = this.prepare();
-      const st = new BwrapImageStrategy(this.config);
-      st.prepareImages(p.root, p.node, p.toolServer, p.identity);
-      this.imageStrategy = st;
-    }
-    return this.imageStrategy;
+    return root ? this.roots.strategy() : this.strategy;
   }
 
-  /** For /status: sandboxes alive now (pooled and closing ones included) and closes that left processes behind. */
-  counts(): { open: number; survived_close: number } {
-    return { open: this.open_.size, survived_close: this.survivors };
+  /**
+   * For /status: sandboxes alive now (pooled and closing ones included), closes that left processes
+   * behind, and once an image was used, the image cache (entries and bytes on disk; this server's
+   * conversions, hits, evictions and conversions under way) and the overlay in force (kernel or fuse).
+   */
+  counts(): { open: number; survived_close: number; image_cache?: RootfsStats; image_overlay?: string } {
+    return { open: this.open_.size, survived_close: this.survivors, ...this.roots.stats() };
   }
 
   /** The sandboxes this runtime has open (pooled ones included). */
@@ -327,7 +277,13 @@ export class Runtime implements SandboxRuntime {
       p.root,
       id,
       p.identity,
-      buildDir ? { mode: 'bind', dir: buildDir } : st.hostWorkspace ? { mode: 'host', imageDir } : { mode: 'private' },
+      buildDir
+        ? { mode: 'bind', dir: buildDir }
+        : st.hostWorkspace
+          ? { mode: 'host', imageDir }
+          : st.socketDir
+            ? { mode: 'socket' }
+            : { mode: 'private' },
     );
     // Runtimes that share the host network get their own loopback address.
     const sharesNet = st.sharesHostNetwork(spec);
@@ -396,9 +352,12 @@ export class Runtime implements SandboxRuntime {
 
   /** Environment of bash and python: base, the config's, the spec's; never the host's. */
   private toolEnv(spec: SandboxSpec, processWorkspace?: string, address?: string, root?: ImageRoot): Record<string, string> {
-    // An image's own environment (its PATH among it) comes before the config's and the spec's.
+    // An image's own environment (its PATH among it) comes before the config's and the spec's; an
+    // image whose environment the runtime applies inside (Apptainer) keeps its PATH: ours is not sent.
     const image = root ? { HOME: root.workdir, ...root.env } : {};
-    const env: Record<string, string> = { ...BASE_ENV, ...image, ...this.config.env, ...(spec.env ?? {}) };
+    const { PATH: basePath, ...rest } = BASE_ENV;
+    const base = root?.inherit ? rest : { PATH: basePath!, ...rest };
+    const env: Record<string, string> = { ...base, ...image, ...this.config.env, ...(spec.env ?? {}) };
     if (processWorkspace) env.HOME = processWorkspace;
     if (address) env.RAAS_LOOPBACK_ADDR = address;
     return env;
@@ -443,6 +402,8 @@ export class Runtime implements SandboxRuntime {
       await Promise.all([...this.starting].map((s) => s.done));
       await this.pool?.close();
       await Promise.all([...this.open_].map((s) => s.close()));
+      // Conversions under way stop (their temporary trees are removed); finished entries stay for the next server.
+      await this.roots.close();
     })();
     return this.closing;
   }

@@ -17,9 +17,10 @@ export interface SandboxDirs {
 /**
  * How a sandbox's workspace lives: `private` (bwrap: a tmpfs inside the sandbox; nothing on the
  * host), `host` (apptainer, process: `<root>/ws/<id>`, seeded from an image before anything runs),
- * or `bind` (an image build: the caller's directory).
+ * `socket` (apptainer rooted in an instance's image: the workspace is inside the image, only the
+ * socket's directory is on the host), or `bind` (an image build: the caller's directory).
  */
-export type WorkspaceMode = { mode: 'private' } | { mode: 'host'; imageDir?: string } | { mode: 'bind'; dir: string };
+export type WorkspaceMode = { mode: 'private' } | { mode: 'socket' } | { mode: 'host'; imageDir?: string } | { mode: 'bind'; dir: string };
 
 /** Records the owner, and creates the host directories the mode needs, handed to the sandbox user. */
 export function createDirs(root: string, id: string, owner: SandboxIdentity | undefined, ws: WorkspaceMode): SandboxDirs {
@@ -37,6 +38,9 @@ export function createDirs(root: string, id: string, owner: SandboxIdentity | un
         chownTree(dirs.workspace, owner.uid, owner.gid);
         fs.chownSync(run, owner.uid, owner.gid);
       }
+    } else if (ws.mode === 'socket') {
+      fs.mkdirSync(run, { recursive: true, mode: 0o700 });
+      if (owner) fs.chownSync(run, owner.uid, owner.gid);
     } else if (ws.mode === 'bind') {
       fs.mkdirSync(dirs.workspace, { recursive: true, mode: 0o755 });
       if (owner) chownTree(dirs.workspace, owner.uid, owner.gid);

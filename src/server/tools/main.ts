@@ -5,13 +5,20 @@
  */
 import { ToolServer } from './server.js';
 import type { ToolServerOptions } from './protocol.js';
+import { existsSync } from 'node:fs';
 import { copySeed } from './files.js';
+import { activateImage } from './image-env.js';
 
 async function main(): Promise<void> {
   const opts = JSON.parse(process.argv[2] ?? '{}') as ToolServerOptions;
   if ((!opts.socket && opts.conn_fd === undefined) || !opts.workspace)
     throw new Error('tool server: options need socket (or conn_fd) and workspace');
   if (opts.seed_dir) copySeed(opts.seed_dir, opts.workspace);
+  if (opts.image_env === 'inherit') {
+    const own = Object.fromEntries(Object.entries(process.env).filter((e): e is [string, string] => e[1] !== undefined));
+    const found = activateImage({ ...own, ...(opts.env ?? {}) }, '/usr/local/bin:/usr/bin:/bin', existsSync);
+    Object.assign(opts, { env: found.env, shell: found.shell, python: opts.python ?? found.python });
+  }
   const server = new ToolServer(opts, () => process.exit(0));
   await server.listen();
   process.stdout.write(JSON.stringify({ ready: true, pid: process.pid }) + '\n');

@@ -137,6 +137,13 @@ export interface ToolServerOptions {
    * without bash gives /bin/sh). The bash tool itself always needs /bin/bash.
    */
   shell?: string;
+  /**
+   * `inherit`: the sandbox is an image the host did not unpack (Apptainer runs a .sif itself): the
+   * children's environment is the tool server's own (what the runtime gave the container) under
+   * `env`, with the image's conda `testbed` environment activated, and the shell and python are
+   * those the image has (tools/image-env.ts).
+   */
+  image_env?: 'inherit';
   /** Python interpreter path (default /usr/bin/python3). */
   python?: string;
   /** Environment of the bash and python children (the tool server's own environment is not passed). */

@@ -41,6 +41,7 @@ export async function runHarness<I>(
     sampling: ctx.job.samplingParams,
     parser: toolParser(cfg.tool_parser),
     maxTokensPerTurn: cfg.max_tokens_per_turn,
+    maxSegments: cfg.max_segments,
   });
   // Unisolated sandboxes (the process runtime) see host paths as they are.
   const gwDir = sandbox.isolated ? GATEWAY_INSIDE : endpoint.dir;

@@ -6,6 +6,7 @@ import { firstFilter, type FilterReason } from '../common/filter.js';
 import { SHADOW_CHECK, numstatPaths, resetPlan } from './protect.js';
 import { git, script } from './git.js';
 import { initRepo, repoMaterial, repoSpec } from './repo.js';
+import { imageSpec, initImageRepo, instanceImage } from './image.js';
 import { gradingPlan } from './plan.js';
 import { TEST_ENV, gradeByExitStatus, gradeByLog, type SweEvalDetails, type SweEvalOutcome } from './run-tests.js';
 
@@ -61,10 +62,16 @@ export async function evaluatePatch(
     [MODEL_PATCH]: withNewline(patch),
     ...(hasTestPatch ? { [TEST_PATCH]: withNewline(inst.test_patch!) } : {}),
   };
-  const material = await repoMaterial(ctx);
-  const sb = await ctx.sandboxes.open(repoSpec(material, { tools: [] }, patches), signal);
+  // The instance's own image when it has one (its /testbed and environment), else a fresh copy of the repository.
+  const image = instanceImage(inst, cfg);
+  const material = image ? undefined : await repoMaterial(ctx);
+  const sb = await ctx.sandboxes.open(
+    image ? imageSpec(image, { tools: [], files: patches }) : repoSpec(material!, { tools: [] }, patches),
+    signal,
+  );
   try {
-    await initRepo(sb, material, signal);
+    if (image) await initImageRepo(sb, inst.base_commit, false, signal);
+    else await initRepo(sb, material!, signal);
     // Out of the worktree before the model's patch applies: a patch cannot reach /tmp.
     const moved = await script(
       sb,

@@ -7,24 +7,30 @@ import { gradingPlan } from './plan.js';
 import { agentOomReason, firstFilter, limitReason } from '../common/filter.js';
 import { evaluatePatch } from './evaluate.js';
 import { checkDataFile } from './tarball.js';
+import { imageSpec, initImageRepo, instanceImage } from './image.js';
 
 export { evaluatePatch } from './evaluate.js';
 
-const SYSTEM = [
-  'You are a software engineer fixing a bug in the repository at /workspace (a git repository).',
-  'Tools: execute_bash runs shell commands, str_replace_editor views and edits files, execute_ipython_cell runs Python, think records reasoning.',
-  'Find the cause of the issue, change the code (not the tests) to fix it, run the tests, then call finish. Your changes are collected with git diff.',
-].join(' ');
+/** The system message; `dir` is where the repository is (/workspace, or an image's /testbed). */
+function system(dir: string): string {
+  return [
+    `You are a software engineer fixing a bug in the repository at ${dir} (a git repository).`,
+    'Tools: execute_bash runs shell commands, str_replace_editor views and edits files, execute_ipython_cell runs Python, think records reasoning.',
+    'Find the cause of the issue, change the code (not the tests) to fix it, run the tests, then call finish. Your changes are collected with git diff.',
+  ].join(' ');
+}
 
-/** The user message: the issue and how the tests are run (`config`: the server's handlers.swe). */
-export function swePrompt(inst: SweInstance, config: SweHandlerConfig = {}): string {
-  return `${inst.problem_statement}\n\nThe repository is in /workspace. Tests run with: ${gradingPlan(inst, config).command}`;
+/** The user message: the issue and how the tests are run (`config`: the server's handlers.swe; `dir`: where the repository is). */
+export function swePrompt(inst: SweInstance, config: SweHandlerConfig = {}, dir = '/workspace'): string {
+  return `${inst.problem_statement}\n\nThe repository is in ${dir}. Tests run with: ${gradingPlan(inst, config).command}`;
 }
 
 /**
- * Built-in `swe` handler: INIT materialises the repository (files map, a tarball inside
- * sandbox.data_dirs, or a SWE-bench row's base commit from handlers.swe.repos_dir / images_dir;
- * nothing there: `critical_error: "init"` naming the paths tried); RUN lets the model edit it and captures `git diff` as
+ * Built-in `swe` handler: INIT opens a sandbox rooted in the instance's own image when
+ * handlers.swe.images_dir has one (the repository is its /testbed, its environment runs everything),
+ * else materialises the repository (files map, a tarball inside sandbox.data_dirs, or a SWE-bench
+ * row's base commit from handlers.swe.repos_dir; nothing there: `critical_error: "init"` naming
+ * the paths tried); RUN lets the model edit it and captures `git diff` as
  * `git_patch`; EVAL applies the patch to a fresh copy in a fresh sandbox, resets the test files
  * (test_files, test_patch, the files the test ids name), runs the test command once and grades its
  * log as SWE-bench does (evaluatePatch); reward 1 only when resolved.
@@ -41,7 +47,20 @@ export const sweHandler: AgentHandler<SweInstance> = {
       tarball: await checkDataFile(inst.tarball, 'instance.tarball', { dataDirs: env.dataDirs, maxBytes: env.maxFileBytes }),
     };
   },
+  prefetch(inst, config) {
+    const image = instanceImage(inst, config as SweHandlerConfig);
+    return image ? [image.ref] : [];
+  },
   async init(ctx) {
+    // A row with an image of its own (handlers.swe.images_dir): the sandbox is rooted in it, the
+    // repository is its /testbed, and its environment runs the tools and the tests.
+    const image = instanceImage(ctx.job.instance, ctx.config as SweHandlerConfig);
+    if (image) {
+      const runtime = await ctx.sandboxes.open(imageSpec(image), ctx.signal);
+      const hide = (ctx.config as SweHandlerConfig).hide_history !== false;
+      const base = await initImageRepo(runtime, ctx.job.instance.base_commit, hide, ctx.signal);
+      return { runtime, metadata: { base_commit: base, image: image.ref } };
+    }
     const material = await repoMaterial(ctx);
     const runtime = await ctx.sandboxes.open(repoSpec(material), ctx.signal);
     const base = await initRepo(runtime, material, ctx.signal);
@@ -49,11 +68,12 @@ export const sweHandler: AgentHandler<SweInstance> = {
   },
   async run(ctx) {
     const inst = ctx.job.instance;
+    const dir = ctx.runtime?.workspace ?? '/workspace';
     const { run } = await runToolAgent(ctx, {
-      messages: firstMessages(SYSTEM, swePrompt(inst, ctx.config), inst.prompt_messages),
+      messages: firstMessages(system(dir), swePrompt(inst, ctx.config, dir), inst.prompt_messages),
       tools: ['execute_bash', 'str_replace_editor', 'execute_ipython_cell', 'think', 'finish'],
       defaults: { max_iterations: 30 },
-      nudge: 'Continue with the tools: fix the issue in /workspace, run the tests, then call finish.',
+      nudge: `Continue with the tools: fix the issue in ${dir}, run the tests, then call finish.`,
     });
     // The patch is captured even when the trajectory was cut: partial work is what gets graded.
     // A failed capture (a sandbox that died) grades as an empty patch instead of losing the trajectory.

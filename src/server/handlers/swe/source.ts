@@ -91,7 +91,7 @@ async function findRepoSources(inst: SweInstance, cfg: SweHandlerConfig): Promis
           )
         ) {
           out.tried.push(
-            `${sif} (a SIF image: the repository is read only from unpacked images; unpack it with \`apptainer build --sandbox ${dir} ${sif}\`)`,
+            `${sif} (a SIF image: with handlers.swe.image_root false the repository is read only from unpacked images; unpack it with \`apptainer build --sandbox ${dir} ${sif}\`, or root the sandboxes in it with image_root: true)`,
           );
         }
       }

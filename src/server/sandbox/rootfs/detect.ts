@@ -127,22 +127,33 @@ export function detectImage(ref: string): ImageSource {
 /**
  * The first existing image for an instance under `dir`, trying `names` with each suffix form:
  * `<name>` directory (unpacked root, bundle or OCI layout), `<name>.sif`, `<name>_latest.sif`
- * (apptainer pull's name), `<name>.tar` (docker save). Returns the path or undefined plus the
- * list of paths tried (for error messages).
+ * (apptainer pull's name), `<name>.tar` (docker save); a name `<file>:<tag>` is a tag of the OCI
+ * layout or docker archive `<file>`. Returns the path or undefined plus the list of paths tried
+ * (for error messages).
  */
 export function findImage(dir: string, names: string[]): { ref?: string; tried: string[] } {
   const tried: string[] = [];
   for (const name of names) {
+    const colon = name.lastIndexOf(':');
+    const file = colon > 0 ? name.slice(0, colon) : name;
+    const tag = colon > 0 ? name.slice(colon + 1) : undefined;
     // Names come from instance ids: one that is not a plain file name must not reach outside `dir`.
-    if (!name || name === '.' || name === '..' || /[/\0]/.test(name)) continue;
+    if (!file || file === '.' || file === '..' || /[/\0]/.test(file) || (tag !== undefined && !/^[\w][\w.-]{0,127}$/.test(tag))) continue;
+    if (tag !== undefined) {
+      const p = path.join(dir, file);
+      tried.push(`${p}:${tag}`);
+      const st = fs.statSync(p, { throwIfNoEntry: false });
+      if (st && ((st.isDirectory() && isOciLayout(p)) || st.isFile())) return { ref: `${p}:${tag}`, tried };
+      continue;
+    }
     const forms: Array<[string, 'dir' | 'file']> = [
       [name, 'dir'],
       [`${name}.sif`, 'file'],
       [`${name}_latest.sif`, 'file'],
       [`${name}.tar`, 'file'],
     ];
-    for (const [file, kind] of forms) {
-      const p = path.join(dir, file);
+    for (const [f, kind] of forms) {
+      const p = path.join(dir, f);
       tried.push(p);
       const st = fs.statSync(p, { throwIfNoEntry: false });
       if (st && (kind === 'dir' ? st.isDirectory() : st.isFile())) return { ref: p, tried };

@@ -68,7 +68,7 @@ export function watchDisk(o: DiskGuardOptions): () => void {
         return o.stop(
           new RaasError(
             'invalid_instance',
-            `${o.what} unpacks to more than ${Math.round(o.limitBytes / 2 ** 20)} MiB, beyond what the image cache's whole budget allows (sandbox.image_roots.budget_gb): raise it, or use a smaller image`,
+            `${o.what} unpacks to more than ${Math.round(o.limitBytes / 2 ** 20)} MiB, more than the image cache's whole budget (sandbox.image_roots.budget_gb): raise it, or use a smaller image`,
             { retryable: false },
           ),
         );

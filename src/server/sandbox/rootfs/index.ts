@@ -4,4 +4,4 @@
  * by the sandbox user, cached under `cacheDir`; `findImage` locates an instance's image by name.
  */
 export { RootfsStore } from './store.js';
-export type { Owner } from './types.js';
+export type { Owner, RootfsStats } from './types.js';

@@ -46,7 +46,7 @@ export class RootfsStore {
   private readonly jobs = new Map<string, Job>();
   private readonly pins = new Map<string, number>();
   private readonly removals = new Set<Promise<void>>();
-  private readonly counters = { hits: 0, conversions: 0, evictions: 0, inPlace: 0 };
+  private readonly counters = { hits: 0, conversions: 0, evictions: 0, in_place: 0 };
   private readonly lifetime = new AbortController();
   private prepared = false;
   private closing: Promise<void> | undefined;
@@ -64,7 +64,7 @@ export class RootfsStore {
     if (this.lifetime.signal.aborted) throw new CancelledError('rootfs store closed');
     const src = detectImage(ref);
     if (src.form === 'directory' && this.usableInPlace(src.root!)) {
-      this.counters.inPlace++;
+      this.counters.in_place++;
       return { dir: src.root!, ...directoryMeta(src), form: 'directory', source: src.path };
     }
     this.prepare();

@@ -46,7 +46,7 @@ export interface RootfsStats {
   /** Entries removed by this process to stay under the budget. */
   evictions: number;
   /** Resolves answered with a directory used in place. */
-  inPlace: number;
+  in_place: number;
   /** Complete entries in the cache directory now. */
   entries: number;
   /** Their size on disk (the sum of their complete.json `bytes`). */

@@ -20,12 +20,13 @@ import type { LaunchInput, RuntimeDescription, RuntimeStrategy, ToolServerView }
 export class ApptainerStrategy implements RuntimeStrategy {
   readonly kind = 'apptainer' as const;
   readonly isolated = true;
-  readonly hostWorkspace = true;
-  readonly poolable = true;
+  readonly hostWorkspace: boolean = true;
+  readonly socketDir: boolean = false;
+  readonly poolable: boolean = true;
   readonly seedsImages = false;
-  private profile: string | undefined;
+  protected profile: string | undefined;
 
-  constructor(private readonly c: SandboxConfig) {}
+  constructor(protected readonly c: SandboxConfig) {}
 
   locate(): { binary: string; identity: SandboxIdentity | undefined } {
     const binary = findApptainer(this.c.apptainer.binary);
@@ -35,10 +36,6 @@ export class ApptainerStrategy implements RuntimeStrategy {
         'neither apptainer nor singularity is on PATH: load the module (e.g. "module load apptainer") or set sandbox.apptainer.binary',
         { retryable: false },
       );
-    if (!this.c.apptainer.image)
-      throw new RaasError('sandbox_unavailable', 'sandbox.apptainer.image is required: the .sif file sandboxes run from', {
-        retryable: false,
-      });
     // As root, apptainer runs as the sandbox user too (a container started by root is uid 0).
     return { binary, identity: isRoot() ? resolveIdentity(this.c.user) : undefined };
   }
@@ -73,9 +70,16 @@ export class ApptainerStrategy implements RuntimeStrategy {
 
   launch(i: LaunchInput): LaunchPlan {
     const { prepared: p, dirs, spec } = i;
+    if (!this.c.apptainer.image) {
+      throw new RaasError(
+        'sandbox_unavailable',
+        'sandbox.apptainer.image is required for sandboxes without an image of their own: the .sif file they run from',
+        { retryable: false },
+      );
+    }
     const args = apptainerArgs({
       binary: p.binary,
-      image: this.c.apptainer.image!,
+      image: this.c.apptainer.image,
       workspace: dirs.workspace,
       run: dirs.run,
       toolServer: p.toolServer,

@@ -89,7 +89,10 @@ export class BwrapImageStrategy extends BwrapStrategy {
     a.push('--tmpfs', IMAGE_RAAS, '--ro-bind', this.nodeDir, IMAGE_LIB, '--ro-bind', p.toolServer, TOOL_SERVER, '--remount-ro', IMAGE_RAAS);
     if (network) a.push(...networkBwrapArgs(path.join(p.root, 'net'), 'slirp4netns', imageResolvConf(root.dir)));
     for (const b of spec.readOnly ?? []) a.push('--ro-bind', b.host, b.inside);
-    a.push('--dir', root.workdir, '--chdir', root.workdir, '--hostname', 'sandbox');
+    a.push('--dir', root.workdir);
+    // Tools and prompts that say /workspace reach the image's workspace too, when the image has no /workspace of its own.
+    if (root.workdir !== '/workspace' && !root.hasWorkspace) a.push('--symlink', root.workdir, '/workspace');
+    a.push('--chdir', root.workdir, '--hostname', 'sandbox');
     for (const [k, v] of Object.entries(i.nodeEnv)) a.push('--setenv', k, v);
     a.push('--json-status-fd', '3');
     if (network) a.push('--sync-fd', String(SYNC_FD));

@@ -5,7 +5,6 @@ import { ProcessStrategy } from './process.js';
 import type { RuntimeStrategy } from './types.js';
 
 export type { ImageRoot, PreparedHost, RuntimeStrategy } from './types.js';
-export { BwrapImageStrategy } from './bwrap-image.js';
 
 /** The strategy of the runtime a sandbox config names. */
 export function strategyFor(c: SandboxConfig): RuntimeStrategy {

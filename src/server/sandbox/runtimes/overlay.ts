@@ -3,8 +3,9 @@
 // nothing of it is visible to the host. Two ways, measured on Debian 12 with kernel 6.18 (bench:swe):
 // the kernel's overlayfs (allowed in a user namespace since Linux 5.11; `userxattr` because trusted.*
 // attributes cannot be set there, and tmpfs keeps user.* attributes since Linux 6.6) costs nothing
-// per file; fuse-overlayfs works on older kernels and costs a daemon per sandbox and about 5× the
-// kernel's time on metadata-heavy work (a `find` over /usr: 210–290 ms against 30–110 ms).
+// per file; fuse-overlayfs works on older kernels and costs a daemon per sandbox and, with the
+// uncached lookups it needs to be right, 10–20× the kernel's time on metadata-heavy work (a `find`
+// over /usr: 2.9–4.2 s against 0.06–0.3 s under load; docs/operations.md).
 import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';

@@ -41,6 +41,10 @@ export interface ImageRoot {
   python?: string;
   /** The image's environment (OCI Env, the activated conda environment). */
   env: Record<string, string>;
+  /** The image has something at /workspace (else an image-rooted sandbox links /workspace to `workdir`). */
+  hasWorkspace?: boolean;
+  /** The runtime applies the image's environment inside (Apptainer), and the tool server finds the rest (image_env: inherit). */
+  inherit?: boolean;
 }
 
 /** Everything one launch needs: the shared preparation, the sandbox's directories, its spec. */
@@ -89,6 +93,8 @@ export interface RuntimeStrategy {
   readonly isolated: boolean;
   /** The workspace is a host directory created and seeded before start (else private to the sandbox). */
   readonly hostWorkspace: boolean;
+  /** Without a host workspace, the tool server still listens on a socket file in a host directory (apptainer in an image). */
+  readonly socketDir?: boolean;
   /** Sandboxes can be started ahead of their job (a warm pool). */
   readonly poolable: boolean;
   /** An image is laid into every sandbox at start (else only into image builds). */
