@@ -498,7 +498,7 @@ describe('the cache: concurrent first use and a compression bomb', () => {
       const layout = ociLayout(path.join(base, 'oci-bomb'), [baseTar, tar]);
       fs.rmSync(tar, { force: true });
       const err = await rt3
-        .rootfsStore()
+        .roots.store()
         .resolve(layout)
         .then(
           () => undefined,
