@@ -497,8 +497,8 @@ describe('the cache: concurrent first use and a compression bomb', () => {
       fs.rmSync(work, { recursive: true, force: true });
       const layout = ociLayout(path.join(base, 'oci-bomb'), [baseTar, tar]);
       fs.rmSync(tar, { force: true });
-      const err = await rt3
-        .roots.store()
+      const err = await rt3.roots
+        .store()
         .resolve(layout)
         .then(
           () => undefined,
