@@ -250,9 +250,11 @@ describe('a hostile run directory in raas view', () => {
   let view: RunViewer;
   let browser: Browser;
   let run: ReturnType<typeof writeHostileRun>;
-  const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'raas-rt-viewxss-'));
+  // Made when the tests run (a describe whose tests are all filtered out runs no hook to remove it).
+  let tmp: string;
 
   beforeAll(async () => {
+    tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'raas-rt-viewxss-'));
     canary = await startCanary();
     run = writeHostileRun(tmp, canary.url);
     view = await startRunViewer({ dir: run.dir, tokenizer: qwen3Tokenizer });
@@ -308,7 +310,8 @@ describe('other pages against the console: framing, cross-origin Cancel, sign-in
   let open: RolloutServer;
   let view: RunViewer;
   let browser: Browser;
-  const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'raas-rt-pages-'));
+  // Made when the tests run (a describe whose tests are all filtered out runs no hook to remove it).
+  let tmp: string;
   const auth = { authorization: `Bearer ${TOKEN}`, 'content-type': 'application/json' };
   const state = async (id: string): Promise<string> =>
     ((await (await fetch(`${srv.url}/jobs/${id}`, { headers: auth })).json()) as { state: string }).state;
@@ -330,6 +333,7 @@ describe('other pages against the console: framing, cross-origin Cancel, sign-in
   };
 
   beforeAll(async () => {
+    tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'raas-rt-pages-'));
     sim = await startSim({ seed: 1 });
     srv = await startRolloutServer(
       { port: 0, log_level: 'silent', token: TOKEN, llm: { backends: [{ address: sim.url }] } },

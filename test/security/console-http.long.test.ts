@@ -53,11 +53,13 @@ function writeRun(dir: string): void {
 
 describe('the pages: headers that keep hostile text inert, and static routes that serve only the pages', () => {
   const TOKEN = `hdr-${hex(8)}`;
-  const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'raas-rt-console-'));
+  // Made when the tests run (a describe whose tests are all filtered out runs no hook to remove it).
+  let tmp: string;
   let srv: RolloutServer;
   let view: RunViewer;
 
   beforeAll(async () => {
+    tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'raas-rt-console-'));
     srv = await startRolloutServer({ port: 0, log_level: 'silent', token: TOKEN });
     writeRun(path.join(tmp, 'run'));
     view = await startRunViewer({ dir: path.join(tmp, 'run'), tokenizer: qwen3Tokenizer });
@@ -150,8 +152,13 @@ describe('the pages: headers that keep hostile text inert, and static routes tha
 // ---------------------------------------------------------------------------------------------
 
 describe('raas view: loopback by default, no foreign Host, nothing outside the run directory', () => {
-  const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'raas-rt-view-'));
+  // Made when the tests run (a describe whose tests are all filtered out runs no hook to remove it).
+  let tmp: string;
   const secret = `RTVIEW${hex(10)}`;
+
+  beforeAll(() => {
+    tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'raas-rt-view-'));
+  });
 
   afterAll(() => fs.rmSync(tmp, { recursive: true, force: true }));
 
