@@ -18,7 +18,7 @@ export const ERROR_CODES = {
   unauthorized: { status: 401, doc: 'Missing or wrong bearer token.' },
   forbidden: {
     status: 403,
-    doc: "The token is valid but not for this route: server-wide routes (/stop, /start, /drain, /workers, /metrics, node registration) take the admin token, /process a tenant's token.",
+    doc: "The token is valid but not for this route: server-wide routes (/stop, /start, /drain, /workers, /metrics, node registration) take the admin token, /process a tenant's token. A server without a token (and raas view) on loopback also answers it to a request whose Host is not a loopback name (DNS rebinding).",
   },
   job_not_found: {
     status: 404,
