@@ -438,11 +438,11 @@ describe('other pages against the console: framing, cross-origin Cancel, sign-in
     }
   });
 
-  // DEFECT (by design of sign-in links): a page of another site that navigates the browser to
-  // /ui?token=<its own token> signs the browser in as that token (on a server with tenants: the
-  // attacker's tenant, whose console the victim then uses). Nothing tells a link the user was given
-  // from one another site sent them to.
-  it.fails("is not signed in by another site's link carrying a token", async () => {
+  // Was a defect: a page of another site that navigated the browser to /ui?token=<its own token>
+  // signed the browser in as that token (on a server with tenants: the attacker's tenant, whose
+  // console the victim then used). Now the browser's Sec-Fetch-Site (cross-site) gets the sign-in
+  // form instead; a link opened from a terminal or the address bar (`none`) still signs in.
+  it("is not signed in by another site's link carrying a token", async () => {
     const page = await browser.page();
     await browser.context.clearCookies();
     const site = await startSite({ '/': `<script>location = ${JSON.stringify(`${srv.url}/ui?token=${TOKEN}`)}</script>` });
@@ -454,6 +454,7 @@ describe('other pages against the console: framing, cross-origin Cancel, sign-in
         cookies.map((c) => c.name),
         "another site's link signed the browser in",
       ).toEqual([]);
+      expect(await page.content()).toContain('Another site sent you here with a sign-in link');
     } finally {
       await site.close();
     }

@@ -205,6 +205,16 @@ describe('GET /events and the console routes', () => {
     expect(link.headers.get('location')).toBe('/ui');
     expect(link.headers.get('set-cookie')).toMatch(/^raas_session=/);
     expect((await fetch(`${srv.url}/ui?token=wrong`, { redirect: 'manual' })).status).toBe(303);
+    // The same link followed from another site's page (the browser says so in Sec-Fetch-Site): the
+    // sign-in form, no session; opened from a terminal or the address bar (`none`): signed in.
+    for (const site of ['cross-site', 'same-site']) {
+      const foreign = await fetch(`${srv.url}/ui?token=${TOKEN}`, { redirect: 'manual', headers: { 'sec-fetch-site': site } });
+      expect(foreign.status, site).toBe(403);
+      expect(foreign.headers.get('set-cookie'), site).toBeNull();
+      expect(await foreign.text()).toContain('Another site sent you here with a sign-in link');
+    }
+    const typed = await fetch(`${srv.url}/ui?token=${TOKEN}`, { redirect: 'manual', headers: { 'sec-fetch-site': 'none' } });
+    expect(typed.headers.get('set-cookie')).toMatch(/^raas_session=/);
     // Signing out ends the session.
     await post(`${srv.url}/ui/logout`, undefined, { ...session, origin: srv.url });
     expect((await get(`${srv.url}/ui/api/overview`, session)).status).toBe(401);

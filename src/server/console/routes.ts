@@ -128,12 +128,28 @@ export function registerEvents(app: FastifyInstance, d: ConsoleDeps): void {
 export async function registerConsole(app: FastifyInstance, d: ConsoleDeps): Promise<void> {
   const startedAt = d.clock.now();
   const sessions = d.sessions;
+  const loginPage = await readFile(path.join(WEB_DIR, 'login.html'), 'utf8');
+  const messages = {
+    wrong: [401, '<p class="error">That is not the server\'s token.</p>'],
+    foreign: [403, '<p class="error">Sign in from this page: another site sent that form.</p>'],
+    link: [403, '<p class="error">Another site sent you here with a sign-in link: sign in with your own token.</p>'],
+  } as const;
+  const sendLogin = (reply: FastifyReply, failed?: keyof typeof messages): FastifyReply =>
+    reply
+      .code(failed ? messages[failed][0] : 200)
+      .type('text/html; charset=utf-8')
+      .send(loginPage.replace('<!--message-->', failed ? messages[failed][1] : ''));
   await registerWeb(app, {
     // A `/ui?token=` link signs in (the app's hook checked the token) and is answered with the bare URL,
     // so the token leaves the address bar and the history.
     beforePage: (req, reply) => {
       const token = str((req.query as Record<string, unknown>).token);
       if (token === undefined) return undefined;
+      // A link another site's page followed (or a script sent the browser to) would sign the browser
+      // in as whoever that site chose: the browser says so in Sec-Fetch-Site. A link opened from a
+      // terminal, a mail client or the address bar is `none`.
+      const site = req.headers['sec-fetch-site'];
+      if (sessions && (site === 'cross-site' || site === 'same-site')) return sendLogin(reply, 'link');
       if (sessions && d.check?.(`Bearer ${token}`)) reply.header('set-cookie', UiSessions.cookie(sessions.create(token), 12 * 3600));
       return reply.redirect('/ui', 303);
     },
@@ -171,16 +187,6 @@ export async function registerConsole(app: FastifyInstance, d: ConsoleDeps): Pro
     return reply.type('application/json; charset=utf-8').send(JSON.stringify(detail));
   });
 
-  const loginPage = await readFile(path.join(WEB_DIR, 'login.html'), 'utf8');
-  const messages = {
-    wrong: [401, '<p class="error">That is not the server\'s token.</p>'],
-    foreign: [403, '<p class="error">Sign in from this page: another site sent that form.</p>'],
-  } as const;
-  const sendLogin = (reply: FastifyReply, failed?: keyof typeof messages): FastifyReply =>
-    reply
-      .code(failed ? messages[failed][0] : 200)
-      .type('text/html; charset=utf-8')
-      .send(loginPage.replace('<!--message-->', failed ? messages[failed][1] : ''));
   app.get('/ui/login', (_req, reply) => (sessions ? sendLogin(reply) : reply.redirect('/ui', 303)));
   await app.register(async (scope) => {
     // The login form posts application/x-www-form-urlencoded, which only this route reads.
