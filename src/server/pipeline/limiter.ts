@@ -1,6 +1,7 @@
 import { systemClock, type Clock } from '../../util/clock.js';
 import { FairQueue, soleHolder, type Charge, type Entry, type ShareHolder, type Ticket } from './fair-queue.js';
 import type { Stage } from './job.js';
+import type { AbortSource } from './abort.js';
 
 /** Gives a stage's slot back; calling it twice is harmless. */
 export type Release = () => void;
@@ -25,7 +26,7 @@ interface Waiter extends Entry {
   kind: string | undefined;
   grant: (release: Release) => void;
   reject: (reason: unknown) => void;
-  signal: AbortSignal;
+  signal: AbortSource;
   onAbort: () => void;
   ticket?: Ticket;
 }
@@ -88,7 +89,7 @@ export class StageLimiter {
   }
 
   /** Resolves with the release once a slot is free; rejects with `signal.reason` if it aborts first. */
-  acquire(signal: AbortSignal, opts: AcquireOptions = {}): Promise<Release> {
+  acquire(signal: AbortSource, opts: AcquireOptions = {}): Promise<Release> {
     if (signal.aborted) return Promise.reject(signal.reason);
     const holder = opts.holder ?? this.fallback;
     const now = this.clock.now();
