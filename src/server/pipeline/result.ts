@@ -1,6 +1,7 @@
 import type { FinishReason, Message, Result, Tokens } from '../../protocol/process.js';
 import type { RunResult } from '../handlers/types.js';
 import type { Job } from './job.js';
+import { stringifyResult } from './result-json.js';
 
 /** Empty training view. */
 function emptyTokens(): Tokens {
@@ -150,15 +151,26 @@ function stripIds(m: Message): Message {
 }
 
 /**
+ * Seconds to the microsecond: the clock's sub-microsecond digits are noise, and printing them cost
+ * as much as the rest of the envelope (eleven timing floats of 17 significant digits each).
+ */
+function micros(seconds: number): number {
+  return Math.round(seconds * 1e6) / 1e6;
+}
+
+/**
  * A finished job's result as JSON text, with its timing (ProRL's keys and ours). A result that
  * cannot be serialized (a handler put a cycle, a BigInt or a structure nested past V8's limit into
  * it) is answered without the rollout's messages, tokens and hook fields, with the serializer's
  * error: the job is never left without an answer.
  */
 export function resultJson(job: Job, evalResult: Parameters<typeof buildResult>[1]['eval'], now: number): { json: string; result: Result } {
-  const { init, run, eval: ev } = job.stageSeconds;
-  const queued = Math.max(0, (now - job.createdAt) / 1000 - (init + run + ev));
-  const counted = job.timer.elapsedMs() / 1000;
+  const s = job.stageSeconds;
+  const init = micros(s.init);
+  const run = micros(s.run);
+  const ev = micros(s.eval);
+  const queued = micros(Math.max(0, (now - job.createdAt) / 1000 - (s.init + s.run + s.eval)));
+  const counted = micros(job.timer.elapsedMs() / 1000);
   const timing = {
     init_time: init,
     run_time: run,
@@ -174,7 +186,7 @@ export function resultJson(job: Job, evalResult: Parameters<typeof buildResult>[
   };
   try {
     const result = buildResult(job, { eval: evalResult }, timing);
-    return { json: JSON.stringify(result), result };
+    return { json: stringifyResult(result), result };
   } catch (err) {
     job.run = undefined;
     job.patches = [];
