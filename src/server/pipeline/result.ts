@@ -1,7 +1,6 @@
 import type { FinishReason, Message, Result, Tokens } from '../../protocol/process.js';
 import type { RunResult } from '../handlers/types.js';
 import type { Job } from './job.js';
-import { stringifyResult } from './result-json.js';
 
 /** Empty training view. */
 function emptyTokens(): Tokens {
@@ -186,7 +185,7 @@ export function resultJson(job: Job, evalResult: Parameters<typeof buildResult>[
   };
   try {
     const result = buildResult(job, { eval: evalResult }, timing);
-    return { json: stringifyResult(result), result };
+    return { json: JSON.stringify(result), result };
   } catch (err) {
     job.run = undefined;
     job.patches = [];
