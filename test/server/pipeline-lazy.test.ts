@@ -59,7 +59,9 @@ describe('the LLM session is opened on first read of ctx.llm', () => {
     let seen: string | null = 'unset';
     const { p, pool } = build([
       handler('asks', async (ctx) => {
-        seen = ctx.llm === ctx.llm ? 'same session' : 'two sessions';
+        const first = ctx.llm;
+        const second = ctx.llm;
+        seen = first === second ? 'same session' : 'two sessions';
         return fallbackRun('finish');
       }),
     ]);
