@@ -152,12 +152,15 @@ async function stage<C extends StageCtx, T>(
   call: (ctx: C) => Promise<T>,
   keep?: (value: T) => Sandbox | undefined,
 ): Promise<StageEnd<C, T>> {
-  let release: () => void;
-  try {
-    release = await env.limiters[name].acquire(job.abortSource, { holder: job.tenant, priority: job.priority, kind: job.handler.name });
-  } catch {
-    return { kind: 'aborted' };
-  }
+  const limiter = env.limiters[name];
+  const want = { holder: job.tenant, priority: job.priority, kind: job.handler.name };
+  let release = limiter.tryAcquire(job.abortSource, want);
+  if (!release)
+    try {
+      release = await limiter.acquire(job.abortSource, want);
+    } catch {
+      return { kind: 'aborted' };
+    }
   try {
     transition(job, name);
     const t0 = env.clock.now();

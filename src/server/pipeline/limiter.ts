@@ -88,16 +88,27 @@ export class StageLimiter {
     this.pump();
   }
 
+  /**
+   * The release of a slot taken now, when one is free and nobody waits for it; undefined otherwise
+   * (then `acquire` waits in the queue). Lets a stage start without a promise or a turn of the
+   * event loop when its stage has room (the common case).
+   */
+  tryAcquire(signal: AbortSource, opts: AcquireOptions = {}): Release | undefined {
+    if (signal.aborted) return undefined;
+    const holder = opts.holder ?? this.fallback;
+    if (this.busy >= this.sizeValue || this.queue.size > 0 || holder.inStage >= holder.maxInStage) return undefined;
+    this.observer.waited?.(this.stage, holder, 0);
+    const charge = this.queue.charge(holder, opts.priority ?? 0, this.costOf(holder));
+    return this.take(holder, charge, opts.kind);
+  }
+
   /** Resolves with the release once a slot is free; rejects with `signal.reason` if it aborts first. */
   acquire(signal: AbortSource, opts: AcquireOptions = {}): Promise<Release> {
     if (signal.aborted) return Promise.reject(signal.reason);
+    const free = this.tryAcquire(signal, opts);
+    if (free) return Promise.resolve(free);
     const holder = opts.holder ?? this.fallback;
     const now = this.clock.now();
-    if (this.busy < this.sizeValue && this.queue.size === 0 && holder.inStage < holder.maxInStage) {
-      this.observer.waited?.(this.stage, holder, 0);
-      const charge = this.queue.charge(holder, opts.priority ?? 0, this.costOf(holder));
-      return Promise.resolve(this.take(holder, charge, opts.kind));
-    }
     return new Promise((grant, reject) => {
       const w: Waiter = {
         holder,
