@@ -1,5 +1,6 @@
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import type { Stage } from './pipeline/job.js';
+import { CountingHistogram } from './counting-histogram.js';
 
 /** What the metrics read at scrape time (so the /process hot path updates nothing it need not). */
 export interface MetricsSource {
@@ -41,16 +42,18 @@ const MAX_KEY_LABELS = 64;
 export class ServerMetrics {
   readonly registry = new Registry();
   private readonly jobs: Counter<'state'>;
-  private readonly stageSeconds: Histogram<'stage'>;
+  private readonly stageSeconds: CountingHistogram<'stage'>;
   private readonly llmSeconds: Histogram<'api'>;
   private readonly moves: Counter;
   private readonly ignored: Counter<'key'>;
   private readonly ignoredLabels = new Set<string>();
-  private readonly stageChildren: Partial<Record<Stage, { observe(v: number): void }>> = {};
+  private readonly stageChildren: Partial<Record<Stage, (v: number) => void>> = {};
   private readonly jobChildren = new Map<string, { inc(): void }>();
   private readonly tenantJobs: Counter<'tenant' | 'state'>;
-  private readonly queueWait: Histogram<'stage' | 'tenant'>;
-  private readonly tenantStage: Histogram<'stage' | 'tenant'>;
+  private readonly queueWait: CountingHistogram<'stage' | 'tenant'>;
+  private readonly tenantStage: CountingHistogram<'stage' | 'tenant'>;
+  /** Recorders of the per-job histograms by stage and tenant (made once per label set). */
+  private readonly recorders = new Map<string, (v: number) => void>();
   private readonly foreign: Counter<'tenant'>;
   private readonly children = new Map<string, { observe(v: number): void; inc(): void }>();
 
@@ -133,33 +136,34 @@ export class ServerMetrics {
       registers,
     });
     const waits = [0.001, 0.01, 0.1, 0.5, 1, 5, 15, 60, 300, 1800];
-    this.queueWait = new Histogram({
-      name: 'raas_queue_wait_seconds',
-      help: 'Time a job waited for a slot of each stage, by tenant',
-      labelNames: ['stage', 'tenant'],
+    // The three histograms every job observes (nine times per job) only count; prom-client writes them.
+    this.queueWait = new CountingHistogram(
+      'raas_queue_wait_seconds',
+      'Time a job waited for a slot of each stage, by tenant',
+      ['stage', 'tenant'],
+      waits,
       registers,
-      buckets: waits,
-    });
-    this.tenantStage = new Histogram({
-      name: 'raas_tenant_stage_seconds',
-      help: "Time a tenant's job held a slot of each stage (its sum over tenants is each tenant's share of the stage)",
-      labelNames: ['stage', 'tenant'],
+    );
+    this.tenantStage = new CountingHistogram(
+      'raas_tenant_stage_seconds',
+      "Time a tenant's job held a slot of each stage (its sum over tenants is each tenant's share of the stage)",
+      ['stage', 'tenant'],
+      [0.001, 0.01, 0.05, 0.1, 0.5, 1, 5, 15, 60, 300, 1800],
       registers,
-      buckets: [0.001, 0.01, 0.05, 0.1, 0.5, 1, 5, 15, 60, 300, 1800],
-    });
+    );
     this.foreign = new Counter({
       name: 'raas_cross_tenant_lookups_total',
       help: 'Lookups (GET /jobs/:id, /cancel, attach) by a tenant of a job id only another tenant has: answered as unknown',
       labelNames: ['tenant'],
       registers,
     });
-    this.stageSeconds = new Histogram({
-      name: 'raas_stage_duration_seconds',
-      help: 'Time inside each stage',
-      labelNames: ['stage'],
+    this.stageSeconds = new CountingHistogram(
+      'raas_stage_duration_seconds',
+      'Time inside each stage',
+      ['stage'],
+      [0.001, 0.01, 0.05, 0.1, 0.5, 1, 5, 15, 60, 300, 1800],
       registers,
-      buckets: [0.001, 0.01, 0.05, 0.1, 0.5, 1, 5, 15, 60, 300, 1800],
-    });
+    );
     this.llmSeconds = new Histogram({
       name: 'raas_llm_call_duration_seconds',
       help: 'Latency of one LLM call',
@@ -184,11 +188,16 @@ export class ServerMetrics {
   }
   /** A job of `tenant` waited `seconds` for a slot of `stage`. */
   waited(stage: Stage, tenant: string, seconds: number): void {
-    this.child(`w\0${stage}\0${tenant}`, () => this.queueWait.labels({ stage, tenant })).observe(seconds);
+    this.recorder(`w\0${stage}\0${tenant}`, this.queueWait, stage, tenant)(seconds);
   }
   /** A job of `tenant` held a slot of `stage` for `seconds`. */
   held(stage: Stage, tenant: string, seconds: number): void {
-    this.child(`h\0${stage}\0${tenant}`, () => this.tenantStage.labels({ stage, tenant })).observe(seconds);
+    this.recorder(`h\0${stage}\0${tenant}`, this.tenantStage, stage, tenant)(seconds);
+  }
+  private recorder(key: string, h: CountingHistogram<'stage' | 'tenant'>, stage: Stage, tenant: string): (v: number) => void {
+    let r = this.recorders.get(key);
+    if (!r) this.recorders.set(key, (r = h.child({ stage, tenant })));
+    return r;
   }
   /** `tenant` asked for a job id only another tenant has. */
   foreignLookup(tenant: string): void {
@@ -205,7 +214,7 @@ export class ServerMetrics {
   }
   stage(stage: Stage, seconds: number): void {
     // Label lookups cost more than the observation: keep one child per stage.
-    (this.stageChildren[stage] ??= this.stageSeconds.labels({ stage })).observe(seconds);
+    (this.stageChildren[stage] ??= this.stageSeconds.child({ stage }))(seconds);
   }
   llmCall(api: string, seconds: number): void {
     this.llmSeconds.observe({ api }, seconds);

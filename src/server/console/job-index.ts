@@ -35,6 +35,12 @@ export class JobIndex {
   private readonly live = new Map<string, JobRow>();
   /** Finished rows, oldest first (re-inserted when an id ends again). */
   private readonly ended = new Map<string, JobRow>();
+  /**
+   * A live iterator over `ended`, kept across calls: its next key is the oldest row. Asking a new
+   * iterator for the first key walks every hole earlier deletions left in the Map (thousands at
+   * `recent_jobs` 10,000: the largest cost of a job's events); a kept one has passed them already.
+   */
+  private oldest: MapIterator<string> | undefined;
 
   constructor(private readonly keep: number) {}
 
@@ -73,7 +79,15 @@ export class JobIndex {
     this.ended.delete(e.job_id);
     if (this.keep === 0) return;
     this.ended.set(e.job_id, row);
-    while (this.ended.size > this.keep) this.ended.delete(this.ended.keys().next().value!);
+    while (this.ended.size > this.keep) this.ended.delete(this.oldestKey()!);
+  }
+
+  /** The key of the oldest finished row (undefined when none is kept). */
+  private oldestKey(): string | undefined {
+    let k = this.oldest?.next();
+    // A finished iterator stays finished: rows added since need a new one.
+    if (!k || k.done) k = (this.oldest = this.ended.keys()).next();
+    return k.done ? undefined : k.value;
   }
 
   /** The row of a job id, if kept. */

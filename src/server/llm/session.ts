@@ -27,7 +27,7 @@ export interface SessionOptions {
 }
 
 /**
- * A job's LlmSession: bound to one backend from RUN start (except under round_robin), seeds each
+ * A job's LlmSession: bound to one backend from its first use in RUN (except under round_robin), seeds each
  * request with hash(job seed, turn), clamps max_tokens to what is left of max_model_len,
  * retries connection errors with capped exponential backoff, and moves the job to a live backend
  * (same full prompt ids) when its own stays down past the retry budget or its breaker opens (calls

@@ -55,16 +55,27 @@ export class StageCtx implements StageContext<unknown> {
   }
 }
 
-/** RUN's context: the runtime INIT returned, INIT's result and the job's LLM session. */
+/**
+ * RUN's context: the runtime INIT returned, INIT's result and the job's LLM session. The session
+ * (and with it the job's backend) is opened on first read of `llm`: a handler that never calls a
+ * model binds no backend and costs no session.
+ */
 export class RunCtx extends StageCtx implements RunContext<unknown> {
+  readonly #openLlm: () => LlmSession;
+  #llm: LlmSession | undefined;
+
   constructor(
     job: Job,
     deps: ContextDeps,
     readonly runtime: Sandbox | undefined,
     readonly init: InitResult,
-    readonly llm: LlmSession,
+    openLlm: () => LlmSession,
   ) {
     super(job, deps);
+    this.#openLlm = openLlm;
+  }
+  get llm(): LlmSession {
+    return (this.#llm ??= this.#openLlm());
   }
 }
 

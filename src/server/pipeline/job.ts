@@ -7,6 +7,7 @@ import type { BackendPool } from '../llm/pool.js';
 import type { Tenant } from '../tenants/tenant.js';
 import { randomInt } from 'node:crypto';
 import { seedOf } from '../../util/hash.js';
+import { JobAbort } from './abort.js';
 
 /** The three stages, in order. */
 export type Stage = 'init' | 'run' | 'eval';
@@ -57,7 +58,7 @@ export function forceEnd(job: Job, state: 'failed' | 'cancelled'): void {
 export class Job {
   state: JobState = 'queued_init';
   /** The job's one abort channel: cancel, /stop and timeout abort it, wherever the job is (queued or in a stage). */
-  private readonly controller = new AbortController();
+  readonly abortSource = new JobAbort();
   private seedValue: number | undefined;
   private infoValue: JobInfo<unknown> | undefined;
   /** Called after every state change (the pipeline's observer: events, the console). Must not throw. */
@@ -115,20 +116,20 @@ export class Job {
 
   /** Aborts on cancel or timeout; the reason is a CancelledError or a TimeoutError. */
   get signal(): AbortSignal {
-    return this.controller.signal;
+    return this.abortSource.signal;
   }
 
   get isAborted(): boolean {
-    return this.controller.signal.aborted;
+    return this.abortSource.aborted;
   }
 
   get reason(): unknown {
-    return this.controller.signal.reason;
+    return this.abortSource.reason;
   }
 
   /** Aborts the job (once: later reasons are ignored). */
   abort(reason: unknown): void {
-    this.controller.abort(reason);
+    this.abortSource.abort(reason);
   }
 
   /** What handlers see as `ctx.job`: built once, at the job's first stage, and shared by its stages. */

@@ -80,7 +80,7 @@ export async function runJob(job: Job, env: LifecycleEnv): Promise<Outcome> {
       job,
       env,
       'run',
-      () => new RunCtx(job, deps, job.runtime, job.init ?? {}, openSession(job, env)),
+      () => new RunCtx(job, deps, job.runtime, job.init ?? {}, () => openSession(job, env)),
       (ctx) => h.run(ctx),
     );
     if (run.kind === 'aborted') {
@@ -119,7 +119,9 @@ function aborted(job: Job): Outcome {
   return { state: timeout ? 'timed_out' : 'cancelled' };
 }
 
+/** The job's LLM session, opened when RUN's handler first reads `ctx.llm`. */
 function openSession(job: Job, env: LifecycleEnv): JobLlmSession {
+  if (job.session) return job.session;
   job.session = new JobLlmSession({
     pool: job.pool ?? env.pool,
     jobId: job.key,
@@ -131,7 +133,9 @@ function openSession(job: Job, env: LifecycleEnv): JobLlmSession {
     // Time held by a paused server is not the job's: its timeout counts stage time only.
     onHold: (held) => (held ? job.timer.pause() : job.timer.resume()),
   });
-  job.session.bind();
+  // Read after RUN ended (a handler that kept its context): a session that binds nothing.
+  if (job.state === 'run') job.session.bind();
+  else job.session.release();
   return job.session;
 }
 
@@ -148,12 +152,15 @@ async function stage<C extends StageCtx, T>(
   call: (ctx: C) => Promise<T>,
   keep?: (value: T) => Sandbox | undefined,
 ): Promise<StageEnd<C, T>> {
-  let release: () => void;
-  try {
-    release = await env.limiters[name].acquire(job.signal, { holder: job.tenant, priority: job.priority, kind: job.handler.name });
-  } catch {
-    return { kind: 'aborted' };
-  }
+  const limiter = env.limiters[name];
+  const want = { holder: job.tenant, priority: job.priority, kind: job.handler.name };
+  let release = limiter.tryAcquire(job.abortSource, want);
+  if (!release)
+    try {
+      release = await limiter.acquire(job.abortSource, want);
+    } catch {
+      return { kind: 'aborted' };
+    }
   try {
     transition(job, name);
     const t0 = env.clock.now();
@@ -216,9 +223,9 @@ function guard<T>(job: Job, env: LifecycleEnv, work: Promise<T>): Promise<{ valu
       timer = env.clock.setTimeout(() => resolve(ABANDONED), env.config.cancel_grace_ms);
     };
     if (job.isAborted) onAbort();
-    else job.signal.addEventListener('abort', onAbort, { once: true });
+    else job.abortSource.addEventListener('abort', onAbort);
     const done = (): void => {
-      job.signal.removeEventListener('abort', onAbort);
+      job.abortSource.removeEventListener('abort', onAbort);
       if (timer !== undefined) env.clock.clearTimeout(timer);
     };
     work.then(

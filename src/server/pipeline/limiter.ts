@@ -1,6 +1,7 @@
 import { systemClock, type Clock } from '../../util/clock.js';
 import { FairQueue, soleHolder, type Charge, type Entry, type ShareHolder, type Ticket } from './fair-queue.js';
 import type { Stage } from './job.js';
+import type { AbortSource } from './abort.js';
 
 /** Gives a stage's slot back; calling it twice is harmless. */
 export type Release = () => void;
@@ -25,7 +26,7 @@ interface Waiter extends Entry {
   kind: string | undefined;
   grant: (release: Release) => void;
   reject: (reason: unknown) => void;
-  signal: AbortSignal;
+  signal: AbortSource;
   onAbort: () => void;
   ticket?: Ticket;
 }
@@ -87,16 +88,27 @@ export class StageLimiter {
     this.pump();
   }
 
+  /**
+   * The release of a slot taken now, when one is free and nobody waits for it; undefined otherwise
+   * (then `acquire` waits in the queue). Lets a stage start without a promise or a turn of the
+   * event loop when its stage has room (the common case).
+   */
+  tryAcquire(signal: AbortSource, opts: AcquireOptions = {}): Release | undefined {
+    if (signal.aborted) return undefined;
+    const holder = opts.holder ?? this.fallback;
+    if (this.busy >= this.sizeValue || this.queue.size > 0 || holder.inStage >= holder.maxInStage) return undefined;
+    this.observer.waited?.(this.stage, holder, 0);
+    const charge = this.queue.charge(holder, opts.priority ?? 0, this.costOf(holder));
+    return this.take(holder, charge, opts.kind);
+  }
+
   /** Resolves with the release once a slot is free; rejects with `signal.reason` if it aborts first. */
-  acquire(signal: AbortSignal, opts: AcquireOptions = {}): Promise<Release> {
+  acquire(signal: AbortSource, opts: AcquireOptions = {}): Promise<Release> {
     if (signal.aborted) return Promise.reject(signal.reason);
+    const free = this.tryAcquire(signal, opts);
+    if (free) return Promise.resolve(free);
     const holder = opts.holder ?? this.fallback;
     const now = this.clock.now();
-    if (this.busy < this.sizeValue && this.queue.size === 0 && holder.inStage < holder.maxInStage) {
-      this.observer.waited?.(this.stage, holder, 0);
-      const charge = this.queue.charge(holder, opts.priority ?? 0, this.costOf(holder));
-      return Promise.resolve(this.take(holder, charge, opts.kind));
-    }
     return new Promise((grant, reject) => {
       const w: Waiter = {
         holder,

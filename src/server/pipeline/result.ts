@@ -150,15 +150,26 @@ function stripIds(m: Message): Message {
 }
 
 /**
+ * Seconds to the microsecond: the clock's sub-microsecond digits are noise, and printing them cost
+ * as much as the rest of the envelope (eleven timing floats of 17 significant digits each).
+ */
+function micros(seconds: number): number {
+  return Math.round(seconds * 1e6) / 1e6;
+}
+
+/**
  * A finished job's result as JSON text, with its timing (ProRL's keys and ours). A result that
  * cannot be serialized (a handler put a cycle, a BigInt or a structure nested past V8's limit into
  * it) is answered without the rollout's messages, tokens and hook fields, with the serializer's
  * error: the job is never left without an answer.
  */
 export function resultJson(job: Job, evalResult: Parameters<typeof buildResult>[1]['eval'], now: number): { json: string; result: Result } {
-  const { init, run, eval: ev } = job.stageSeconds;
-  const queued = Math.max(0, (now - job.createdAt) / 1000 - (init + run + ev));
-  const counted = job.timer.elapsedMs() / 1000;
+  const s = job.stageSeconds;
+  const init = micros(s.init);
+  const run = micros(s.run);
+  const ev = micros(s.eval);
+  const queued = micros(Math.max(0, (now - job.createdAt) / 1000 - (s.init + s.run + s.eval)));
+  const counted = micros(job.timer.elapsedMs() / 1000);
   const timing = {
     init_time: init,
     run_time: run,
