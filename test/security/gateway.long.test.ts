@@ -356,16 +356,12 @@ describe('memory under large bodies', () => {
   );
 });
 
-// Last in the file: the defect below keeps a tokenizer worker busy for minutes after its job ended.
 describe('the tokenizer pool', () => {
-  // Defect (not fixed): a request is tokenised whole before the backend says it does not fit. A
-  // 30 MB assistant message (no context window holds it) keeps one tokenizer worker busy for minutes
-  // (the harness here timed out at 90 s), the pool is shared by every job and tenant of the server,
-  // and the work goes on after the job ended (EncoderPool drops the answer of a cancelled request but
-  // the worker finishes it). Fix: refuse before encoding when the text's characters, divided by the
-  // longest token's length, exceed max_model_len (a lower bound of its token count), and replace a
-  // worker whose request was cancelled mid-encode.
-  it.fails('a 30 MB assistant message is refused within 30 s, before it is tokenised', async () => {
+  // Was a defect: a request was tokenised whole before the backend said it did not fit; a 30 MB
+  // assistant message (no context window holds it) kept one worker of the server's shared tokenizer
+  // pool busy for minutes. Now the gateway refuses before encoding when a lower bound of the tokens
+  // (UTF-16 length ÷ the vocabulary's longest token in bytes, src/tokens/bounds.ts) passes max_model_len.
+  it('a 30 MB assistant message is refused within 30 s, before it is tokenised', async () => {
     const a = await h.process({ instance: attack('stall', { vector: 'assistant_text', mb: 30, rounds: 1 }), timeout_s: 40 }, 200_000);
     const r = answered(a);
     const rep = harnessReport(r);

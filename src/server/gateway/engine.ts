@@ -1,6 +1,7 @@
 import { RaasError } from '../../protocol/errors.js';
 import type { SamplingParams } from '../../protocol/process.js';
 import type { Chunk, Tokenizer } from '../../tokens/tokenizer.js';
+import { exceedsTokens } from '../../tokens/bounds.js';
 import type { LlmSession } from '../llm/types.js';
 import { canonicalJson, toChatMessage, type AskedSampling, type GwAnswer, type GwMessage, type GwRequest } from './conversation.js';
 import { recordedAsked } from './limits.js';
@@ -128,18 +129,16 @@ export class JobGateway {
     let obs: number[];
     if (plan.kind === 'fresh') {
       prefix = [];
-      obs = await this.encode(
-        tok.promptChunks(plan.messages.map(toChatMessage), { tools: req.tools, enableThinking: this.enableThinking }),
-        signal,
-      );
+      const chunks = tok.promptChunks(plan.messages.map(toChatMessage), { tools: req.tools, enableThinking: this.enableThinking });
+      await this.refuseIfTooLong(chunks, 0, signal);
+      obs = await this.encode(chunks, signal);
     } else {
       const base = plan.kind === 'extend' ? plan.segment : plan.from;
       prefix = plan.kind === 'extend' ? base.sequence() : base.sequence().slice(0, plan.cut);
       const closing = plan.kind === 'extend' ? !base.endedWithEos : prefix[prefix.length - 1] !== tok.eosId;
-      const rendered = await this.encode(
-        tok.observationChunks(plan.added.map(toChatMessage), { enableThinking: this.enableThinking }),
-        signal,
-      );
+      const chunks = tok.observationChunks(plan.added.map(toChatMessage), { enableThinking: this.enableThinking });
+      await this.refuseIfTooLong(chunks, prefix.length, signal);
+      const rendered = await this.encode(chunks, signal);
       obs = closing ? [tok.eosId, ...rendered] : rendered;
     }
     if (this.closed) throw new GatewayClosedError();
@@ -262,6 +261,22 @@ export class JobGateway {
           `backend ${r.backend} aborted the call ${idle} times in a row without generating anything`,
         );
     }
+  }
+
+  /**
+   * Refuses a request that cannot fit the context window before it is tokenised: a huge message
+   * (no window holds 30 MB) would otherwise keep a worker of the server's shared tokenizer pool busy
+   * for minutes. The bound is a lower bound of the tokens (exceedsTokens), so nothing that fits is refused.
+   */
+  private async refuseIfTooLong(chunks: Chunk[], prefixLen: number, signal: AbortSignal): Promise<void> {
+    const window = await this.o.llm.maxModelLen(signal);
+    if (window === undefined) return;
+    if (exceedsTokens(this.o.tokenizer, chunks, window - prefixLen))
+      throw new RaasError(
+        'context_length_exceeded',
+        `the new messages hold more text than the model's context has room for (max_model_len ${window}, ${prefixLen} tokens already in this conversation): send less text`,
+        { retryable: false },
+      );
   }
 
   private encode(chunks: Chunk[], signal: AbortSignal): Promise<number[]> {
