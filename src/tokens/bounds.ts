@@ -44,8 +44,9 @@ export function maxTokenBytes(tok: Tokenizer): number {
 export function exceedsTokens(tok: Tokenizer, chunks: readonly Chunk[], limit: number): boolean {
   let units = 0;
   let ids = 0;
-  for (const c of chunks) if ('id' in c) ids++;
-  else units += c.text.length;
+  for (const c of chunks)
+    if ('id' in c) ids++;
+    else units += c.text.length;
   if (ids + units <= limit) return false;
   return ids + Math.ceil(units / maxTokenBytes(tok)) > limit;
 }
