@@ -86,17 +86,31 @@ export class Recorder {
     return out;
   }
 
-  /** The groups whose n rollouts all ended normally, in submission order: the oracle's input. */
+  /**
+   * The oracle's input: every group the run admitted, in submission order, once each of its n
+   * rollouts has a terminal result (the bench lets the groups in flight at the end finish, so none
+   * is left out). A group the coordinator cancelled (too stale) enters with the time its rollouts
+   * ran, a lower bound of their durations, and as uninformative. Keeping only the groups that
+   * ended normally would leave out the long ones the run had to cancel or was still running, and
+   * hand the oracle a workload shorter than the run's.
+   */
   oracleGroups(n: number): OracleGroup[] {
-    return this.finished(n).map((l) => ({ durations: l.map((r) => r.duration_s), informative: isInformative(l.map((r) => r.reward)) }));
+    return this.ended(n).map((l) => ({
+      durations: l.map((r) => r.duration_s),
+      informative: l.every((r) => r.ok) && isInformative(l.map((r) => r.reward)),
+    }));
   }
 
-  /** The same groups with their rewards: the policy replay's input. */
+  /** The same groups with their rewards (a cancelled group's all 0): the policy replay's input. */
   replayGroups(n: number): ReplayGroup[] {
-    return this.finished(n).map((l) => ({ durations: l.map((r) => r.duration_s), rewards: l.map((r) => r.reward) }));
+    return this.ended(n).map((l) => ({
+      durations: l.map((r) => r.duration_s),
+      rewards: l.every((r) => r.ok) ? l.map((r) => r.reward) : l.map(() => 0),
+    }));
   }
 
-  private finished(n: number): RolloutRecord[][] {
+  /** The groups with n terminal results, in submission order. */
+  private ended(n: number): RolloutRecord[][] {
     const byGroup = new Map<number, RolloutRecord[]>();
     for (const r of this.rollouts.values()) {
       const l = byGroup.get(r.group) ?? [];
@@ -104,7 +118,7 @@ export class Recorder {
       byGroup.set(r.group, l);
     }
     return [...byGroup.entries()]
-      .filter(([, l]) => l.length === n && l.every((r) => r.ok))
+      .filter(([, l]) => l.length === n)
       .sort((a, b) => a[0] - b[0])
       .map(([, l]) => l.sort((a, b) => a.k - b.k));
   }

@@ -26,6 +26,13 @@ export interface ReplayParams {
   capacity: number;
   train_s: number;
   steps: number;
+  /**
+   * System delays to inject (s), all 0 by default: admission → the server's queue, a job's end →
+   * its result in the core, a cancel → its confirmation, and the weight update after the trainer's
+   * step (admission holds meanwhile). With the delays a live run measured, the replay says how much
+   * of the gap to the oracle they explain.
+   */
+  delays?: { submit_s?: number; result_s?: number; cancel_s?: number; update_s?: number };
 }
 
 export interface ReplayRun {
@@ -35,6 +42,8 @@ export interface ReplayRun {
   utilization: number;
   /** The core's wasted ÷ generated tokens, a token standing for 10 ms of a rollout. */
   waste_fraction: number;
+  /** Handover times (s). */
+  handover_s: number[];
 }
 
 /** A token stands for this many seconds of a rollout (waste is counted in tokens by the core). */
@@ -102,6 +111,8 @@ export function replayCoordinator(groups: readonly ReplayGroup[], p: ReplayParam
   let free = p.workers;
   let busy = 0;
   const jobs = new Map<string, { started?: number; done: boolean }>();
+  const d = { submit_s: 0, result_s: 0, cancel_s: 0, update_s: 0, ...p.delays };
+  let updating = false;
   const startJobs = (): void => {
     while (free > 0 && qHead < queue.length) {
       const q = queue[qHead++]!;
@@ -114,11 +125,13 @@ export function replayCoordinator(groups: readonly ReplayGroup[], p: ReplayParam
         j.done = true;
         free++;
         busy += now - j.started!;
-        core.onResult(q.id, result(q.id, q.reward, false, q.d));
+        const r = result(q.id, q.reward, false, q.d);
+        if (d.result_s > 0) at(now + d.result_s, () => core.onResult(q.id, r));
+        else core.onResult(q.id, r);
       });
     }
   };
-  const cancel = (ids: string[]): void => {
+  const cancelNow = (ids: string[]): void => {
     for (const id of ids) {
       const j = jobs.get(id);
       if (!j || j.done) continue;
@@ -130,16 +143,28 @@ export function replayCoordinator(groups: readonly ReplayGroup[], p: ReplayParam
       core.onResult(id, result(id, 0, true, j.started === undefined ? 0 : now - j.started));
     }
   };
+  const cancel = (ids: string[]): void => {
+    if (d.cancel_s > 0 && ids.length > 0) at(now + d.cancel_s, () => cancelNow(ids));
+    else cancelNow(ids);
+  };
   let waiting = true;
   let handed = 0;
+  const handovers: number[] = [];
   let done = false;
   const admit = (): void => {
+    if (updating) return;
     for (const g of core.admit()) {
       const src = groups[Number(g.prompt.instance_id)]!;
-      g.requests.forEach((r, k) => {
-        jobs.set(r.job_id!, { done: false });
-        queue.push({ id: r.job_id!, d: Math.max(0, src.durations[k] ?? 0), reward: src.rewards[k] ?? 0 });
-      });
+      const enqueue = (): void => {
+        g.requests.forEach((r, k) => {
+          const j = jobs.get(r.job_id!)!;
+          if (!j.done) queue.push({ id: r.job_id!, d: Math.max(0, src.durations[k] ?? 0), reward: src.rewards[k] ?? 0 });
+        });
+        startJobs();
+      };
+      for (const r of g.requests) jobs.set(r.job_id!, { done: false });
+      if (d.submit_s > 0) at(now + d.submit_s, enqueue);
+      else enqueue();
     }
   };
   // As the Coordinator's pump: admission, then a handover to the waiting trainer, then admission again.
@@ -149,13 +174,21 @@ export function replayCoordinator(groups: readonly ReplayGroup[], p: ReplayParam
     if (waiting && core.ready()) {
       const { cancels } = core.handover();
       handed++;
+      handovers.push(now);
       waiting = false;
       core.demand = false;
       cancel(cancels);
       at(now + p.train_s, () => {
         cancel(core.setVersion(core.version + 1));
-        if (handed < p.steps) waiting = true;
-        else done = true;
+        const end = (): void => {
+          updating = false;
+          if (handed < p.steps) waiting = true;
+          else done = true;
+        };
+        if (d.update_s > 0) {
+          updating = true;
+          at(now + d.update_s, end);
+        } else end();
       });
       admit();
     }
@@ -177,5 +210,6 @@ export function replayCoordinator(groups: readonly ReplayGroup[], p: ReplayParam
     informative_groups_per_s: (p.steps * cfg.batch_size) / now,
     utilization: now > 0 ? busy / (p.workers * now) : 1,
     waste_fraction: core.totals.tokens_wasted / Math.max(1, core.totals.tokens_generated),
+    handover_s: handovers,
   };
 }

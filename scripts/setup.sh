@@ -30,6 +30,11 @@ for mod in numpy torch; do /usr/bin/python3 -c "import $mod" >/dev/null 2>&1 || 
 /usr/bin/python3 -c "import setuptools" >/dev/null 2>&1 || missing+=(python3-setuptools)
 # chromium for the console's browser tests (driven by playwright-core; no browser download)
 command -v chromium >/dev/null 2>&1 || missing+=(chromium)
+# the security suite's hostile images: setcap (file capabilities) and gcc with libc headers (a
+# library that records who loads it)
+command -v setcap >/dev/null 2>&1 || [ -x /usr/sbin/setcap ] || [ -x /sbin/setcap ] || missing+=(libcap2-bin)
+command -v gcc >/dev/null 2>&1 || missing+=(gcc)
+[ -f /usr/include/stdio.h ] || missing+=(libc6-dev)
 
 if [ "$(id -u)" = 0 ]; then
   if [ ${#missing[@]} -gt 0 ]; then

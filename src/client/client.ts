@@ -7,6 +7,7 @@ import { AddLlmServerRequest, LlmServersResponse } from '../protocol/llm.js';
 import { OkResponse, StatusResponse } from '../protocol/status.js';
 import { PauseRequest, PauseResponse, ResumeResponse } from '../protocol/pause.js';
 import { PrefetchRequest, PrefetchResponse } from '../protocol/prefetch.js';
+import { NodeList, type NodeInfo } from '../protocol/nodes.js';
 import { Transport, type CallOptions, type TransportOptions } from './transport.js';
 
 /** Options of {@link RolloutClient}. */
@@ -75,6 +76,16 @@ export class RolloutClient {
   /** GET /status. */
   async status(opts: CallOptions = {}): Promise<StatusResponse> {
     return (await this.t.call('GET', '/status', StatusResponse, undefined, opts))!;
+  }
+
+  /** GET /nodes: the rollout servers registered with this server when it serves as a registry. */
+  async nodes(opts: CallOptions = {}): Promise<NodeInfo[]> {
+    return (await this.t.call('GET', '/nodes', NodeList, undefined, opts))!;
+  }
+
+  /** POST /drain: the server takes nothing new, finishes what it holds, then leaves its registry (admin token). */
+  async drain(opts: CallOptions = {}): Promise<z.infer<typeof OkResponse>> {
+    return (await this.t.call('POST', '/drain', OkResponse, {}, opts))!;
   }
 
   /** GET /health without retries: true when the server answers 2xx within `timeout_ms` (default 2 s). */

@@ -4,7 +4,9 @@ import { CancelledError, RaasError } from '../protocol/errors.js';
 import type { Result } from '../protocol/process.js';
 import { systemClock, type Clock } from '../util/clock.js';
 import { resolveToken } from '../util/secret.js';
-import { RolloutClient, type ProcessInput } from './client.js';
+import { RolloutClient, type ProcessInput, type RolloutClientOptions } from './client.js';
+import { Membership } from './membership.js';
+import { FleetServers } from './fleet-servers.js';
 import type { Attempt, FleetServerInfo, FleetStats, GroupRec, JobRec, RolloutFleetOptions, ServerState } from './fleet-types.js';
 
 export type { FleetServerInfo, FleetStats, RolloutFleetOptions } from './fleet-types.js';
@@ -14,6 +16,13 @@ import { abortReason } from './transport.js';
 const MAX_REFUSALS = 5;
 
 /**
+ * Cancels and job look-ups in flight per server. Every held /process answer already occupies a
+ * socket; a burst of cancels (a handover's stale groups, a close with thousands of jobs) must not
+ * open as many more sockets again.
+ */
+const CONTROL_CONCURRENCY = 4;
+
+/**
  * Many rollout servers behind one submission API. A group goes as a whole to the healthy server
  * with the fewest in-flight jobs (so group affinity works inside that server); when a server stops
  * answering, its groups move elsewhere with the same job ids; when it comes back, results it
@@ -21,7 +30,7 @@ const MAX_REFUSALS = 5;
  * counts; later ones are ignored.
  */
 export class RolloutFleet {
-  private readonly list: ServerState[];
+  private readonly fleet = new FleetServers();
   private readonly jobs = new Map<string, JobRec>();
   /** Groups waiting for a healthy server, oldest first. */
   private readonly pending: GroupRec[] = [];
@@ -31,27 +40,95 @@ export class RolloutFleet {
   private readonly unhealthyAfter: number;
   private readonly healthTimeoutMs: number;
   private timer: unknown;
-  private rotate = 0;
+  /** Where the next periodic round of health checks starts. */
+  private probeFrom = 0;
+  private readonly probesPerS: number;
+  /** liveCapacity's answer per `configured`, until a server's health, size or membership changes. */
+  private capacityCache: { configured: number | undefined; value: number } | undefined;
   private closing: Promise<void> | undefined;
   private readonly counters: FleetStats = { submitted: 0, failed_over: 0, recovered: 0, duplicates: 0 };
   private readonly onChange: (() => void) | undefined;
+  private readonly clientOpts: Omit<RolloutClientOptions, 'url' | 'token'>;
+  private readonly membership: Membership | undefined;
 
   constructor(opts: RolloutFleetOptions) {
-    if (opts.servers.length === 0) throw new RaasError('config_invalid', 'servers: give at least one rollout server {url}');
+    if (opts.servers.length === 0 && !opts.registry)
+      throw new RaasError('config_invalid', 'servers: give at least one rollout server {url}, or a registry');
     this.clock = opts.clock ?? systemClock;
     this.intervalMs = opts.health_interval_ms ?? 2000;
     this.unhealthyAfter = Math.max(1, opts.unhealthy_after ?? 2);
     this.healthTimeoutMs = opts.health_timeout_ms ?? 2000;
+    this.probesPerS = opts.health_probes_per_s ?? 64;
     this.onChange = opts.on_change;
-    const clientOpts = { retries: 2, backoff: { base_ms: 100, max_ms: 1000 }, ...opts.client, clock: this.clock };
-    const seen = new Set<string>();
-    this.list = opts.servers.map((s, i) => {
-      const client = new RolloutClient({ ...clientOpts, url: s.url, token: resolveToken(s, `servers[${i}]`) });
-      if (seen.has(client.url)) throw new RaasError('config_invalid', `servers[${i}].url: ${s.url} is listed twice`);
-      seen.add(client.url);
-      return { url: client.url, client, healthy: true, inFlight: 0, checking: false, failedChecks: 0 };
+    this.clientOpts = { retries: 2, backoff: { base_ms: 100, max_ms: 1000 }, ...opts.client, clock: this.clock };
+    opts.servers.forEach((s, i) => {
+      const url = this.addServer(s.url, resolveToken(s, `servers[${i}]`));
+      if (!url) throw new RaasError('config_invalid', `servers[${i}].url: ${s.url} is listed twice`);
     });
+    if (opts.registry) this.membership = new Membership(this, opts.registry, this.clock, this.clientOpts, opts.on_membership);
     this.schedule();
+  }
+
+  /**
+   * Adds a rollout server (a registry's new node, or one given by hand): it gets groups from the
+   * next placement on. Answers its URL, or undefined when the fleet already has it.
+   */
+  addServer(url: string, token?: string): string | undefined {
+    const client = new RolloutClient({ ...this.clientOpts, url, token });
+    if (this.fleet.find(client.url)) {
+      client.close();
+      return undefined;
+    }
+    const joined = this.membership !== undefined;
+    this.fleet.list.push({
+      url: client.url,
+      client,
+      healthy: true,
+      inFlight: 0,
+      checking: false,
+      failedChecks: 0,
+      draining: false,
+      joined,
+      noBackends: joined,
+      lastAnswer: Number.NEGATIVE_INFINITY,
+      control: pLimit(CONTROL_CONCURRENCY),
+    });
+    if (joined) this.track(this.readSize(this.fleet.list.at(-1)!));
+    this.changed();
+    // Groups that waited for a server go there now.
+    for (const g of this.pending.splice(0)) this.place(g);
+    return client.url;
+  }
+
+  /** A server takes no new groups (it drains): the groups it holds finish there. */
+  drainServer(url: string): void {
+    const s = this.byUrl(url);
+    if (!s || s.draining) return;
+    s.draining = true;
+    this.changed();
+  }
+
+  /**
+   * Removes a server that left: anything it still held moves to the others (as when a server
+   * dies); its client is closed once nothing waits on it.
+   */
+  removeServer(url: string): void {
+    const s = this.byUrl(url);
+    if (!s) return;
+    this.markDown(s, new RaasError('server_unreachable', `${url} left the fleet`));
+    this.fleet.list.splice(this.fleet.list.indexOf(s), 1);
+    this.changed();
+    if (s.inFlight === 0) s.client.close();
+  }
+
+  /** A server its registry reports dead (missed heartbeats): handled as one whose health checks failed. */
+  serverLost(url: string): void {
+    const s = this.byUrl(url);
+    if (s?.healthy) this.markDown(s, new RaasError('server_unreachable', `${url} missed its heartbeats`));
+  }
+
+  private byUrl(url: string): ServerState | undefined {
+    return this.fleet.find(url);
   }
 
   /**
@@ -101,8 +178,8 @@ export class RolloutFleet {
       return out;
     }
     if (opts.signal) this.bindSignal(group, opts.signal);
-    const pinned = opts.server === undefined ? undefined : this.list.find((s) => s.url === opts.server!.replace(/\/+$/, ''));
-    this.place(group, pinned?.healthy ? pinned : undefined);
+    const pinned = opts.server === undefined ? undefined : this.byUrl(opts.server);
+    this.place(group, pinned?.healthy && !pinned.draining ? pinned : undefined);
     return out;
   }
 
@@ -116,11 +193,11 @@ export class RolloutFleet {
     const job = this.jobs.get(jobId);
     if (!job || job.settled) return;
     job.cancelRequested = true;
-    for (const s of job.former) if (s.healthy) this.track(s.client.cancel(jobId, { retries: 0 }).catch(() => {}));
+    for (const s of job.former) if (s.healthy) this.cancelOn(s, jobId, 0);
     const server = job.attempt?.server;
     if (!server) return this.settle(job, { error: new CancelledError(`job ${jobId} cancelled before a server held it`) });
     try {
-      await server.client.cancel(jobId); // an id that ended meanwhile answers too: its result is on the way
+      await server.control(() => server.client.cancel(jobId)); // an id that ended meanwhile answers too: its result is on the way
     } catch (err) {
       this.settle(job, {
         error: new CancelledError(`job ${jobId} cancelled locally: ${server.url} did not acknowledge (${(err as Error).message})`),
@@ -135,7 +212,7 @@ export class RolloutFleet {
 
   /** Each server's health and in-flight jobs. */
   servers(): FleetServerInfo[] {
-    return this.list.map((s) => ({ url: s.url, healthy: s.healthy, in_flight: s.inFlight, run_workers: s.runSize ?? null }));
+    return this.fleet.infos();
   }
 
   /**
@@ -144,36 +221,26 @@ export class RolloutFleet {
    * a fleet where no server answers.
    */
   async readCapacity(opts: { signal?: AbortSignal } = {}): Promise<void> {
-    const errors = await Promise.all(this.list.map((s) => this.readSize(s, opts.signal)));
+    if (this.membership) await this.membership.ready(opts.signal);
+    const errors = await Promise.all(this.fleet.list.map((s) => this.readSize(s, opts.signal)));
     const other = errors.find((e) => e !== undefined && !(e instanceof RaasError && e.code === 'server_unreachable'));
     if (other) throw other;
-    if (this.list.every((s) => s.runSize === undefined)) {
+    if (this.fleet.list.every((s) => s.runSize === undefined)) {
       throw new RaasError(
         'server_unreachable',
-        `no rollout server answers GET /status (${this.list.map((s) => s.url).join(', ')}); start \`raas serve\` or check the servers' URLs`,
+        `no rollout server answers GET /status (${this.fleet.list.map((s) => s.url).join(', ') || 'the registry lists none'}); start \`raas serve\` or check the servers' URLs`,
       );
     }
   }
 
-  /**
-   * The admission cap over the servers that are up now. Without `configured`: the sum of their
-   * workers.run.size. With it (max_inflight_jobs, meant for the whole fleet): its share for the live
-   * servers, in proportion to their workers. So when a server goes down its share leaves with it
-   * instead of piling onto the others, and comes back with it. A server whose size is not known yet
-   * counts as the mean of the known ones.
-   */
+  /** The admission cap over the servers that take groups now (fleet-servers.ts). */
   liveCapacity(configured?: number): number {
-    const known = this.list.filter((s) => s.runSize !== undefined);
-    const mean = known.length ? known.reduce((a, s) => a + s.runSize!, 0) / known.length : 0;
-    let live = 0;
-    let total = 0;
-    for (const s of this.list) {
-      const size = s.runSize ?? mean;
-      total += size;
-      if (s.healthy) live += size;
-    }
-    if (configured === undefined) return Math.round(live);
-    return total > 0 ? Math.round((configured * live) / total) : configured;
+    // Read after every result by the coordinator: computed once per change, not per call.
+    const c = this.capacityCache;
+    if (c && c.configured === configured) return c.value;
+    const value = this.fleet.liveCapacity(configured);
+    this.capacityCache = { configured, value };
+    return value;
   }
 
   /** Counters of submissions, failovers, recoveries and ignored duplicates. */
@@ -186,9 +253,12 @@ export class RolloutFleet {
     return this.jobs.get(jobId)?.attempt?.server.url;
   }
 
-  /** The per-server clients, for status and LLM-server routes (placement, weight updates). */
-  clients(): RolloutClient[] {
-    return this.list.map((s) => s.client);
+  /**
+   * The per-server clients, for status and LLM-server routes (placement, weight updates);
+   * `{taking: true}` leaves out servers that drain (they get no new groups, so no new backends).
+   */
+  clients(opts: { taking?: boolean } = {}): RolloutClient[] {
+    return this.fleet.clients(opts);
   }
 
   /**
@@ -199,7 +269,7 @@ export class RolloutFleet {
   async prefetch(instances: Array<Record<string, unknown>>, opts: { signal?: AbortSignal } = {}): Promise<number> {
     if (instances.length === 0 || this.closing) return 0;
     const answers = await Promise.all(
-      this.list
+      this.fleet.list
         .filter((s) => s.healthy)
         .map((s) =>
           s.client.prefetch(instances, { retries: 0, timeout_ms: 10_000, signal: opts.signal }).then(
@@ -210,10 +280,12 @@ export class RolloutFleet {
     );
     return answers.reduce<number>((a, b) => a + b, 0);
   }
+  /** On a multi-tenant server, the tenant this fleet's token names (from GET /status); else undefined. */
+  tenant: string | undefined;
 
   /** Checks every server now (the periodic check also runs on its own). */
   async checkHealth(): Promise<void> {
-    await Promise.all(this.list.map((s) => this.check(s)));
+    await Promise.all(this.fleet.list.map((s) => this.check(s)));
   }
 
   /**
@@ -223,10 +295,11 @@ export class RolloutFleet {
   close(): Promise<void> {
     this.closing ??= (async () => {
       if (this.timer !== undefined) this.clock.clearTimeout(this.timer);
+      this.membership?.close();
       for (const job of [...this.jobs.values()]) this.settle(job, { error: new CancelledError('RolloutFleet closed') });
       this.pending.length = 0;
       await Promise.allSettled([...this.background]);
-      for (const s of this.list) s.client.close();
+      for (const s of this.fleet.list) s.client.close();
     })();
     return this.closing;
   }
@@ -234,7 +307,7 @@ export class RolloutFleet {
   private place(group: GroupRec, preferred?: ServerState): void {
     const jobs = group.jobs.filter((j) => !j.settled && !j.attempt);
     if (jobs.length === 0) return;
-    const server = preferred ?? this.leastLoaded();
+    const server = preferred ?? this.fleet.leastLoaded();
     if (!server) {
       if (!this.pending.includes(group)) this.pending.push(group);
       return;
@@ -242,16 +315,12 @@ export class RolloutFleet {
     for (const j of jobs) this.launch(j, server);
   }
 
-  /** The healthy server with the fewest in-flight jobs; ties rotate so an idle fleet fills evenly. */
-  private leastLoaded(exclude?: ReadonlySet<ServerState>): ServerState | undefined {
-    let best: ServerState | undefined;
-    const n = this.list.length;
-    for (let k = 0; k < n; k++) {
-      const s = this.list[(this.rotate + k) % n];
-      if (s.healthy && !exclude?.has(s) && (best === undefined || s.inFlight < best.inFlight)) best = s;
-    }
-    this.rotate = (this.rotate + 1) % n;
-    return best;
+  /** Reads /status again of the servers that joined without a backend (after a placement: they may take groups now). */
+  async refresh(): Promise<void> {
+    const waiting = this.fleet.list.filter((s) => s.joined && s.noBackends);
+    if (waiting.length === 0) return;
+    await Promise.all(waiting.map((s) => this.readSize(s)));
+    for (const g of this.pending.splice(0)) this.place(g);
   }
 
   private launch(job: JobRec, server: ServerState): void {
@@ -261,6 +330,7 @@ export class RolloutFleet {
     server.client.process(job.req, { signal: attempt.ac.signal, cancelOnAbort: false }).then(
       (result) => {
         this.release(attempt);
+        server.lastAnswer = this.clock.now();
         if (job.settled)
           this.counters.duplicates++; // e.g. the cancelled copy after a recovery
         else if (job.attempt !== attempt) return;
@@ -271,7 +341,16 @@ export class RolloutFleet {
         this.release(attempt);
         if (job.settled || job.attempt !== attempt) return; // superseded by a failover, a cancel or close
         if (err instanceof RaasError && err.code === 'server_unreachable') this.markDown(server, err);
-        else if (err instanceof RaasError && err.retryable && job.refusals++ < MAX_REFUSALS) this.retryElsewhere(job, server);
+        else if (err instanceof RaasError && err.code === 'server_draining' && !server.draining) {
+          // It drains: nothing new goes there, and this job goes elsewhere (not counted as a refusal).
+          this.drainServer(server.url);
+          this.retryElsewhere(job, server);
+        } else if (err instanceof RaasError && err.code === 'no_llm_backends' && server.joined && !server.noBackends) {
+          // A server that joined before its backends were placed: wait for them, run the job elsewhere.
+          server.noBackends = true;
+          this.changed();
+          this.retryElsewhere(job, server);
+        } else if (err instanceof RaasError && err.retryable && job.refusals++ < MAX_REFUSALS) this.retryElsewhere(job, server);
         else this.settle(job, { error: err });
       },
     );
@@ -285,7 +364,9 @@ export class RolloutFleet {
 
   /** Stops waiting on an attempt without cancelling on its server (it is unreachable, or we are closing). */
   private abandon(attempt: Attempt | undefined): void {
-    if (!attempt) return;
+    // An attempt whose answer arrived has nothing left to stop (aborting would only build an
+    // AbortError per job, a stack trace included).
+    if (!attempt || attempt.released) return;
     this.release(attempt);
     attempt.ac.abort();
   }
@@ -337,7 +418,7 @@ export class RolloutFleet {
   private relocate(job: JobRec, server: ServerState): boolean {
     const exclude = new Set([...job.former, server]);
     const g = job.group;
-    const target = g.moveTarget?.healthy && !exclude.has(g.moveTarget) ? g.moveTarget : this.leastLoaded(exclude);
+    const target = g.moveTarget?.healthy && !exclude.has(g.moveTarget) ? g.moveTarget : this.fleet.leastLoaded(exclude);
     if (!target) return false;
     g.moveTarget = target;
     job.attempt = undefined;
@@ -354,7 +435,7 @@ export class RolloutFleet {
    */
   private retryElsewhere(job: JobRec, server: ServerState): void {
     const g = job.group;
-    const target = g.moveTarget?.healthy && g.moveTarget !== server ? g.moveTarget : (this.leastLoaded(new Set([server])) ?? server);
+    const target = g.moveTarget?.healthy && g.moveTarget !== server ? g.moveTarget : (this.fleet.leastLoaded(new Set([server])) ?? server);
     if (target !== server) g.moveTarget = target;
     job.attempt = undefined;
     this.launch(job, target);
@@ -367,8 +448,7 @@ export class RolloutFleet {
     // It may have restarted with another number of workers.
     this.track(this.readSize(server));
     // A server back after a long outage may owe thousands of results: ask for them a few at a time.
-    const limit = pLimit(16);
-    for (const job of this.jobs.values()) if (job.former.has(server)) this.track(limit(() => this.recover(job, server)));
+    for (const job of this.jobs.values()) if (job.former.has(server)) this.track(server.control(() => this.recover(job, server)));
     const waiting = this.pending.splice(0);
     for (const g of waiting) this.place(g);
   }
@@ -386,11 +466,11 @@ export class RolloutFleet {
       this.counters.recovered++;
       this.settle(job, { result: res.result }, true);
       // The copy we started elsewhere is now a duplicate: stop it so it does not burn rollout time.
-      if (copy && copy !== server) this.track(copy.client.cancel(job.id, { retries: 1 }).catch(() => {}));
+      if (copy && copy !== server) this.cancelOn(copy, job.id, 1);
     } else if (res && !res.result && job.attempt?.server !== server) {
       // Still running there: a stale duplicate of the moved job. It stays in `former`, since that
       // server's copy of this id is now cancelled and must not be attached to again.
-      this.track(server.client.cancel(job.id, { retries: 1 }).catch(() => {}));
+      this.cancelOn(server, job.id, 1);
     } else if (!res) {
       job.former.delete(server); // lost in a crash or expired: the moved copy is the only one
     }
@@ -402,6 +482,13 @@ export class RolloutFleet {
       const st = await server.client.status({ signal });
       if (this.closing) return undefined;
       // A self-sizing RUN pool (workers: auto) grows with its queue: offer it up to its bound.
+      if (st.tenant) this.tenant = st.tenant.name;
+      const had = server.noBackends;
+      server.noBackends = st.backends.length === 0;
+      if (had && !server.noBackends) {
+        this.changed();
+        for (const g of this.pending.splice(0)) this.place(g);
+      }
       const run = st.workers.run;
       const size = run.mode === 'auto' ? (run.max ?? run.size) : run.size;
       if (server.runSize !== size) {
@@ -417,6 +504,7 @@ export class RolloutFleet {
 
   /** Tells the owner (on a later microtask, outside whatever handler changed it) that the live capacity may differ. */
   private changed(): void {
+    this.capacityCache = undefined;
     const fn = this.onChange;
     if (fn && !this.closing)
       queueMicrotask(() => {
@@ -432,7 +520,7 @@ export class RolloutFleet {
       if (this.closing) return;
       server.failedChecks = ok ? 0 : server.failedChecks + 1;
       if (ok && !server.healthy) this.markUp(server);
-      else if (ok && server.runSize === undefined) this.track(this.readSize(server));
+      else if (ok && (server.runSize === undefined || (server.joined && server.noBackends))) this.track(this.readSize(server));
       else if (server.healthy && server.failedChecks >= this.unhealthyAfter) {
         this.markDown(server, new RaasError('server_unreachable', `${server.url}: ${server.failedChecks} health checks failed`));
       }
@@ -441,10 +529,38 @@ export class RolloutFleet {
     }
   }
 
+  /**
+   * The servers the periodic round checks: every server that is down (only a check brings it back),
+   * then, in turn from where the last round stopped, servers that delivered no result within the
+   * interval, at most health_probes_per_s × interval of them. A server whose held answers arrive
+   * needs no probe, and a fleet of a thousand servers is not probed a thousand times a round.
+   */
+  private dueForCheck(): ServerState[] {
+    const list = this.fleet.list;
+    const now = this.clock.now();
+    const n = list.length;
+    let budget = Math.max(1, Math.ceil((this.probesPerS * this.intervalMs) / 1000));
+    const due = list.filter((s) => !s.healthy);
+    let k = 0;
+    for (; k < n && budget > 0; k++) {
+      const s = list[(this.probeFrom + k) % n]!;
+      if (!s.healthy || now - s.lastAnswer < this.intervalMs) continue;
+      due.push(s);
+      budget--;
+    }
+    this.probeFrom = n ? (this.probeFrom + k) % n : 0;
+    return due;
+  }
+
+  /** Cancels a job on a server in the background, within that server's control concurrency. */
+  private cancelOn(server: ServerState, jobId: string, retries: number): void {
+    this.track(server.control(() => server.client.cancel(jobId, { retries })));
+  }
+
   private schedule(): void {
     if (this.closing) return;
     this.timer = this.clock.setTimeout(() => {
-      this.track(this.checkHealth().finally(() => this.schedule()));
+      this.track(Promise.all(this.dueForCheck().map((s) => this.check(s))).finally(() => this.schedule()));
     }, this.intervalMs);
     (this.timer as { unref?: () => void } | undefined)?.unref?.();
   }
@@ -458,7 +574,7 @@ export class RolloutFleet {
         const server = job.attempt?.server;
         job.cancelRequested = true;
         this.settle(job, { error: abortReason(signal) });
-        if (server?.healthy) this.track(server.client.cancel(job.id, { retries: 1 }).catch(() => {}));
+        if (server?.healthy) this.cancelOn(server, job.id, 1);
       }
     };
     signal.addEventListener('abort', onAbort, { once: true });

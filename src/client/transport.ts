@@ -1,6 +1,5 @@
 import http from 'node:http';
 import https from 'node:https';
-import got, { type Got, type Response } from 'got';
 import type { z } from 'zod';
 import { ERROR_CODES, RaasError, CancelledError, fieldPath, type ErrorCode } from '../protocol/errors.js';
 import { systemClock, type Clock } from '../util/clock.js';
@@ -42,13 +41,26 @@ function keepAliveAgents(maxSockets: number): Required<Agents> {
   return { http: new http.Agent(opts), https: new https.Agent(opts) };
 }
 
+/** One answer as the transport reads it. */
+interface Answer {
+  status: number;
+  headers: http.IncomingHttpHeaders;
+  body: string;
+}
+
 /**
- * HTTP to one rollout server: got underneath (its own retry off), our retry layer on top, every
- * answer parsed by a `src/protocol` schema, API errors turned back into RaasError with their code.
+ * HTTP to one rollout server: node:http with keep-alive agents underneath, our retry layer on top,
+ * every answer parsed by a `src/protocol` schema, API errors turned back into RaasError with their
+ * code. A coordinator holds one `/process` answer per job in flight (thousands at scale), so the
+ * call is kept lean: through got a held answer took 31 KB of heap and 550 µs of CPU to submit,
+ * through node:http 18.5 KB and 330 µs (docs/benchmarks.md, "Client"); the server's LLM client
+ * made the same choice.
  */
 export class Transport {
   readonly url: string;
-  private readonly got: Got;
+  private readonly base: URL;
+  private readonly agent: http.Agent;
+  private readonly headers: Record<string, string>;
   private readonly ownAgents: Required<Agents> | undefined;
   private readonly opts: TransportOptions;
   private readonly clock: Clock;
@@ -66,18 +78,15 @@ export class Transport {
       throw new RaasError('config_invalid', `url: "${opts.url}" must start with http:// or https://`);
     }
     this.url = opts.url.replace(/\/+$/, '');
+    this.base = parsed;
     this.opts = opts;
     this.clock = opts.clock ?? systemClock;
     this.ownAgents = opts.agent ? undefined : keepAliveAgents(opts.max_sockets ?? 1024);
-    const agent = opts.agent ?? this.ownAgents!;
-    this.got = got.extend({
-      agent,
-      retry: { limit: 0 },
-      throwHttpErrors: false,
-      responseType: 'text',
-      followRedirect: false,
-      headers: opts.token ? { authorization: `Bearer ${opts.token}` } : {},
-    });
+    const agents = opts.agent ?? this.ownAgents!;
+    const agent = parsed.protocol === 'https:' ? agents.https : agents.http;
+    if (!agent) throw new RaasError('config_invalid', `agent: no ${parsed.protocol.slice(0, -1)} agent given for ${opts.url}`);
+    this.agent = agent;
+    this.headers = opts.token ? { authorization: `Bearer ${opts.token}` } : {};
   }
 
   /**
@@ -128,20 +137,15 @@ export class Transport {
     opts: CallOptions & { notFoundAsUndefined?: boolean },
     timeoutMs: number | null,
   ): Promise<z.infer<S> | undefined> {
-    let res: Response<string>;
+    let res: Answer;
     try {
-      res = await this.got(this.url + path, {
-        method,
-        signal: opts.signal,
-        ...(timeoutMs === null ? {} : { timeout: { request: timeoutMs } }),
-        ...(method === 'POST' ? { json: body ?? {} } : {}),
-      });
+      res = await this.send(method, path, method === 'POST' ? JSON.stringify(body ?? {}) : undefined, opts.signal, timeoutMs);
     } catch (err) {
       if (opts.signal?.aborted) throw abortReason(opts.signal);
       const error = new RaasError('server_unreachable', `${method} ${this.url}${path}: ${(err as Error).message}`, { cause: err });
       throw new AttemptError({ error, retryable: isConnectionError(err) });
     }
-    const status = res.statusCode;
+    const status = res.status;
     if (status === 404 && opts.notFoundAsUndefined) return undefined;
     if (status < 200 || status >= 300) {
       const error = apiError(method, this.url + path, status, res.body);
@@ -164,6 +168,73 @@ export class Transport {
       );
     }
     return parsed.data;
+  }
+
+  /**
+   * One exchange: the status, headers and body text. Rejects on a connection failure (its Node
+   * error code kept, for isConnectionError), on `timeoutMs` with a TimeoutError (ETIMEDOUT), or
+   * with the signal's reason when it aborts.
+   */
+  private send(
+    method: string,
+    path: string,
+    body: string | undefined,
+    signal: AbortSignal | undefined,
+    timeoutMs: number | null,
+  ): Promise<Answer> {
+    return new Promise<Answer>((resolve, reject) => {
+      const headers: Record<string, string> = { ...this.headers, accept: 'application/json' };
+      if (body !== undefined) {
+        headers['content-type'] = 'application/json';
+        headers['content-length'] = String(Buffer.byteLength(body));
+      }
+      const mod = this.base.protocol === 'https:' ? https : http;
+      const req = mod.request(
+        {
+          protocol: this.base.protocol,
+          hostname: this.base.hostname.replace(/^\[|\]$/g, ''),
+          port: this.base.port,
+          path: this.base.pathname.replace(/\/+$/, '') + path,
+          method,
+          agent: this.agent,
+          headers,
+          ...(signal ? { signal } : {}),
+        },
+        (res) => {
+          const chunks: Buffer[] = [];
+          res.on('data', (c: Buffer) => chunks.push(c));
+          res.on('error', fail);
+          // The server went away in the middle of the answer.
+          res.on('aborted', () => fail(Object.assign(new Error('the answer was cut off'), { code: 'ECONNRESET' })));
+          res.on('end', () => {
+            if (done) return;
+            done = true;
+            clear();
+            resolve({ status: res.statusCode ?? 0, headers: res.headers, body: Buffer.concat(chunks).toString('utf8') });
+          });
+        },
+      );
+      let timer: unknown;
+      let done = false;
+      const clear = (): void => {
+        if (timer !== undefined) this.clock.clearTimeout(timer);
+        timer = undefined;
+      };
+      function fail(err: Error): void {
+        if (done) return;
+        done = true;
+        clear();
+        reject(err);
+      }
+      req.on('error', fail);
+      if (timeoutMs !== null) {
+        timer = this.clock.setTimeout(() => {
+          const err = Object.assign(new Error(`no answer within ${timeoutMs} ms`), { name: 'TimeoutError', code: 'ETIMEDOUT' });
+          req.destroy(err);
+        }, timeoutMs);
+      }
+      req.end(body);
+    });
   }
 
   /** Ends every call in progress (CancelledError) and frees the sockets of agents this transport created (never ones the caller passed in). Safe twice. */

@@ -17,6 +17,9 @@ import { coordinatorState, restoreCore } from './coordinator-state.js';
 import { PromptHistory, type PromptRecord } from './history.js';
 import { syntheticResult } from './synthetic.js';
 import { registerBackends } from './backends.js';
+import type { MembershipChange } from '../client/fleet-types.js';
+
+const addressOf = (b: BackendRef): string => (typeof b === 'string' ? b : b.address).replace(/\/+$/, '');
 
 /** `RAAS_DEBUG=dapo` traces the coordinator's lifecycle on stderr. */
 const DEBUG = /\bdapo\b/.test(process.env.RAAS_DEBUG ?? '');
@@ -126,8 +129,10 @@ export class Coordinator {
     // A server going down or coming back changes the admission cap (pump() reads it again).
     this.fleet = new RolloutFleet({
       servers: this.env.servers,
+      registry: this.env.registry,
       clock: this.clock,
       on_change: () => this.pump(),
+      on_membership: (c) => this.membershipChanged(c),
       ...(cfg.health_interval_ms ? { health_interval_ms: cfg.health_interval_ms } : {}),
     });
     await this.fleet.readCapacity();
@@ -150,7 +155,8 @@ export class Coordinator {
     }
     this.core = core;
     this.wireGroupEnd();
-    await registerBackends(this.fleet.clients(), this.backends, String(core.version), cfg.placement_mode);
+    this.weightVersion = String(core.version);
+    await this.place();
     if (st) for (const g of core.groups.values()) if (g.state === 'running') this.submit(g);
     this.pump();
   }
@@ -323,7 +329,7 @@ export class Coordinator {
     if (core?.paused && !core.ready()) {
       throw new RaasError(
         'generation_paused',
-        `nextBatch: generation is paused and ${core.bufferedGroups.length} of batch_size=${this.config.batch_size} groups are buffered; call resume() first`,
+        `nextBatch: generation is paused and ${core.bufferedCount} of batch_size=${this.config.batch_size} groups are buffered; call resume() first`,
         { retryable: false },
       );
     }
@@ -406,7 +412,8 @@ export class Coordinator {
     try {
       this.sendCancels(core.setVersion(version));
       await this.env!.bumpSims(weightVersion);
-      await registerBackends(this.fleet!.clients(), this.backends, weightVersion, this.config.placement_mode);
+      this.weightVersion = weightVersion;
+      await this.place();
     } finally {
       this.updating--;
       this.pump();
@@ -456,6 +463,44 @@ export class Coordinator {
     return { resumed: true, policy_version: core.version, released: answers.reduce((n, a) => n + a.released, 0) };
   }
 
+  /** The weight_version the backends are registered with now. */
+  private weightVersion = '0';
+  /** LLM servers the registry's nodes offer (for this tenant), placed beside the configured ones. */
+  private offered: BackendRef[] = [];
+  /** Placements run one after another (a node joining during a weight update waits for it). */
+  private placing: Promise<unknown> = Promise.resolve();
+
+  /** Places the backends (configured and offered) onto the live servers with the current weight version. */
+  private place(): Promise<void> {
+    const run = this.placing.then(async () => {
+      if (this.closing || !this.fleet) return;
+      const all = [...this.backends, ...this.offered.filter((o) => !this.backends.some((b) => addressOf(b) === addressOf(o)))];
+      await registerBackends(this.fleet.clients({ taking: true }), all, this.weightVersion, this.config.placement_mode);
+      // A server that joined takes groups once it holds backends.
+      await this.fleet.refresh();
+    });
+    this.placing = run.catch(() => undefined);
+    return run;
+  }
+
+  /**
+   * The registry's fleet changed: a server that joined gets backends placed onto it (node-affine,
+   * with the LLM servers its node offers) and work from the next admission on.
+   */
+  private membershipChanged(c: MembershipChange): void {
+    const tenant = this.fleet?.tenant;
+    this.offered = c.backends
+      .filter((b) => b.tenant === undefined || b.tenant === tenant)
+      .map((b) => (b.api ? { address: b.address, api: b.api } : b.address));
+    debug(`registry: joined ${c.joined.join(' ') || '-'}, left ${c.left.join(' ') || '-'}, draining ${c.draining.join(' ') || '-'}`);
+    if (!this.core || (c.joined.length === 0 && c.left.length === 0 && c.draining.length === 0 && this.offered.length === 0)) return;
+    this.track(
+      this.place()
+        .catch((err: unknown) => this.onWarning(`placing backends after a membership change failed: ${(err as Error).message}`))
+        .finally(() => this.pump()),
+    );
+  }
+
   /** Counters and where things are. */
   status(): CoordinatorStatus {
     const core = this.core;
@@ -466,7 +511,7 @@ export class Coordinator {
       step: core?.step ?? 0,
       running_groups: core?.runningGroups ?? 0,
       running_jobs: core?.runningJobs ?? 0,
-      buffered_groups: core?.bufferedGroups.length ?? 0,
+      buffered_groups: core?.bufferedCount ?? 0,
       max_inflight_jobs: core?.capacity ?? 0,
       totals: core ? { ...core.totals } : ({} as DapoCore['totals']),
       servers: this.fleet?.servers() ?? [],

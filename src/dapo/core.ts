@@ -21,6 +21,17 @@ import { PromptIntake, type NextPrompt } from './intake.js';
 import { Selector, type Decision, type SelectorState } from './selection.js';
 import { StepWindow } from './window.js';
 
+/**
+ * A result as the core keeps it when batches carry no messages: the trajectory's text (every
+ * observation, tool output and answer, already in the token view) is the bulk of a result and
+ * would stay in memory until its group is handed over.
+ */
+function withoutMessages(r: Result): Result {
+  if (r.messages.length === 0 && !r.trailing_messages?.length) return r;
+  const { trailing_messages: _t, ...rest } = r;
+  return { ...rest, messages: [] };
+}
+
 /** Why the coordinator cancels a running group. */
 export type CancelReason = 'handover' | 'stale' | 'close';
 
@@ -113,18 +124,49 @@ export class DapoCore {
     this.guard = new StepGuard(cfg);
   }
 
+  /**
+   * Live groups by state, kept up to date at every state change: admission and handover read them
+   * after every result, and with thousands of groups in flight a scan of every group per result
+   * would make the coordinator's cost per job grow with the fleet.
+   */
+  private readonly buffered = new Set<GroupRecord>();
+  private running = 0;
+  private cancelling = 0;
+
   get runningGroups(): number {
-    let c = 0;
-    for (const g of this.groups.values()) if (g.state === 'running') c++;
-    return c;
+    return this.running;
   }
+  /** Accepted groups not handed over yet, oldest first (sorted on each call: read it once per step, not per event). */
   get bufferedGroups(): GroupRecord[] {
-    return [...this.groups.values()].filter((g) => g.state === 'buffered').sort((a, b) => a.index - b.index);
+    return [...this.buffered].sort((a, b) => a.index - b.index);
+  }
+  get bufferedCount(): number {
+    return this.buffered.size;
   }
   get cancellingGroups(): number {
-    let c = 0;
-    for (const g of this.groups.values()) if (g.state === 'cancelling') c++;
-    return c;
+    return this.cancelling;
+  }
+
+  /** Changes a tracked group's state and the live counts with it. */
+  private setState(g: GroupRecord, state: GroupRecord['state']): void {
+    const tracked = this.groups.get(g.index) === g;
+    if (tracked) this.count(g, -1);
+    g.state = state;
+    if (tracked) this.count(g, 1);
+  }
+
+  private count(g: GroupRecord, d: 1 | -1): void {
+    if (g.state === 'running') this.running += d;
+    else if (g.state === 'cancelling') this.cancelling += d;
+    else if (g.state === 'buffered') {
+      if (d > 0) this.buffered.add(g);
+      else this.buffered.delete(g);
+    }
+  }
+
+  /** Batches carry each rollout's messages (return_messages). */
+  private get withMessages(): boolean {
+    return this.cfg.return_messages || this.cfg.sampling_params.return_messages === true;
   }
 
   private tick(): void {
@@ -149,7 +191,7 @@ export class DapoCore {
     const { batch_size: B, max_staleness } = this.cfg;
     if (this.cfg.mode === 'sync') {
       if (!this.demand || this.runningGroups > 0 || this.cancellingGroups > 0) return out;
-      const missing = B - this.bufferedGroups.length;
+      const missing = B - this.buffered.size;
       for (let i = 0; i < missing; i++) {
         const g = this.newGroup(() => true);
         if (!g) break;
@@ -159,8 +201,8 @@ export class DapoCore {
     }
     // Groups being cancelled still hold their place until every cancel is confirmed: counting them
     // keeps the number of groups in the system (and so the staleness they can reach) within the bound.
-    const held = this.bufferedGroups.length + this.cancellingGroups;
-    let running = this.runningGroups;
+    const held = this.buffered.size + this.cancelling;
+    let running = this.running;
     const fits = (n: number): boolean => this.runningJobs + n <= this.capacity || this.runningJobs === 0;
     while (held + running < (max_staleness + 1) * B) {
       const g = this.newGroup(fits);
@@ -213,7 +255,10 @@ export class DapoCore {
   /** Registers a group (new, or restored from a checkpoint) and counts its unfinished jobs as running. */
   track(g: GroupRecord): void {
     this.tick();
+    const old = this.groups.get(g.index);
+    if (old) this.count(old, -1);
     this.groups.set(g.index, g);
+    this.count(g, 1);
     g.requests.forEach((r, k) => this.byJob.set(r.job_id!, { g, k }));
     if (g.state === 'running') this.runningJobs += g.results.filter((r) => r === undefined).length;
   }
@@ -237,7 +282,7 @@ export class DapoCore {
     if (!hit || hit.g.results[hit.k] !== undefined) return;
     const { g, k } = hit;
     this.tick();
-    g.results[k] = result;
+    g.results[k] = this.withMessages ? result : withoutMessages(result);
     g.ended++;
     this.runningJobs--;
     const tokens = resultTokens(result);
@@ -261,7 +306,7 @@ export class DapoCore {
       }
     const verdict = judgeGroup(g, this.cfg);
     if (verdict === 'accepted') {
-      g.state = 'buffered';
+      this.setState(g, 'buffered');
       this.window.accepted++;
       this.totals.accepted++;
     } else if (verdict === 'filtered') {
@@ -304,7 +349,7 @@ export class DapoCore {
 
   /** Terminal groups leave the tables (their late duplicates are then ignored by id). */
   private finishGroup(g: GroupRecord, state: 'handed' | 'filtered' | 'dropped' | 'cancelled'): void {
-    g.state = state;
+    this.setState(g, state);
     if (state === 'cancelled' || g.ended === g.results.length) {
       this.groups.delete(g.index);
       for (const r of g.requests) this.byJob.delete(r.job_id!);
@@ -313,7 +358,7 @@ export class DapoCore {
 
   /** Cancels a running group; returns the ids of its jobs that have not ended (the driver cancels them). */
   private cancelGroup(g: GroupRecord, reason: CancelReason): string[] {
-    g.state = 'cancelling';
+    this.setState(g, 'cancelling');
     this.window.cancelled++;
     this.totals.cancelled++;
     if (reason === 'stale') {
@@ -352,12 +397,11 @@ export class DapoCore {
    * whenever the version rises, and a group submitted since has staleness 0.
    */
   ready(): boolean {
-    const buffered = this.bufferedGroups;
-    if (buffered.length < this.cfg.batch_size) return false;
-    if (this.cfg.mode === 'sync') return this.runningGroups === 0;
+    if (this.buffered.size < this.cfg.batch_size) return false;
+    if (this.cfg.mode === 'sync') return this.running === 0;
     if (!this.cfg.ordered_handover) return true;
     // ordered_handover: no group submitted before the last one chosen may still change the choice.
-    const last = buffered[this.cfg.batch_size - 1]!.index;
+    const last = this.bufferedGroups[this.cfg.batch_size - 1]!.index;
     for (const g of this.groups.values()) if (g.state === 'running' && g.index < last) return false;
     return true;
   }
@@ -372,7 +416,7 @@ export class DapoCore {
     this.tick();
     const v = this.version;
     const chosen = this.bufferedGroups.slice(0, this.cfg.batch_size);
-    const groups = chosen.map((g) => toBatchGroup(g, v, this.cfg.return_messages || this.cfg.sampling_params.return_messages === true));
+    const groups = chosen.map((g) => toBatchGroup(g, v, this.withMessages));
     const staleness = groups.flatMap((g) => g.rollouts.map((r) => r.staleness));
     const rewards = groups.flatMap((g) => g.rollouts.map((r) => r.reward));
     let tokensUsed = 0;
@@ -397,8 +441,8 @@ export class DapoCore {
       tokens_used: tokensUsed,
       staleness,
       batch_rewards: rewards,
-      running_at_handover: this.runningGroups,
-      buffered_after_handover: this.bufferedGroups.length,
+      running_at_handover: this.running,
+      buffered_after_handover: this.buffered.size,
       batch_size: chosen.length,
       selection: this.selectionStats(),
     });
@@ -460,7 +504,7 @@ export class DapoCore {
 
   /** No prompt left, nothing running, and too few buffered groups for another batch. */
   exhausted(): boolean {
-    return this.dataset.exhausted && this.runningGroups === 0 && this.bufferedGroups.length < this.cfg.batch_size;
+    return this.dataset.exhausted && this.running === 0 && this.buffered.size < this.cfg.batch_size;
   }
 
   /** What is still in flight or buffered (reported separately from waste at the end of a run). */
@@ -478,9 +522,9 @@ export class DapoCore {
       if (g.state === 'buffered') tb += g.tokens;
     }
     return {
-      running_groups: this.runningGroups,
+      running_groups: this.running,
       running_jobs: this.runningJobs,
-      buffered_groups: this.bufferedGroups.length,
+      buffered_groups: this.buffered.size,
       tokens_in_running: tr,
       tokens_in_buffered: tb,
     };

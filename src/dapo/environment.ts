@@ -1,5 +1,5 @@
 import got from 'got';
-import type { BackendRef, ServerRef, TrainConfig, EmbeddedConfig } from '../protocol/config-train.js';
+import type { BackendRef, RegistryRef, ServerRef, TrainConfig, EmbeddedConfig } from '../protocol/config-train.js';
 import { EmbeddedConfig as EmbeddedSchema } from '../protocol/config-train.js';
 import { RaasError } from '../protocol/errors.js';
 import { startRolloutServer } from '../server/index.js';
@@ -15,6 +15,8 @@ const CLOSE_DEADLINE_MS = 10_000;
 /** The rollout servers and LLM backends a coordinator works with, and what it must stop at close. */
 export interface Environment {
   servers: ServerRef[];
+  /** The registry the servers joined, when the config names one instead of a list. */
+  registry?: RegistryRef;
   backends: BackendRef[];
   /** Embedded only: moves every simulator to a new weight version (one more update). */
   bumpSims(weightVersion: string): Promise<void>;
@@ -24,6 +26,8 @@ export interface Environment {
 /** Configured servers as given, or (embedded) a local rollout server and simulators started now. */
 export async function startEnvironment(cfg: TrainConfig): Promise<Environment> {
   if (cfg.embedded === false) {
+    if (!Array.isArray(cfg.servers))
+      return { servers: [], registry: cfg.servers, backends: cfg.backends, bumpSims: async () => {}, close: async () => {} };
     if (cfg.servers.length === 0)
       throw new RaasError('config_invalid', 'servers: expected at least one rollout server {url}, or embedded: true to start a local one', {
         retryable: false,

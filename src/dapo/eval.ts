@@ -54,12 +54,14 @@ export async function runEval(config: TrainConfig | TrainConfigInput, opts: Eval
   const n = cfg.eval.n ?? cfg.n;
   const dataset = await loadDataset(dsCfg, cfg.seed);
   const env = await startEnvironment({ ...cfg, dataset: dsCfg });
-  const fleet = new RolloutFleet({ servers: env.servers, clock });
+  const fleet = new RolloutFleet({ servers: env.servers, registry: env.registry, clock });
   const started = clock.now();
   try {
+    await fleet.readCapacity();
     await registerBackends(fleet.clients(), env.backends, opts.weight_version ?? 'eval');
-    const capacity =
-      cfg.max_inflight_jobs ?? (await Promise.all(fleet.clients().map((c) => c.status()))).reduce((a, s) => a + s.workers.run.size, 0);
+    // Servers a registry listed take groups once they hold the backends just placed.
+    await fleet.refresh();
+    const capacity = cfg.max_inflight_jobs ?? fleet.liveCapacity();
     const prompts: Prompt[] = [];
     for (let p = dataset.next(); p; p = dataset.next()) prompts.push(p);
     const perPrompt: Result[][] = new Array(prompts.length);

@@ -64,7 +64,10 @@ export async function applyPlacement(plan: PlacementPlan, opts: ApplyOptions = {
         } else {
           for (const l of a.llm_servers) backends = (await client.addLlmServer({ address: l.address, api: l.api, ...wv }, call)).backends;
           const keep = new Set(a.llm_servers.map((l) => l.address));
-          const stale = (await client.status(call)).backends.filter((b) => !keep.has(b.address));
+          // The last add answered with the server's whole list: no GET /status needed (a weight
+          // update re-registers on every server of the fleet, so each call saved is one per server).
+          const current = a.llm_servers.length > 0 ? backends : (await client.status(call)).backends;
+          const stale = current.filter((b) => !keep.has(b.address));
           for (const b of stale) backends = (await client.removeLlmServer(b.address, call)).backends;
           if (a.llm_servers.length === 0 && stale.length === 0) backends = [];
         }

@@ -39,6 +39,8 @@ const SANDBOX_PATH_KEYS: readonly PathKey[] = [
 /** Every path key of a rollout server's config (`raas serve --config`, `embedded.server`). */
 export const SERVER_PATH_KEYS: readonly PathKey[] = [
   ['token_file', 'path'],
+  ['tenants[].token_file', 'path'],
+  ['join.token_file', 'path'],
   ['handler_modules[]', 'path'],
   ['journal.dir', 'path'],
   ['tokenizer', 'tokenizer'],
@@ -58,6 +60,8 @@ export const TRAIN_PATH_KEYS: readonly PathKey[] = [
   ['output_dir', 'path'],
   ['trainer.cwd', 'path'],
   ['servers[].token_file', 'path'],
+  // `servers: {registry: url, token_file}`
+  ['servers.token_file', 'path'],
   ...under('embedded.sim', SIM_PATH_KEYS),
   ...under('embedded.server', SERVER_PATH_KEYS),
 ];

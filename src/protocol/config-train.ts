@@ -13,6 +13,22 @@ export const ServerRef = z.strictObject({
 });
 export type ServerRef = z.infer<typeof ServerRef>;
 
+/**
+ * A registry the coordinator reads its rollout servers from (`servers: {registry: url}`): any
+ * `raas serve` other servers joined with `--join`. Servers that join mid-run get backends placed
+ * onto them and work at the next admission; one that misses its heartbeats is handled as a dead
+ * server; one that drains gets no new groups. The token reaches the registry and the servers.
+ */
+export const RegistryRef = z.strictObject({
+  registry: z.string().url(),
+  token: z.string().optional(),
+  token_file: z.string().min(1).optional(),
+  token_env: z.string().min(1).optional(),
+  /** How often the node list is read. */
+  poll_interval_ms: z.number().int().positive().default(2000),
+});
+export type RegistryRef = z.infer<typeof RegistryRef>;
+
 /** An LLM inference server (vLLM or SGLang) placed onto the rollout servers. */
 export const BackendRef = z.union([BackendAddress, z.strictObject({ address: BackendAddress, api: LlmApi.optional() })]);
 export type BackendRef = z.infer<typeof BackendRef>;
@@ -132,7 +148,8 @@ export const TrainConfig = z.strictObject({
   seed: z.number().int().default(0),
   /** Start a local rollout server and simulated backends (true, or their options). */
   embedded: z.union([z.boolean(), EmbeddedConfig]).default(false),
-  servers: z.array(ServerRef).default([]),
+  /** The rollout servers: a list, or a registry they joined (`{registry: url}`). */
+  servers: z.union([z.array(ServerRef), RegistryRef]).default([]),
   backends: z.array(BackendRef).default([]),
   /**
    * Which logprobs the backends return (vLLM `--logprobs-mode`), recorded in every batch so the

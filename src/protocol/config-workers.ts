@@ -41,17 +41,25 @@ export const DEFAULT_AUTO_MAX = { init: 256, run: 1024, eval: 256 } as const;
 export const AutosizeConfig = z.strictObject({
   /** Seconds between two sizing decisions. */
   interval_s: z.number().min(0.05).max(3600).default(2),
-  /** The most a stage grows or shrinks per decision, as a fraction of its size (at least one slot). */
-  max_step: z.number().gt(0).max(4).default(0.5),
+  /** The most a stage grows per decision, as a fraction of its size (at least one slot): 1 may double it. */
+  max_step: z.number().gt(0).max(4).default(1),
+  /** The most a stage shrinks per decision, as a fraction of its size (at least one slot). */
+  shrink_step: z.number().gt(0).max(1).default(0.25),
   /**
-   * Service-time inflation a stage may show before it stops growing: its recent service time over
-   * the best seen for the same handler (Netflix concurrency-limits' gradient tolerance).
+   * A stage shrinks only to the largest size it wanted over this many seconds (Kubernetes' HPA
+   * scale-down stabilization): the bursts of a DAPO step (a window refilled after a handover) find
+   * the slots they had a minute ago.
+   */
+  stabilization_s: z.number().nonnegative().max(86_400).default(60),
+  /**
+   * With the CPU budget used: the slowdown a stage's jobs may show from concurrency (service time
+   * at the concurrency reached over that at low concurrency, per handler) before the stage shrinks.
    */
   tolerance: z.number().min(1).max(10).default(1.5),
   /**
    * CPU budget, in cores: stages stop growing while this server and its processes (sandboxes and
-   * what runs in them) keep 90 % of it busy. Other programs on the host do not count: their load
-   * shows up as slower jobs, which the tolerance handles. Default: all cores.
+   * what runs in them) keep 90 % of it busy, or while the server's own event loop is 90 % busy
+   * (more jobs would only wait for it). Other programs on the host do not count. Default: all cores.
    */
   cpus: z.number().positive().optional(),
   /** Memory budget, in MiB in use on the host (all programs: memory runs out for everyone): stages stop growing above it, and shrink a step at a time above it by 10 %. Default: 85 % of the host's memory. */

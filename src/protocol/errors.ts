@@ -18,13 +18,17 @@ export const ERROR_CODES = {
   unauthorized: { status: 401, doc: 'Missing or wrong bearer token.' },
   forbidden: {
     status: 403,
-    doc: "The token is valid but not for this route: server-wide routes (/stop, /start, /drain, /workers, /metrics, node registration) take the admin token, /process a tenant's token.",
+    doc: "The token is valid but not for this route: server-wide routes (/stop, /start, /drain, /workers, /metrics, node registration) take the admin token, /process a tenant's token. A server without a token (and raas view) on loopback also answers it to a request whose Host is not a loopback name (DNS rebinding).",
   },
   job_not_found: {
     status: 404,
     doc: 'GET /jobs/:id: no job with that id (never seen, expired, or in flight at a crash). Resubmit it with the same id and attach: true.',
   },
   route_not_found: { status: 404, doc: 'No such route.' },
+  node_not_found: {
+    status: 404,
+    doc: 'A node route named a node the registry does not know (never registered, left, or forgotten after missing its heartbeats): register it again.',
+  },
   method_not_allowed: { status: 405, doc: 'The route exists with another method.' },
   body_too_large: { status: 413, doc: 'The body exceeds the configured limit (default 8 MiB).' },
   unsupported_media_type: { status: 415, doc: 'Send application/json.' },

@@ -18,6 +18,7 @@ import { checkUnknownKeys } from './unknown-keys.js';
 import type { ServerMetrics } from './metrics.js';
 import { stoppedError, type Pipeline } from './pipeline/pipeline.js';
 import { Access } from './tenants/access.js';
+import { hostHeaderIsLoopback, isLoopbackHost } from '../util/loopback.js';
 import { backendIdentity } from './tenants/backend-identity.js';
 import type { Tenant } from './tenants/tenant.js';
 
@@ -55,9 +56,28 @@ const ROUTES: Record<string, string> = {
   '/events': 'GET',
 };
 
-/** The request's URL as the log shows it: a console sign-in link's token is not written down. */
+/**
+ * The request's URL as the log shows it: a console sign-in link's token is not written down, however
+ * its name is spelled (the query parser decodes `%74oken` to `token`, and the link still signs in).
+ */
 function logUrl(url: string): string {
-  return url.replace(/([?&]token=)[^&]*/g, '$1[redacted]');
+  const q = url.indexOf('?');
+  if (q < 0) return url;
+  const pairs = url
+    .slice(q + 1)
+    .split('&')
+    .map((pair) => {
+      const eq = pair.indexOf('=');
+      if (eq < 0) return pair;
+      let key = pair.slice(0, eq);
+      try {
+        key = decodeURIComponent(key.replaceAll('+', ' '));
+      } catch {
+        // malformed percent-encoding: compared as it is
+      }
+      return key.trim().toLowerCase() === 'token' ? `${pair.slice(0, eq)}=[redacted]` : pair;
+    });
+  return `${url.slice(0, q + 1)}${pairs.join('&')}`;
 }
 
 /** Maps fastify's own errors (body parsing, limits) onto the registry's codes. */
@@ -70,6 +90,9 @@ function toRaasError(err: FastifyError | Error, limit: number): RaasError {
     return new RaasError('unsupported_media_type', 'the body must be JSON: send Content-Type: application/json');
   if (code === 'FST_ERR_CTP_INVALID_CONTENT_LENGTH') return new RaasError('bad_request', 'Content-Length does not match the body');
   if (code === 'FST_ERR_CTP_EMPTY_JSON_BODY') return new RaasError('bad_request', 'the body is empty: send a JSON object');
+  // The console's static files: a path that climbs out of them (or names none) is no route.
+  if ((err as FastifyError).statusCode === 403 || (err as FastifyError).statusCode === 404)
+    return new RaasError('route_not_found', `no such file among the console's pages (${err.message})`);
   if ((err as FastifyError).statusCode === 400 || err instanceof SyntaxError)
     return new RaasError('bad_request', `the body is not valid JSON: ${err.message}`);
   return new RaasError('internal', `internal error: ${err.message}`);
@@ -134,7 +157,19 @@ export function buildApp(deps: AppDeps): FastifyInstance {
   const open = authenticate(undefined) !== undefined;
   const sessions = !open && deps.console && config.console.enabled ? new UiSessions(deps.console.clock) : undefined;
   const principals = new WeakMap<FastifyRequest, Principal>();
+  // Without a token, loopback is the only protection: a page of another site rebound to 127.0.0.1 by
+  // its DNS is same-origin with the server in the browser, and names its own Host.
+  const loopbackOnly = open && isLoopbackHost(config.host);
   app.addHook('onRequest', async (req, reply) => {
+    if (loopbackOnly && !hostHeaderIsLoopback(req.headers.host))
+      return sendError(
+        reply,
+        new RaasError(
+          'forbidden',
+          `Host ${JSON.stringify(req.headers.host)} is not a loopback name: a server without a token answers only requests addressed to localhost, 127.0.0.1 or [::1] (a page of another site can reach it through DNS rebinding); use one of those, or start it with --token`,
+        ),
+        config,
+      );
     if (req.method === 'GET' && req.url === '/health') return;
     // The console's sign-in form is what an unauthenticated browser is sent to.
     if (sessions && req.url.split('?')[0] === '/ui/login') return;

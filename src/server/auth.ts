@@ -1,16 +1,10 @@
 import { createHash, timingSafeEqual } from 'node:crypto';
-import { isIP } from 'node:net';
 import { RaasError } from '../protocol/errors.js';
+import { isLoopbackHost } from '../util/loopback.js';
 import type { Tenant } from './tenants/tenant.js';
 import type { TenantSet } from './tenants/tenants.js';
 
-/** True for 127.0.0.0/8, ::1 (and its IPv4-mapped forms) and `localhost`. */
-export function isLoopbackHost(host: string): boolean {
-  const h = host.replace(/^\[|\]$/g, '').toLowerCase();
-  if (h === 'localhost' || h === '::1' || h === '0:0:0:0:0:0:0:1') return true;
-  const v4 = h.startsWith('::ffff:') ? h.slice(7) : h;
-  return isIP(v4) === 4 && v4.startsWith('127.');
-}
+export { isLoopbackHost } from '../util/loopback.js';
 
 /** Refuses a non-loopback bind without a token unless `insecure` is set. */
 export function assertBindAllowed(host: string, token: string | undefined, insecure: boolean): void {

@@ -20,6 +20,11 @@ import { EngineStatsReader } from './console/engine-stats.js';
 import { ResultsJournal } from './pipeline/journal.js';
 import { Pipeline } from './pipeline/pipeline.js';
 import { TenantSet } from './tenants/tenants.js';
+import { NodeRegistry } from './registry/registry.js';
+import { nodeRoutes } from './registry/routes.js';
+import { NodeMember } from './registry/member.js';
+import { resolveToken } from '../util/secret.js';
+import type { StatusResponse } from '../protocol/status.js';
 
 export { HandlerRegistry, builtinHandlers } from './handlers/registry.js';
 export { loadHandlerModules } from './handlers/load.js';
@@ -47,6 +52,14 @@ export interface RolloutServerOptions {
   clientFactory?: ClientFactory;
   /** Base directory for relative handler_modules paths (the config file's folder). */
   baseDir?: string;
+  /** Called once a drain (POST /drain, or one asked at the registry) is over: the server took nothing new, finished what it held and left its registry. `raas serve` exits then. */
+  onDrained?: (report: DrainReport) => void;
+}
+
+/** What a drain did: jobs finished, and jobs cancelled at drain_timeout_s (their trainers run them elsewhere). */
+export interface DrainReport {
+  finished: number;
+  cancelled: number;
 }
 
 /** A listening rollout server. */
@@ -64,8 +77,66 @@ export interface RolloutServer {
   feed: ConsoleFeed;
   /** Loads the tokenizer now instead of at the first job (raas serve does this before announcing its URL). */
   warmTokenizer(): Tokenizer;
+  /**
+   * Takes nothing new (503 server_draining), finishes what it holds (cancelling what is left after
+   * drain_timeout_s), then leaves its registry; resolves then. Safe twice. HTTP stays up: close() after.
+   */
+  drain(): Promise<DrainReport>;
   /** Stops intake, cancels every job, closes sandboxes, answers every waiter, then closes HTTP. Safe twice. */
   close(): Promise<void>;
+}
+
+/**
+ * `join:` — this server's membership of a registry: its id and public URL, its token for the
+ * registry (default its own), and what it reports at each heartbeat.
+ */
+function joinRegistry(
+  cfg: ServerConfig,
+  url: string,
+  baseDir: string | undefined,
+  pipeline: Pipeline,
+  clock: Clock,
+  log: { info(o: unknown, m?: string): void; warn(o: unknown, m?: string): void },
+  onDrainRequested: () => void,
+): NodeMember {
+  const j = cfg.join!;
+  if (!j.public_url && (cfg.host === '0.0.0.0' || cfg.host === '::'))
+    throw new RaasError(
+      'config_invalid',
+      `join.public_url: this server binds ${cfg.host}; give the URL trainers reach it at (--public-url)`,
+      {
+        retryable: false,
+      },
+    );
+  const public_url = (j.public_url ?? url).replace(/\/+$/, '');
+  const file = j.token_file === undefined ? undefined : path.resolve(baseDir ?? process.cwd(), j.token_file);
+  const token = resolveToken({ token: j.token, token_file: file, token_env: j.token_env }, 'join') ?? cfg.token;
+  return new NodeMember({
+    registry: j.url.replace(/\/+$/, ''),
+    token,
+    nodeId: j.node_id ?? new URL(public_url).host,
+    url: public_url,
+    intervalMs: j.heartbeat_interval_s * 1000,
+    backends: j.backends,
+    clock,
+    log,
+    onDrainRequested,
+    source: {
+      sizes: () => ({ init: pipeline.pools.init.size, run: pipeline.pools.run.size, eval: pipeline.pools.eval.size }),
+      draining: () => pipeline.isDraining,
+      metrics: () => {
+        const st = pipeline.status() as StatusResponse;
+        return {
+          init_queue_depth: st.queues.init,
+          init_inflight: st.init,
+          ready_depth: st.queues.run,
+          run_inflight: st.run,
+          postrun_queue_depth: st.queues.eval,
+          postrun_inflight: st.eval,
+        };
+      },
+    },
+  });
 }
 
 /** A logger whose lines name the tenant (its pool's breaker messages). */
@@ -188,7 +259,28 @@ export async function startRolloutServer(config: ServerConfigInput = {}, opts: R
   // Only a server configured for sandboxes loads the sandbox code at start.
   if (Object.keys(cfg.sandbox).length > 0) await pipeline.sandboxes.validate();
   await pipeline.openJournal();
-  const app = buildApp({ config: cfg, pipeline, metrics, tokenizerGuard, console: { feed, engine, tokenizer, clock, wallNow } });
+  const nodes = cfg.registry.enabled ? new NodeRegistry(cfg.registry, clock) : undefined;
+  let member: NodeMember | undefined;
+  let draining: Promise<DrainReport> | undefined;
+  const drain = (): Promise<DrainReport> => {
+    draining ??= (async () => {
+      const report = await pipeline.drain(cfg.drain_timeout_s * 1000);
+      await member?.leave();
+      log.info(report, 'drained');
+      opts.onDrained?.(report);
+      return report;
+    })();
+    return draining;
+  };
+  const app = buildApp({
+    config: cfg,
+    pipeline,
+    metrics,
+    tokenizerGuard,
+    console: { feed, engine, tokenizer, clock, wallNow },
+    drain: () => void drain(),
+    plugins: nodes ? [nodeRoutes(nodes)] : [],
+  });
   logRef.log = app.log;
   try {
     // A coordinator opens one connection per held /process answer: thousands may arrive at once.
@@ -202,9 +294,14 @@ export async function startRolloutServer(config: ServerConfigInput = {}, opts: R
   const addr = app.server.address();
   const port = typeof addr === 'object' && addr ? addr.port : cfg.port;
   const host = cfg.host.includes(':') ? `[${cfg.host}]` : cfg.host;
+  const url = `http://${host}:${port}`;
+  if (cfg.join) {
+    member = joinRegistry(cfg, url, opts.baseDir, pipeline, clock, log, () => void drain());
+    await member.start();
+  }
   let closing: Promise<void> | undefined;
   return {
-    url: `http://${host}:${port}`,
+    url,
     port,
     config: cfg,
     app,
@@ -213,8 +310,12 @@ export async function startRolloutServer(config: ServerConfigInput = {}, opts: R
     tenants,
     feed,
     warmTokenizer: tokenizer,
+    drain,
     close() {
       closing ??= (async () => {
+        // Trainers learn at once that it is gone, instead of after its missed heartbeats.
+        if (member && !draining) await member.leave();
+        member?.close();
         await pipeline.close();
         tenants.close();
         engine.close();

@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import { existsSync, readFileSync, readdirSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import path from 'node:path';
@@ -50,15 +51,59 @@ function vendorFiles(): { files: Map<string, string>; inMemory: Map<string, stri
   return { files, inMemory };
 }
 
+/** `'sha256-…'` sources of a page's inline `<tag>` blocks (the import map, the sign-in form's style). */
+function inlineHashes(html: string, tag: 'script' | 'style'): string[] {
+  return [...html.matchAll(new RegExp(`<${tag}[^>]*>([\\s\\S]*?)</${tag}>`, 'g'))]
+    .map((m) => m[1]!)
+    .filter((body) => body.trim() !== '')
+    .map((body) => `'sha256-${createHash('sha256').update(body).digest('base64')}'`);
+}
+
+/**
+ * Headers of every answer of the pages. Everything they draw comes from rollouts (hostile text),
+ * so the browser is told to run only the pages' own files and their one inline import map, to load
+ * nothing from elsewhere, never to sniff a type, never to be framed (a framed console's Cancel can
+ * be clickjacked), and to send no Referer to another origin (`same-origin`, not `no-referrer`, which
+ * would also blank the Origin header the server checks on the sign-in form and on Cancel).
+ */
+function pageHeaders(): Record<string, string> {
+  const pages = ['index.html', 'login.html'].map((f) => readFileSync(path.join(WEB_DIR, f), 'utf8'));
+  const scripts = pages.flatMap((p) => inlineHashes(p, 'script'));
+  const styles = pages.flatMap((p) => inlineHashes(p, 'style'));
+  const csp = [
+    "default-src 'self'",
+    `script-src 'self' ${scripts.join(' ')}`.trim(),
+    `style-src 'self' ${styles.join(' ')}`.trim(),
+    "img-src 'self' data:",
+    "connect-src 'self'",
+    "object-src 'none'",
+    "base-uri 'none'",
+    "form-action 'self'",
+    "frame-ancestors 'none'",
+  ].join('; ');
+  return {
+    'content-security-policy': csp,
+    'x-content-type-options': 'nosniff',
+    'x-frame-options': 'DENY',
+    'referrer-policy': 'same-origin',
+  };
+}
+
 /**
  * Registers the pages under `/ui`: `/ui` (the page), `/ui/static/*` (its modules and styles) and
- * `/ui/vendor/*` (the libraries). Authentication is the app's (its onRequest hook runs first).
+ * `/ui/vendor/*` (the libraries), each answer of `app` with the pages' security headers.
+ * Authentication is the app's (its onRequest hook runs first).
  */
 export async function registerWeb(
   app: FastifyInstance,
   opts: { beforePage?: (req: FastifyRequest, reply: FastifyReply) => FastifyReply | undefined } = {},
 ): Promise<void> {
   const { files: vendor, inMemory } = vendorFiles();
+  const headers = pageHeaders();
+  app.addHook('onSend', async (_req, reply, payload) => {
+    reply.headers(headers);
+    return payload;
+  });
   await app.register(fastifyStatic, {
     root: WEB_DIR,
     prefix: '/ui/static/',

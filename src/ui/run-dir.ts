@@ -1,5 +1,5 @@
 import { existsSync } from 'node:fs';
-import { readFile, readdir, stat } from 'node:fs/promises';
+import { readFile, readdir, realpath, stat } from 'node:fs/promises';
 import path from 'node:path';
 import type { Batch, Group, Rollout } from '../protocol/batch.js';
 import { RaasError } from '../protocol/errors.js';
@@ -89,9 +89,31 @@ export class RunDir {
       );
   }
 
+  private realDir: Promise<string> | undefined;
+
+  /**
+   * Where a file of the run really is, refused when a symbolic link leads it out of the run
+   * directory: the view serves what it reads to whoever reaches its port, and a run directory on a
+   * shared filesystem may be written by others (a link to the viewer's own files would be served).
+   * Throws ENOENT as the filesystem does.
+   */
+  private async inside(rel: string): Promise<string> {
+    const root = await (this.realDir ??= realpath(this.dir).catch((err: unknown) => {
+      this.realDir = undefined;
+      throw err;
+    }));
+    const real = await realpath(path.join(this.dir, rel));
+    if (real !== root && !real.startsWith(root + path.sep))
+      throw new RaasError(
+        'forbidden',
+        `${rel} in ${this.dir} is a link that leads outside the run directory: the run view reads only the run's own files`,
+      );
+    return real;
+  }
+
   private async text(file: string): Promise<string | undefined> {
     try {
-      return await readFile(path.join(this.dir, file), 'utf8');
+      return await readFile(await this.inside(file), 'utf8');
     } catch (err) {
       if ((err as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
       throw err;
@@ -123,8 +145,9 @@ export class RunDir {
   async stepFiles(): Promise<number[]> {
     let names: string[];
     try {
-      names = await readdir(path.join(this.dir, 'batches'));
-    } catch {
+      names = await readdir(await this.inside('batches'));
+    } catch (err) {
+      if (err instanceof RaasError) throw err;
       return [];
     }
     return names
@@ -137,11 +160,13 @@ export class RunDir {
   /** The batch of a step: its step file, else its line of batches.jsonl. */
   async batch(step: number): Promise<Batch> {
     if (!Number.isInteger(step) || step < 0) throw new RaasError('bad_request', `step: send a step number (0, 1, …), got ${step}`);
-    const file = path.join(this.dir, 'batches', `step-${step}.json`);
+    let file = '';
     let mtimeMs = -1;
     try {
+      file = await this.inside(path.join('batches', `step-${step}.json`));
       mtimeMs = (await stat(file)).mtimeMs;
-    } catch {
+    } catch (err) {
+      if (err instanceof RaasError) throw err;
       // no step file: batches.jsonl below
     }
     const hit = this.cache.get(step);

@@ -1,11 +1,11 @@
 import { readFileSync } from 'node:fs';
-import { isIP } from 'node:net';
 import path from 'node:path';
 import type { Command } from 'commander';
 import { RaasError } from '../protocol/errors.js';
 import { resolveTokenizerSpec } from '../tokens/resolve.js';
 import type { Tokenizer } from '../tokens/tokenizer.js';
 import { portArg } from '../util/config-flags.js';
+import { isLoopbackHost } from '../util/loopback.js';
 import { examples } from '../util/help.js';
 import { startRunViewer } from './view-server.js';
 
@@ -29,8 +29,6 @@ function runTokenizer(dir: string, flag: string | undefined): string {
   return 'qwen3';
 }
 
-const loopback = (h: string): boolean => h === 'localhost' || h === '::1' || (isIP(h) === 4 && h.startsWith('127.'));
-
 /** Registers `raas view <run dir>`: the run view in the browser. */
 export function registerView(program: Command): void {
   program
@@ -49,7 +47,7 @@ export function registerView(program: Command): void {
     .option('--tokenizer <name>', "tokenizer that decodes the run's ids (default: the run's embedded server setting, else qwen3)")
     .option('--insecure', 'allow a non-loopback --host (the view has no authentication: anyone who reaches it reads the run)')
     .action(async (dir: string, flags: ViewFlags) => {
-      if (!loopback(flags.host) && !flags.insecure)
+      if (!isLoopbackHost(flags.host) && !flags.insecure)
         throw new RaasError(
           'config_invalid',
           `--host ${flags.host} is not a loopback address and raas view has no authentication: keep 127.0.0.1 and forward the port (ssh -L 8007:127.0.0.1:8007 <node>), or pass --insecure`,

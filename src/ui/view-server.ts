@@ -1,5 +1,6 @@
 import Fastify, { type FastifyError, type FastifyInstance } from 'fastify';
 import { RaasError } from '../protocol/errors.js';
+import { hostHeaderIsLoopback, isLoopbackHost } from '../util/loopback.js';
 import { systemClock, type Clock } from '../util/clock.js';
 import type { Tokenizer } from '../tokens/tokenizer.js';
 import { RAAS_VERSION } from '../version.js';
@@ -45,20 +46,34 @@ export async function startRunViewer(o: RunViewerOptions): Promise<RunViewer> {
   const follower = new RunFollower(run.dir, { clock, wallNow, everyMs: o.followMs, onChange: (c) => log.emit('run', c) });
   await follower.start();
 
-  const app = Fastify({ logger: false, forceCloseConnections: true });
+  // A job id may be 256 characters, so up to 768 percent-encoded (fastify's default limit is 100).
+  const app = Fastify({ logger: false, forceCloseConnections: true, routerOptions: { maxParamLength: 1024 } });
   app.setErrorHandler((err: FastifyError, _req, reply) => {
     const e =
       err instanceof RaasError
         ? err
-        : err instanceof SyntaxError
-          ? new RaasError('internal', `a file of the run is not valid JSON: ${err.message}`)
-          : new RaasError('internal', err.message);
+        : err.statusCode === 403 || err.statusCode === 404
+          ? new RaasError('route_not_found', `no such file among the pages (${err.message}): the run view is at /ui`)
+          : err instanceof SyntaxError
+            ? new RaasError('internal', `a file of the run is not valid JSON: ${err.message}`)
+            : new RaasError('internal', err.message);
     return reply.code(e.status).send(e.toJSON());
   });
   app.setNotFoundHandler((req, reply) => {
     const e = new RaasError('route_not_found', `no route ${req.method} ${req.url.split('?')[0]}: the run view is at /ui`);
     return reply.code(404).send(e.toJSON());
   });
+  // The view has no authentication: on loopback it answers only requests addressed to a loopback
+  // name, so a page of another site that its DNS rebinds to 127.0.0.1 reads nothing.
+  if (isLoopbackHost(o.host ?? '127.0.0.1'))
+    app.addHook('onRequest', async (req, reply) => {
+      if (hostHeaderIsLoopback(req.headers.host)) return;
+      const e = new RaasError(
+        'forbidden',
+        `Host ${JSON.stringify(req.headers.host)} is not a loopback name: raas view answers only requests addressed to localhost, 127.0.0.1 or [::1] (a page of another site can reach it through DNS rebinding)`,
+      );
+      return reply.code(e.status).send(e.toJSON());
+    });
   await registerWeb(app);
   app.get('/', (_req, reply) => reply.redirect('/ui', 302));
   app.get('/health', async () => ({ status: 'ok' }));

@@ -22,6 +22,9 @@ export interface FakeServer {
   failProcess: Array<{ status: number; retryAfter?: string; code?: string }>;
   jobs: Map<string, FakeJob>;
   backends: Array<{ address: string; api: 'vllm' | 'sglang'; weight_version: string; active: number; assigned: number }>;
+  /** Connections open now, and the most open at once since the start (or since it was set to 0). */
+  openSockets(): number;
+  peakSockets: number;
   /** While on, every new connection and every held answer is dropped; jobs keep running. */
   blackout(on: boolean): void;
   /** Closes the listener and destroys every connection, like a killed process. */
@@ -81,12 +84,13 @@ export async function startFakeServer(opts: { name?: string; token?: string; hos
   const app: FastifyInstance = Fastify({ forceCloseConnections: true });
   const sockets = new Set<Socket>();
   let dark = false;
-  const s: Partial<FakeServer> = { name, log: [], failProcess: [], jobs: new Map(), starts: new Map(), backends: [] };
+  const s: Partial<FakeServer> = { name, log: [], failProcess: [], jobs: new Map(), starts: new Map(), backends: [], peakSockets: 0 };
   const server = s as FakeServer;
 
   app.server.on('connection', (sock: Socket) => {
     if (dark) return void sock.destroy();
     sockets.add(sock);
+    server.peakSockets = Math.max(server.peakSockets, sockets.size);
     sock.on('close', () => sockets.delete(sock));
   });
   app.addHook('onRequest', async (req, reply) => {
@@ -184,6 +188,7 @@ export async function startFakeServer(opts: { name?: string; token?: string; hos
   const addr = app.server.address() as { port: number; address: string };
   server.port = addr.port;
   server.url = `http://${addr.address}:${addr.port}`;
+  server.openSockets = () => sockets.size;
   server.blackout = (on) => {
     dark = on;
     if (on) for (const sock of sockets) sock.destroy();

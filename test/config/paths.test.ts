@@ -44,7 +44,27 @@ function valueAt(cfg: unknown, key: string): unknown {
 
 /** What a relative value of each kind becomes, and the values a kind keeps as they are. */
 const relative = (kind: PathKey[1]): string => (kind === 'command' ? './bin/tool' : kind === 'tokenizer' ? 'tok' : 'rel/thing');
-const fill = (key: string): Record<string, unknown> => (key === 'servers[].token_file' ? { url: 'http://127.0.0.1:1' } : {});
+const fill = (key: string): Record<string, unknown> =>
+  key === 'servers[].token_file' || key.endsWith('join.token_file')
+    ? { url: 'http://127.0.0.1:1' }
+    : key === 'servers.token_file'
+      ? { registry: 'http://127.0.0.1:1' }
+      : key.endsWith('tenants[].token_file')
+        ? { name: 'team' }
+        : {};
+
+/** The object holding `key`'s value inside `doc` (the first element of a `[]` step), where its siblings go. */
+function holderOf(doc: Record<string, unknown>, key: string): Record<string, unknown> {
+  const parts = key.split('.');
+  let at: unknown = doc;
+  for (const p of parts.slice(0, -1)) {
+    const name = p.endsWith('[]') ? p.slice(0, -2) : p;
+    at = (at as Record<string, unknown>)[name];
+    if (p.endsWith('[]')) at = (at as unknown[])[0];
+  }
+  const last = parts.at(-1)!;
+  return last.endsWith('[]') ? {} : (at as Record<string, unknown>);
+}
 
 function write(name: string, doc: Record<string, unknown>): string {
   const f = path.join(confDir, name);
@@ -56,7 +76,7 @@ describe('training configs: every path key is relative to the config file', () =
   for (const [key, kind] of TRAIN_PATH_KEYS) {
     it(key, () => {
       const doc = docWith(key, relative(kind));
-      if (key.startsWith('servers[]')) (doc.servers as Array<Record<string, unknown>>)[0] = { ...fill(key), token_file: relative(kind) };
+      Object.assign(holderOf(doc, key), fill(key));
       const cfg = loadTrainConfig(write('train.yaml', { dataset: { path: 'd.jsonl' }, ...doc, ...(key === 'dataset.path' ? doc : {}) }));
       expect(valueAt(cfg, key)).toBe(path.join(confDir, relative(kind)));
     });
@@ -88,7 +108,9 @@ describe('raas serve --config: every path key is relative to the config file', (
     it(key, async () => {
       if (key === 'token_file') writeFileSync(path.join(confDir, 'rel-token'), 'a-long-enough-token\n', { mode: 0o600 });
       const value = key === 'token_file' ? 'rel-token' : relative(kind);
-      const { config } = await loadServerConfig(write('server.yaml', docWith(key, value)));
+      const doc = docWith(key, value);
+      Object.assign(holderOf(doc, key), fill(key));
+      const { config } = await loadServerConfig(write('server.yaml', doc));
       // token_file is read into token at load (the file's content proves where it was looked up).
       if (key === 'token_file') expect(config.token).toBe('a-long-enough-token');
       else expect(valueAt(config, key)).toBe(path.join(confDir, value));

@@ -186,6 +186,12 @@ export function runDes(o: DesOptions): DesRun {
     // One group may run alone when n exceeds the capacity; otherwise the cap holds.
     if (core.runningJobs > Math.max(o.capacity, cfg.n, cfg.selection.adaptive_n?.max ?? 0) && cfg.mode === 'async' && !o.capacityAt)
       run.violations.push(`running jobs ${core.runningJobs} > capacity ${o.capacity}`);
+    // The core keeps its group counts by state as states change; they must equal a scan.
+    const scan = { running: 0, buffered: 0, cancelling: 0 };
+    for (const g of core.groups.values()) if (g.state in scan) scan[g.state as keyof typeof scan]++;
+    const kept = { running: core.runningGroups, buffered: core.bufferedCount, cancelling: core.cancellingGroups };
+    if (JSON.stringify(scan) !== JSON.stringify(kept))
+      run.violations.push(`counts ${JSON.stringify(kept)} differ from a scan ${JSON.stringify(scan)}`);
   }
   return run;
 }

@@ -2,6 +2,8 @@
 import { describe, expect, it } from 'vitest';
 import { oracleSchedule, type OracleGroup } from '../../bench/dapo-oracle.js';
 import { replayCoordinator } from '../../bench/dapo-replay.js';
+import { Recorder } from '../../bench/dapo-record.js';
+import { makeResult } from './des.js';
 
 const same = (count: number, n: number, d: number, informative = true): OracleGroup[] =>
   Array.from({ length: count }, () => ({ durations: new Array(n).fill(d), informative }));
@@ -160,5 +162,74 @@ describe('replayCoordinator (the real DapoCore on the measured groups, zero over
       { workers: n + 1, batch_size: B, max_staleness: 5, train_s: 0, steps: S },
     );
     expect(o.wall_s).toBeLessThan(r.wall_s);
+  });
+
+  it('with delays: sync steps lengthen by the round trip and the weight update, each exactly once', () => {
+    const d = 2,
+      T = 0.5,
+      S = 3,
+      B = 2,
+      n = 4;
+    const r = replayCoordinator(eq(50, n, d), {
+      config: { mode: 'sync', n, batch_size: B },
+      workers: n * B,
+      capacity: n * B,
+      train_s: T,
+      steps: S,
+      delays: { submit_s: 0.1, result_s: 0.2, update_s: 0.3 },
+    });
+    // A round: out 0.1, run d, back 0.2; then the trainer T and, before the next round, the update 0.3.
+    // The last step's update ends the run, as in the bench's wall.
+    expect(r.wall_s).toBeCloseTo(S * (0.1 + d + 0.2 + T + 0.3), 9);
+    expect(r.handover_s).toEqual([0, 1, 2].map((k) => expect.closeTo(k * (0.1 + d + 0.2 + T + 0.3) + 0.1 + d + 0.2, 9)));
+  });
+
+  it('with a cancel delay: a cancelled job holds its worker until the confirmation', () => {
+    const d = 10,
+      n = 2;
+    // Async without carry-over, n workers, 2n in flight: the first handover (t = 1) cancels the
+    // second group as it starts; its jobs hold the workers until the confirmation, so the third
+    // group, queued behind them, starts and ends cancel_s later.
+    const groups = [
+      { durations: [1, 1], rewards: [1, 0] },
+      { durations: [d, d], rewards: [1, 0] },
+      { durations: [1, 1], rewards: [1, 0] },
+    ];
+    const run = (cancel_s: number) =>
+      replayCoordinator(groups, {
+        config: { mode: 'async', carry_over: false, max_staleness: 1, n, batch_size: 1 },
+        workers: n,
+        capacity: 2 * n,
+        train_s: 0,
+        steps: 2,
+        delays: { cancel_s },
+      });
+    expect(run(0).wall_s).toBeCloseTo(2, 9);
+    expect(run(0.5).wall_s).toBeCloseTo(2.5, 9);
+  });
+});
+
+describe('Recorder (what the oracle and the replay are fed)', () => {
+  it('keeps every group with n results, the cancelled ones as uninformative with the time they ran', () => {
+    const rec = new Recorder();
+    const res = (id: string, reward: number, run_s: number, critical: 'cancelled' | null = null) => {
+      const r = makeResult(id, reward, 5, critical);
+      return { ...r, timing: { ...r.timing, run_s } };
+    };
+    rec.add('b-g0-r0', res('b-g0-r0', 1, 1));
+    rec.add('b-g0-r1', res('b-g0-r1', 0, 2));
+    // Cancelled as too stale: one rollout had ended, the other ran 3 s before the cancel.
+    rec.add('b-g1-r0', res('b-g1-r0', 1, 4));
+    rec.add('b-g1-r1', res('b-g1-r1', 0, 3, 'cancelled'));
+    // Still one result short: not a group the oracle can replay.
+    rec.add('b-g2-r0', res('b-g2-r0', 1, 1));
+    expect(rec.oracleGroups(2)).toEqual([
+      { durations: [1, 2], informative: true },
+      { durations: [4, 3], informative: false },
+    ]);
+    expect(rec.replayGroups(2)).toEqual([
+      { durations: [1, 2], rewards: [1, 0] },
+      { durations: [4, 3], rewards: [0, 0] },
+    ]);
   });
 });

@@ -35,8 +35,11 @@ export interface Browser {
   close(): Promise<void>;
 }
 
-/** Starts chromium with the flags that work in CI's containers (no sandbox, no GPU, no background traffic). */
-export async function launch(): Promise<Browser> {
+/**
+ * Starts chromium with the flags that work in CI's containers (no sandbox, no GPU, no background
+ * traffic), and `args` after them (e.g. `--host-resolver-rules`, for a test that needs a name).
+ */
+export async function launch(opts: { args?: string[] } = {}): Promise<Browser> {
   if (!existsSync(CHROMIUM))
     throw new Error(`${CHROMIUM} is missing: the browser tests need Debian's chromium (bash scripts/setup.sh as root installs it)`);
   const profile = mkdtempSync(path.join(os.tmpdir(), 'raas-chromium-'));
@@ -53,6 +56,7 @@ export async function launch(): Promise<Browser> {
       '--disable-background-networking',
       '--disable-component-update',
       '--disable-sync',
+      ...(opts.args ?? []),
     ],
   });
   // A step that does not happen fails within 10 s, naming the step (the test's own timeout names nothing).

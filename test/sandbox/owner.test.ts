@@ -61,6 +61,63 @@ describe('sandbox owned by another process', () => {
     expect(fs.readdirSync(path.join(root, 'run'))).toEqual([]);
   });
 
+  // bubblewrap.c@124c4cdf4321f63ef17a1cb0ce8f9dd45bd7adbe:2933-2962 (also v0.8.0, Debian 12's): the outer
+  // bwrap sets its death signal and writes --json-status-fd only after clone, then lets the child go
+  // through an eventfd. An outer that dies in between (its owner SIGKILLed, the status write failing)
+  // leaves the child blocked on the eventfd for ever, reparented to init. Here the status fd is not
+  // open, so the outer dies at that write every time: the child is stuck as a dead server's would be.
+  it("a sandbox child stuck in bwrap's start (outer gone before the go-ahead) dies with the owner through the sentinel", async () => {
+    const sentinel = path.join(repo, 'dist/src/server/sandbox/sentinel.js');
+    const script = (useSentinel: boolean): string => `
+      import { spawn } from 'node:child_process';
+      const { acquireSentinel } = await import(${JSON.stringify(sentinel)});
+      const env = ${useSentinel} ? acquireSentinel().env : { RAAS_SANDBOX_OWNER: 'none-' + process.pid };
+      const b = spawn('bwrap', ['--unshare-user', '--unshare-pid', '--die-with-parent', '--ro-bind', '/', '/', '--json-status-fd', '3', 'true'],
+        { env, stdio: ['ignore', 'ignore', 'ignore'], detached: true });
+      b.on('exit', () => console.log(JSON.stringify(env)));
+      setInterval(() => {}, 1000);`;
+    const stuck = (mark: string): number[] =>
+      fs
+        .readdirSync('/proc')
+        .filter((n) => /^\d+$/.test(n))
+        .filter((n) => {
+          try {
+            return fs.readFileSync(`/proc/${n}/environ`, 'latin1').split('\0').includes(`RAAS_SANDBOX_OWNER=${mark}`);
+          } catch {
+            return false;
+          }
+        })
+        .map(Number);
+    const run = async (useSentinel: boolean): Promise<{ mark: string; before: number[]; after: number[] }> => {
+      const child = spawn(process.execPath, ['--input-type=module', '-e', script(useSentinel)], { stdio: ['ignore', 'pipe', 'inherit'] });
+      const line = await new Promise<string>((resolve, reject) => {
+        createInterface({ input: child.stdout! }).once('line', resolve);
+        child.once('exit', (code) => reject(new Error(`the owner exited (code ${code}) before bwrap did`)));
+      });
+      const mark = (JSON.parse(line) as Record<string, string>).RAAS_SANDBOX_OWNER!;
+      const before = stuck(mark);
+      child.kill('SIGKILL');
+      let after = stuck(mark);
+      for (let i = 0; i < 40 && after.length; i++) {
+        await new Promise((r) => setTimeout(r, 50));
+        after = stuck(mark);
+      }
+      return { mark, before, after };
+    };
+    // Without the sentinel the stuck child outlives its owner (the defect the sentinel closes).
+    const bare = await run(false);
+    expect(bare.before.length).toBe(1);
+    expect(bare.after).toEqual(bare.before);
+    for (const p of bare.after) process.kill(p, 'SIGKILL');
+    const guarded = await run(true);
+    expect(guarded.before.length).toBe(1);
+    expect(guarded.after).toEqual([]);
+    // The sentinel itself ends after its second sweep.
+    const sentinelLeft = (): string => spawnSync('pgrep', ['-f', `raas-sentinel ${guarded.mark}`]).stdout.toString();
+    for (let i = 0; i < 40 && sentinelLeft(); i++) await new Promise((r) => setTimeout(r, 50));
+    expect(sentinelLeft()).toBe('');
+  });
+
   it.runIf(isRoot)('unprivileged: bwrap runs as the calling user (setpriv to nobody) with the same isolation', async () => {
     const host = await hostServer();
     const root = `/tmp/raas-t-nobody-${process.pid}`;

@@ -129,14 +129,16 @@ describe(`bwrap sandbox security (${root ? 'root → raas-sandbox' : 'unprivileg
     expect((await sb.python('import os; "RAAS_FAKE_SECRET" in os.environ')).result).toBe('False');
   });
 
-  it("the sandbox's first process (bwrap, pid 1) carries PATH alone: neither the server's working directory nor anything else of its environment", async () => {
+  it("the sandbox's first process (bwrap, pid 1) carries PATH and the sentinel's random mark alone: neither the server's working directory nor anything else of its environment", async () => {
     const r = await sb.bash('tr "\\0" "\\n" < /proc/1/environ');
     observed('/proc/1/environ', r.output);
     const keys = r.output
       .split('\n')
       .filter(Boolean)
       .map((l) => l.slice(0, l.indexOf('=')));
-    expect(keys).toEqual(['PATH']);
+    // The mark (src/server/sandbox/sentinel.ts) only lets the server's sentinel find a stuck bwrap child.
+    expect(keys).toEqual(['PATH', 'RAAS_SANDBOX_OWNER']);
+    expect(r.output).toMatch(/^RAAS_SANDBOX_OWNER=[0-9a-f]{24}$/m);
     expect(r.output).not.toContain(process.cwd());
   });
 

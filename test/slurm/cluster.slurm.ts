@@ -4,6 +4,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import {
+  JOIN_TEMPLATE,
   ROOT,
   cancel,
   clusterNodes,
@@ -14,6 +15,7 @@ import {
   processes,
   queued,
   setNodeState,
+  signalBatch,
   sleep,
   submit,
   waitFile,
@@ -92,7 +94,7 @@ describe('raas.sbatch on a local multi-node Slurm cluster', () => {
   // a finished job (still closing after the batch script ended) are gone before the next job binds
   // the same ports.
   afterEach(async () => {
-    for (const id of jobs) if (!['COMPLETED', 'FAILED', 'CANCELLED', 'TIMEOUT'].includes(jobState(id).state)) cancel(id);
+    for (const id of jobs) if (!['COMPLETED', 'FAILED', 'CANCELLED', 'TIMEOUT', 'PURGED'].includes(jobState(id).state)) cancel(id);
     for (let i = 0; i < 120; i++) {
       if (queued().filter((j) => jobs.includes(j)).length === 0 && nodes.every((n) => processes(`--host ${n.address} `).length === 0))
         return;
@@ -101,7 +103,7 @@ describe('raas.sbatch on a local multi-node Slurm cluster', () => {
   });
 
   afterAll(async () => {
-    for (const id of jobs) if (!['COMPLETED', 'FAILED', 'CANCELLED', 'TIMEOUT'].includes(jobState(id).state)) cancel(id);
+    for (const id of jobs) if (!['COMPLETED', 'FAILED', 'CANCELLED', 'TIMEOUT', 'PURGED'].includes(jobState(id).state)) cancel(id);
     // Nothing of the jobs may outlive them: no job in squeue, no raas process on a node address.
     let left: string[] = [];
     let procs: Array<{ pid: number; cmd: string }> = [];
@@ -311,4 +313,85 @@ describe('raas.sbatch on a local multi-node Slurm cluster', () => {
       });
     });
   }
+
+  // Elastic membership under Slurm: a training started with REGISTRY=1 on the first node, and a
+  // second job (configs/slurm/raas-join.sbatch) whose node joins it mid-run, gets its own node's
+  // inference server placed onto its rollout server and runs rollouts there; the second job is then
+  // told to leave (TERM to its batch script: a drain), and the training finishes every step.
+  it("a second job's node joins the running training through the registry, is used, and drains away without losing a rollout", async () => {
+    const [home, guest] = [nodes[0]!, nodes[1]!];
+    const dir = mkdtempSync(path.join(tmpdir(), 'raas-slurm-join-'));
+    dirs.push(dir);
+    const journal = path.join(dir, 'journal');
+    const id = submit(dir, { ...env, REGISTRY: '1', TRAIN_ARGS: '--smoke --steps 12', JOURNAL_DIR: journal }, [
+      '--nodes=1',
+      `--nodelist=${home.node}`,
+      '--gpus-per-node=0',
+      '--cpus-per-task=1',
+    ]);
+    jobs.push(id);
+    const runDir = path.join(dir, 'runs', `slurm-${id}`);
+    await waitFile(path.join(runDir, 'batches', 'step-0.json'), id, 300);
+    const registry = readFileSync(path.join(runDir, 'registry.url'), 'utf8').trim();
+    expect(registry).toBe(`http://${home.address}:8006`);
+
+    const joinDir = path.join(dir, 'join');
+    const joinId = submit(
+      dir,
+      { ...env, JOIN: registry, JOURNAL_DIR: journal, RUN_DIR: joinDir },
+      ['--nodes=1', `--nodelist=${guest.node}`, '--gpus-per-node=0', '--cpus-per-task=1'],
+      [],
+      JOIN_TEMPLATE,
+    );
+    jobs.push(joinId);
+    // The guest node's server ran rollouts, on its own node's inference server (placed there by the training).
+    let guestDone: JournalLine[] = [];
+    for (let i = 0; i < 600 && guestDone.length < 4; i++) {
+      guestDone = journalOf(journal, guest.node).filter((l) => l.state === 'done');
+      if (['COMPLETED', 'FAILED', 'CANCELLED'].includes(jobState(id).state)) break;
+      await sleep(250);
+    }
+    await checks(dir, id, () => {
+      expect(guestDone.length, `rollouts done on ${guest.node}, which joined mid-run`).toBeGreaterThanOrEqual(4);
+      for (const l of guestDone) expect(hostOf(l.result.backend!), `${l.job_id} on ${guest.node}`).toBe(guest.address);
+    });
+    const nodesListed = (await (await fetch(`${registry}/nodes`, { headers: { authorization: `Bearer ${TOKEN}` } })).json()) as Array<{
+      node_id: string;
+      healthy: boolean;
+    }>;
+    expect(nodesListed.map((n) => `${n.node_id}:${n.healthy}`).sort()).toEqual([`${home.node}:true`, `${guest.node}:true`].sort());
+
+    // Leave: TERM to the join job's batch script drains its server, which finishes what it holds and leaves.
+    const leftAt = Date.now();
+    signalBatch(joinId);
+    const joinState = await waitJob(joinId, 300);
+    const state = await waitJob(id, 480);
+    await checks(dir, id, () => {
+      expect(joinState).toEqual({ state: 'COMPLETED', exit: '0:0' });
+      expect(readFileSync(path.join(joinDir, `serve-${guest.node}.log`), 'utf8')).toMatch(
+        /drained \(\d+ jobs finished, 0 cancelled\); leaving/,
+      );
+      expect(state).toEqual({ state: 'COMPLETED', exit: '0:0' });
+      const summary = json<{ steps: Array<{ step: number; groups: number }>; totals: { dropped_error: number } }>(
+        path.join(runDir, 'summary.json'),
+      );
+      expect(summary.steps.map((s) => s.step)).toEqual([...Array(12).keys()]);
+      expect(summary.totals.dropped_error).toBe(0);
+      // Every rollout of the batches is in a journal, and each journal's rollouts used its own node's inference server.
+      const done = new Map<string, string>();
+      for (const n of [home, guest])
+        for (const l of journalOf(journal, n.node)) {
+          if (l.result.backend !== null) expect(hostOf(l.result.backend), `${l.job_id} on ${n.node}`).toBe(n.address);
+          if (l.state === 'done') done.set(l.job_id, n.node);
+        }
+      const ids = rolloutIds(runDir);
+      expect(ids.length).toBe(12 * 4 * 4);
+      expect(
+        ids.filter((j) => !done.has(j)),
+        'batch rollouts not found in any node journal',
+      ).toEqual([]);
+      // After it left, nothing more ended on the guest.
+      expect(journalOf(journal, guest.node).filter((l) => l.ended_at > leftAt + 60_000)).toEqual([]);
+    });
+  });
 });

@@ -10,6 +10,8 @@ import { processTable } from '../helpers/procs.js';
 
 export const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 export const TEMPLATE = path.join(ROOT, 'configs/slurm/raas.sbatch');
+/** The template that adds a job's nodes to a running training's registry. */
+export const JOIN_TEMPLATE = path.join(ROOT, 'configs/slurm/raas-join.sbatch');
 
 const run = (cmd: string, args: string[], opts: { cwd?: string; env?: NodeJS.ProcessEnv } = {}): string =>
   execFileSync(cmd, args, { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'], ...opts }).trim();
@@ -26,18 +28,37 @@ export function clusterNodes(): Array<{ node: string; address: string }> {
 }
 
 /** `sbatch --parsable` of the template from `cwd`, the job's environment extended by `env`; the job id. */
-export function submit(cwd: string, env: Record<string, string>, sbatchArgs: string[], templateArgs: string[] = []): string {
-  const out = run('sbatch', ['--parsable', ...sbatchArgs, TEMPLATE, ...templateArgs], { cwd, env: { ...process.env, ...env } });
+export function submit(
+  cwd: string,
+  env: Record<string, string>,
+  sbatchArgs: string[],
+  templateArgs: string[] = [],
+  template = TEMPLATE,
+): string {
+  const out = run('sbatch', ['--parsable', ...sbatchArgs, template, ...templateArgs], { cwd, env: { ...process.env, ...env } });
   return out.split(';')[0];
+}
+
+/** `scancel --batch --signal=TERM`: only the batch script gets TERM (raas-join.sbatch drains then). */
+export function signalBatch(id: string): void {
+  run('scancel', ['--batch', '--signal=TERM', id]);
 }
 
 /** A job's state and exit code as `scontrol show job` reports them (terminal jobs stay there for MinJobAge, 300 s). */
 export function jobState(id: string): { state: string; exit: string } {
-  const line = run('scontrol', ['show', 'job', '-o', id]);
+  let line: string;
+  try {
+    line = run('scontrol', ['show', 'job', '-o', id]);
+  } catch (err) {
+    // Past MinJobAge a finished job is forgotten: it is over, whatever it was.
+    if (/Invalid job id/.test(String((err as { stderr?: string }).stderr ?? err))) return { state: 'PURGED', exit: '?' };
+    throw err;
+  }
   return { state: /JobState=(\S+)/.exec(line)?.[1] ?? 'UNKNOWN', exit: /\bExitCode=(\S+)/.exec(line)?.[1] ?? '?' };
 }
 
 const TERMINAL = new Set([
+  'PURGED',
   'COMPLETED',
   'FAILED',
   'CANCELLED',

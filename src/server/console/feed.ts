@@ -18,7 +18,10 @@ const cut = (s: string | null | undefined): string | null => (s == null ? null :
 export class ConsoleFeed {
   readonly log: EventLog<ServerEvent>;
   readonly jobs: JobIndex;
+  /** The whole server's throughput (the admin's chart). */
   readonly throughput = new Throughput();
+  /** Each tenant's own (a tenant's chart: another tenant's jobs and rewards are not its business). */
+  private readonly tenantThroughput = new Map<string, Throughput>();
 
   /** Whether events name their tenant (a server with a `tenants:` section). */
   private readonly named: boolean;
@@ -59,7 +62,15 @@ export class ConsoleFeed {
     }
     this.jobs.apply(e);
     this.throughput.apply(e);
+    if (e.tenant !== undefined) this.throughputOf(e.tenant).apply(e);
     this.log.emit('job', e);
+  }
+
+  /** A tenant's own throughput (zeros until its first job). */
+  throughputOf(tenant: string): Throughput {
+    let t = this.tenantThroughput.get(tenant);
+    if (!t) this.tenantThroughput.set(tenant, (t = new Throughput()));
+    return t;
   }
 
   /** The pool's observer: a backend was added, removed, or changed health or weight_version. */

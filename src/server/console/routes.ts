@@ -20,7 +20,7 @@ import type { TenantSet } from '../tenants/tenants.js';
 import type { EngineStatsReader } from './engine-stats.js';
 import type { ConsoleFeed } from './feed.js';
 import { sees, viewerOf, type Viewer } from './scope.js';
-import { SESSION_COOKIE, UiSessions, cookieValue } from './session.js';
+import { SESSION_COOKIE, UiSessions, cookieValue, sameOrigin } from './session.js';
 
 /** What the console's routes read. */
 export interface ConsoleDeps {
@@ -62,6 +62,7 @@ function overview(d: ConsoleDeps, viewer: Viewer, startedAt: number): Overview {
     }),
   );
   const gates = shown.map((t) => gateOf(t.pool).status());
+  const tp = viewer.all || viewer.tenant === undefined ? d.feed.throughput : d.feed.throughputOf(viewer.tenant);
   const stage = (s: 'init' | 'run' | 'eval') => ({ queued: st.queues[s], busy: st.workers[s].busy, size: st.workers[s].size });
   return {
     status: st.status,
@@ -73,8 +74,8 @@ function overview(d: ConsoleDeps, viewer: Viewer, startedAt: number): Overview {
     live_jobs: d.feed.jobs.liveCount,
     ...(st.tenants ? { tenants: st.tenants } : st.tenant ? { tenants: [st.tenant] } : {}),
     by_state: d.feed.jobs.counts((r) => sees(viewer, r)),
-    throughput: { bucket_s: d.feed.throughput.bucketS, buckets: d.feed.throughput.series(d.wallNow()) },
-    totals: { ...d.feed.throughput.totals },
+    throughput: { bucket_s: tp.bucketS, buckets: tp.series(d.wallNow()) },
+    totals: { ...tp.totals },
     last_event_id: d.feed.log.lastId,
   };
 }
@@ -154,12 +155,16 @@ export async function registerConsole(app: FastifyInstance, d: ConsoleDeps): Pro
   });
 
   const loginPage = await readFile(path.join(WEB_DIR, 'login.html'), 'utf8');
-  const sendLogin = (reply: FastifyReply, failed: boolean): FastifyReply =>
+  const messages = {
+    wrong: [401, '<p class="error">That is not the server\'s token.</p>'],
+    foreign: [403, '<p class="error">Sign in from this page: another site sent that form.</p>'],
+  } as const;
+  const sendLogin = (reply: FastifyReply, failed?: keyof typeof messages): FastifyReply =>
     reply
-      .code(failed ? 401 : 200)
+      .code(failed ? messages[failed][0] : 200)
       .type('text/html; charset=utf-8')
-      .send(loginPage.replace('<!--message-->', failed ? '<p class="error">That is not the server\'s token.</p>' : ''));
-  app.get('/ui/login', (_req, reply) => (sessions ? sendLogin(reply, false) : reply.redirect('/ui', 303)));
+      .send(loginPage.replace('<!--message-->', failed ? messages[failed][1] : ''));
+  app.get('/ui/login', (_req, reply) => (sessions ? sendLogin(reply) : reply.redirect('/ui', 303)));
   await app.register(async (scope) => {
     // The login form posts application/x-www-form-urlencoded, which only this route reads.
     scope.addContentTypeParser('application/x-www-form-urlencoded', { parseAs: 'string', bodyLimit: 8192 }, (_req, body, done) =>
@@ -168,7 +173,10 @@ export async function registerConsole(app: FastifyInstance, d: ConsoleDeps): Pro
     scope.post('/ui/login', (req: FastifyRequest, reply) => {
       const token = req.body instanceof URLSearchParams ? (req.body.get('token') ?? '').trim() : '';
       if (!sessions || !d.check) return reply.redirect('/ui', 303);
-      if (!d.check(`Bearer ${token}`)) return sendLogin(reply, true);
+      // A form another site posts would sign the browser in as whoever that site chose (a tenant of
+      // its own, whose console the user would then work in): only the console's own form signs in.
+      if (req.headers.origin !== undefined && !sameOrigin(req)) return sendLogin(reply, 'foreign');
+      if (!d.check(`Bearer ${token}`)) return sendLogin(reply, 'wrong');
       return reply.header('set-cookie', UiSessions.cookie(sessions.create(token), 12 * 3600)).redirect('/ui', 303);
     });
   });

@@ -137,6 +137,23 @@ export class FairQueue<E extends Entry> {
     return undefined;
   }
 
+  /**
+   * Charges a slot granted at once (nothing was waiting) as if it had been queued: a holder whose
+   * jobs arrive at quiet moments pays for their slot time like any other.
+   */
+  charge(holder: ShareHolder, priority: number, cost: number): Charge {
+    const cls = this.classOf(priority);
+    let lane = cls.lanes.get(holder);
+    if (!lane) {
+      lane = { holder, items: [], head: 0, waiting: 0, tag: cls.vtime };
+      cls.lanes.set(holder, lane);
+    } else if (lane.waiting === 0) lane.tag = Math.max(lane.tag, cls.vtime);
+    const start = lane.tag;
+    lane.tag += cost / holder.weight;
+    cls.vtime = Math.max(cls.vtime, start);
+    return { lane, cost };
+  }
+
   /** Corrects a grant's charge with the service time it really took. */
   settle(charge: Charge, actual: number): void {
     const lane = charge.lane as Lane<E>;

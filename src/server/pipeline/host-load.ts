@@ -7,6 +7,11 @@ export interface HostLoad {
   busyCores: number;
   /** Cores this server and its processes (sandboxes, tool servers, tests they run) kept busy since the previous sample. */
   ownCores: number;
+  /**
+   * The share of the time this server's event loop was busy since the previous sample (0–1): a
+   * Node server saturates its one loop long before it can use every core.
+   */
+  eventLoop: number;
   cores: number;
   /** Memory in use (total minus available), MiB. */
   usedMb: number;
@@ -24,7 +29,11 @@ export type HostSampler = () => HostLoad;
 export function hostSampler(): HostSampler {
   let last = ticks();
   let lastOwn = { ticks: treeTicks(process.pid), at: performance.now() };
+  let lastLoop = performance.eventLoopUtilization();
   return () => {
+    const loop = performance.eventLoopUtilization();
+    const eventLoop = performance.eventLoopUtilization(loop, lastLoop).utilization;
+    lastLoop = loop;
     const now = ticks();
     const total = now.total - last.total;
     const idle = now.idle - last.idle;
@@ -38,6 +47,7 @@ export function hostSampler(): HostSampler {
     return {
       busyCores: total > 0 ? (cores * (total - idle)) / total : 0,
       ownCores,
+      eventLoop,
       cores,
       usedMb: totalMb - availableMb(),
       totalMb,

@@ -94,7 +94,8 @@ export class StageLimiter {
     const now = this.clock.now();
     if (this.busy < this.sizeValue && this.queue.size === 0 && holder.inStage < holder.maxInStage) {
       this.observer.waited?.(this.stage, holder, 0);
-      return Promise.resolve(this.take(holder, undefined, opts.kind));
+      const charge = this.queue.charge(holder, opts.priority ?? 0, this.costOf(holder));
+      return Promise.resolve(this.take(holder, charge, opts.kind));
     }
     return new Promise((grant, reject) => {
       const w: Waiter = {
@@ -131,7 +132,7 @@ export class StageLimiter {
     }
   }
 
-  private take(holder: ShareHolder, charge: Charge | undefined, kind: string | undefined): Release {
+  private take(holder: ShareHolder, charge: Charge, kind: string | undefined): Release {
     this.busy++;
     holder.inStage++;
     const concurrency = this.busy;
@@ -146,7 +147,7 @@ export class StageLimiter {
       // A slot costs at least 1 ms, so jobs that end at once still take turns between tenants.
       const ms = Math.max(1, this.clock.now() - t0);
       this.learn(holder, ms);
-      if (charge) this.queue.settle(charge, ms);
+      this.queue.settle(charge, ms);
       this.observer.held?.(this.stage, holder, ms, { kind, concurrency });
       this.pump();
       if (capped) this.onCapFreed?.();

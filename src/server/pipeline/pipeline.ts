@@ -12,7 +12,8 @@ import type { BackendPool } from '../llm/pool.js';
 import { Job, STAGES, forceEnd, transition, type Stage } from './job.js';
 import type { ResultsJournal } from './journal.js';
 import { admissionEnv, admit, instanceHash } from './intake.js';
-import { buildResult } from './result.js';
+import { resultJson } from './result.js';
+import { LiveJobIndex } from './live.js';
 import { ResultStore } from './results.js';
 import { LazySandboxRuntime } from './sandboxes.js';
 import { prefetchImages } from './prefetch.js';
@@ -81,8 +82,7 @@ export interface Submission {
  */
 export class Pipeline implements LiveJobs {
   /** Unfinished jobs by key (job_id, scoped by tenant), oldest first (several when clients reuse an id). */
-  private readonly live = new Map<string, Job[]>();
-  private liveCount = 0;
+  private readonly live = new LiveJobIndex();
   /** Finished results (the newest in memory, older ones in the journal). */
   private readonly done: ResultStore;
   /** Each stage's concurrency limit (`workers.<stage>`) and queue. */
@@ -117,7 +117,10 @@ export class Pipeline implements LiveJobs {
     this.tenants = o.tenants ?? TenantSet.single(o.pool);
     const w = o.config.workers;
     const watch = {
-      waited: (stage: Stage, h: { name: string }, ms: number) => o.observer?.queueWait?.(stage, h.name, ms / 1000),
+      waited: (stage: Stage, h: { name: string }, ms: number) => {
+        this.autosizer.grant(stage);
+        o.observer?.queueWait?.(stage, h.name, ms / 1000);
+      },
       held: (stage: Stage, h: { name: string }, ms: number, work: { kind: string | undefined; concurrency: number }) => {
         this.autosizer.observe(stage, ms, work.kind, work.concurrency);
         o.observer?.slotHeld?.(stage, h.name, ms / 1000);
@@ -194,9 +197,8 @@ export class Pipeline implements LiveJobs {
         `tenant "${tenant.name}" has its max_queued (${tenant.maxQueued}) jobs waiting for a stage: retry later`,
       );
     const mapKey = tenant.key(id);
-    const same = this.live.get(mapKey);
     // A second live job under one id gets its own key, so its LLM requests stay apart.
-    const key = same ? `${id}#${randomUUID().slice(0, 8)}` : id;
+    const key = this.live.has(mapKey) ? `${id}#${randomUUID().slice(0, 8)}` : id;
     const job = new Job(id, key, a.request, a.handler, a.instance, this.o.clock.now());
     job.tenant = tenant;
     job.pool = tenant.pool;
@@ -205,10 +207,7 @@ export class Pipeline implements LiveJobs {
     job.timer = new PausableTimer(limitMs, this.o.clock, () =>
       job.abort(new TimeoutError(`the job used its timeout_s of ${limitMs / 1000} s of counted stage time`)),
     );
-    if (same) same.push(job);
-    else this.live.set(mapKey, [job]);
-    this.liveCount++;
-    tenant.live++;
+    this.live.add(mapKey, job);
     const observe = this.o.observer?.jobState;
     if (observe) {
       // Terminal states are reported by end(), with the result.
@@ -342,7 +341,7 @@ export class Pipeline implements LiveJobs {
   /** POST /stop: close intake, cancel every job, close every sandbox; answers once all waiters have theirs. */
   async stop(reason = 'the server was stopped (POST /stop)'): Promise<void> {
     this.state = 'stopping';
-    const jobs = [...this.live.values()].flat();
+    const jobs = [...this.live.all()];
     // The client did not ask for these cancels: their ids are forgotten once answered, like jobs
     // in flight at a crash, so resubmitting them after /start or a restart runs them.
     for (const job of jobs) this.cancelJob(job, new CancelledError(reason), true);
@@ -364,7 +363,7 @@ export class Pipeline implements LiveJobs {
   drain(timeoutMs: number): Promise<{ finished: number; cancelled: number }> {
     this.draining ??= (async () => {
       if (this.state === 'running') this.state = 'draining';
-      const jobs = [...this.live.values()].flat();
+      const jobs = [...this.live.all()];
       let timer: unknown;
       const late = new Promise<'late'>((r) => (timer = this.o.clock.setTimeout(() => r('late'), timeoutMs)));
       const all = Promise.all(jobs.map((j) => j.finished)).then(() => 'done' as const);
@@ -407,7 +406,7 @@ export class Pipeline implements LiveJobs {
    * memory), sandbox closes still running in the background.
    */
   footprint(): { live: number; kept: number; kept_in_memory: number; pending_closes: number } {
-    return { live: this.live.size, kept: this.done.size, kept_in_memory: this.done.inMemory, pending_closes: this.pending.size };
+    return { live: this.live.keys, kept: this.done.size, kept_in_memory: this.done.inMemory, pending_closes: this.pending.size };
   }
 
   /** Jobs waiting in the three queues together. */
@@ -430,12 +429,12 @@ export class Pipeline implements LiveJobs {
 
   /** Every live job (status.ts counts them). */
   *liveJobs(): Iterable<Job> {
-    for (const jobs of this.live.values()) yield* jobs;
+    yield* this.live.all();
   }
 
   /** Live jobs in all. */
   get liveTotal(): number {
-    return this.liveCount;
+    return this.live.total;
   }
 
   /** How each stage's pool is sized (for /status). */
@@ -471,9 +470,9 @@ export class Pipeline implements LiveJobs {
     } catch {
       forceEnd(job, outcome.state === 'cancelled' ? 'cancelled' : 'failed');
     }
-    const { json, result } = this.resultJson(job, outcome);
+    const { json, result } = resultJson(job, outcome.eval, this.o.clock.now());
     job.endedAtWall = this.wallNow();
-    this.forgetLive(job);
+    this.live.remove(job);
     let pending = false;
     try {
       const t = job.tenant;
@@ -486,53 +485,6 @@ export class Pipeline implements LiveJobs {
       this.o.log.error({ err, job: job.id }, 'storing a finished result failed');
     }
     if (!pending) job.settle(json);
-  }
-
-  /**
-   * The result as JSON text. A result that cannot be serialized (a handler put a cycle, a BigInt or
-   * a structure nested past V8's limit into it) is answered without the rollout's messages, tokens
-   * and hook fields, with the serializer's error: the job is never left without an answer.
-   */
-  private resultJson(job: Job, outcome: Outcome): { json: string; result: Result } {
-    const now = this.o.clock.now();
-    const { init, run, eval: ev } = job.stageSeconds;
-    const queued = Math.max(0, (now - job.createdAt) / 1000 - (init + run + ev));
-    const counted = job.timer.elapsedMs() / 1000;
-    const timing = {
-      init_time: init,
-      run_time: run,
-      eval_time: ev,
-      others_time: queued,
-      counted_elapsed: counted,
-      timeout_triggered: job.state === 'timed_out',
-      queued_s: queued,
-      init_s: init,
-      run_s: run,
-      eval_s: ev,
-      counted_s: counted,
-    };
-    try {
-      const result = buildResult(job, { eval: outcome.eval }, timing);
-      return { json: JSON.stringify(result), result };
-    } catch (err) {
-      job.run = undefined;
-      job.patches = [];
-      job.criticalError ??= 'eval';
-      job.errorMessage = `the result could not be serialized (${(err instanceof Error ? err.message : String(err)).split('\n')[0]}); it is answered without its messages, tokens and handler fields`;
-      const result = buildResult(job, {}, timing);
-      return { json: JSON.stringify(result), result };
-    }
-  }
-
-  private forgetLive(job: Job): void {
-    const key = job.tenant ? job.tenant.key(job.id) : job.id;
-    const jobs = this.live.get(key);
-    const i = jobs?.indexOf(job) ?? -1;
-    if (i < 0) return;
-    this.liveCount--;
-    if (job.tenant) job.tenant.live--;
-    if (jobs!.length === 1) this.live.delete(key);
-    else jobs!.splice(i, 1);
   }
 
   private track(p: Promise<unknown>): void {

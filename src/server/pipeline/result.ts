@@ -148,3 +148,39 @@ function stripIds(m: Message): Message {
   const { token_ids: _t, input_ids: _i, logprobs: _l, ...rest } = m;
   return rest;
 }
+
+/**
+ * A finished job's result as JSON text, with its timing (ProRL's keys and ours). A result that
+ * cannot be serialized (a handler put a cycle, a BigInt or a structure nested past V8's limit into
+ * it) is answered without the rollout's messages, tokens and hook fields, with the serializer's
+ * error: the job is never left without an answer.
+ */
+export function resultJson(job: Job, evalResult: Parameters<typeof buildResult>[1]['eval'], now: number): { json: string; result: Result } {
+  const { init, run, eval: ev } = job.stageSeconds;
+  const queued = Math.max(0, (now - job.createdAt) / 1000 - (init + run + ev));
+  const counted = job.timer.elapsedMs() / 1000;
+  const timing = {
+    init_time: init,
+    run_time: run,
+    eval_time: ev,
+    others_time: queued,
+    counted_elapsed: counted,
+    timeout_triggered: job.state === 'timed_out',
+    queued_s: queued,
+    init_s: init,
+    run_s: run,
+    eval_s: ev,
+    counted_s: counted,
+  };
+  try {
+    const result = buildResult(job, { eval: evalResult }, timing);
+    return { json: JSON.stringify(result), result };
+  } catch (err) {
+    job.run = undefined;
+    job.patches = [];
+    job.criticalError ??= 'eval';
+    job.errorMessage = `the result could not be serialized (${(err instanceof Error ? err.message : String(err)).split('\n')[0]}); it is answered without its messages, tokens and handler fields`;
+    const result = buildResult(job, {}, timing);
+    return { json: JSON.stringify(result), result };
+  }
+}

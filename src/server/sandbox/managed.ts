@@ -23,6 +23,7 @@ import type { Socket } from 'node:net';
 import type { Writable } from 'node:stream';
 import { alive, pidNamespace, processesInNamespace, sandboxTree, signal } from './proc.js';
 import { sleep, systemClock, type Clock } from '../../util/clock.js';
+import { acquireSentinel } from './sentinel.js';
 
 /** How to start one sandbox's tool server. */
 export interface LaunchPlan {
@@ -126,20 +127,28 @@ export class ManagedSandbox implements Sandbox {
   /** Spawns the plan and waits until the tool server answers on its socket. */
   static async start(plan: LaunchPlan, meta: SandboxMeta, signal?: AbortSignal): Promise<ManagedSandbox> {
     signal?.throwIfAborted();
-    const child = spawn(plan.file, plan.args, {
-      env: plan.env,
-      cwd: plan.cwd,
-      uid: plan.uid,
-      gid: plan.gid,
-      detached: true,
-      stdio: stdioOf(plan),
-    });
+    const owner = acquireSentinel();
+    let child: ChildProcess;
+    try {
+      child = spawn(plan.file, plan.args, {
+        env: { ...plan.env, ...owner.env },
+        cwd: plan.cwd,
+        uid: plan.uid,
+        gid: plan.gid,
+        detached: true,
+        stdio: stdioOf(plan),
+      });
+    } catch (e) {
+      owner.release();
+      throw e;
+    }
     for (const [fd, data] of Object.entries(plan.fdData ?? {})) {
       const w = (child.stdio as unknown as Array<Writable | null>)[Number(fd)];
       w?.on('error', () => undefined);
       w?.end(data);
     }
     const sb = new ManagedSandbox(child, meta);
+    sb.releaseOwner = owner.release;
     try {
       await sb.waitReady(plan, signal);
       return sb;
@@ -369,6 +378,9 @@ export class ManagedSandbox implements Sandbox {
     return this.ns;
   }
 
+  /** Leaves the sentinel that kills this sandbox's processes if the server dies (sentinel.ts). */
+  private releaseOwner: () => void = () => undefined;
+
   close(): Promise<void> {
     this.closing ??= this.doClose();
     return this.closing;
@@ -405,6 +417,7 @@ export class ManagedSandbox implements Sandbox {
     if (this.leftover.length) {
       this.meta.log?.error({ sandbox: this.id, pids: this.leftover }, 'sandbox processes survived close');
     }
+    this.releaseOwner();
     await this.meta.cleanup();
   }
 

@@ -1,8 +1,9 @@
 // Ownership flattening: after a converter ran as the server's user (root, so it could read any
 // source), every entry of the tree is handed to the sandbox user. The same pass removes what an
 // image must not bring onto the host's disk: device nodes (raw access to host devices for anyone
-// who reaches the cache) and setuid/setgid bits (pointless in a sandbox, which runs with
-// no_new_privs on a nosuid mount, and a hazard on the host); and it measures the tree for the budget.
+// who reaches the cache), setuid/setgid bits and file capabilities (pointless in a sandbox, which
+// runs with no_new_privs on a nosuid mount, and a hazard on the host); and it measures the tree for
+// the budget.
 import fs from 'node:fs/promises';
 import path from 'node:path';
 import type { Stats } from 'node:fs';
@@ -24,7 +25,7 @@ const CONCURRENCY = 32;
 
 /**
  * Walks `root` (not following symlinks): removes device nodes, lchown()s every other entry to
- * `owner` and clears setuid/setgid bits on files. Checks the signal between directories.
+ * `owner` (every file, which drops its capabilities) and clears setuid/setgid bits on files. Checks the signal between directories.
  */
 export async function flattenTree(root: string, owner: Owner, signal?: AbortSignal): Promise<FlattenResult> {
   const res: FlattenResult = { bytes: 0, entries: 0, devices: 0, setid: 0 };
@@ -38,7 +39,10 @@ export async function flattenTree(root: string, owner: Owner, signal?: AbortSign
     }
     if (st.nlink < 2 || st.isDirectory() || !seen.has(st.ino)) res.bytes += st.blocks * 512;
     if (st.nlink > 1 && !st.isDirectory()) seen.add(st.ino);
-    if (st.uid !== owner.uid || st.gid !== owner.gid) await fs.lchown(p, owner.uid, owner.gid);
+    // chown() also drops file capabilities (security.capability), even to the same owner: a file the
+    // image already gives to the sandbox user would otherwise keep them (cp -a copies them), in a
+    // cache every host user can reach, where running it would grant them.
+    if (st.uid !== owner.uid || st.gid !== owner.gid || st.isFile()) await fs.lchown(p, owner.uid, owner.gid);
     // chown() clears the bits for an unprivileged caller only; root keeps them, so clear them here.
     if (!st.isSymbolicLink() && !st.isDirectory() && st.mode & 0o6000) {
       await fs.chmod(p, st.mode & 0o1777);
