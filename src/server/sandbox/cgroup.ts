@@ -453,6 +453,25 @@ export class SandboxCgroup {
     for (const f of this.procsFiles) writeFile(f, String(pid));
   }
 
+  /**
+   * `attach()` off the event loop, for a process that has not forked yet (bwrap waiting for its
+   * arguments): the kernel's move into a group can wait for an RCU grace period (5-20 ms on a
+   * loaded 2-core VM), during which the server keeps serving.
+   */
+  async join(pid: number): Promise<void> {
+    for (const f of this.procsFiles) {
+      try {
+        await fs.promises.writeFile(f, String(pid));
+      } catch (e) {
+        throw new RaasError(
+          'sandbox_error',
+          `cannot join the sandbox's cgroup ${path.dirname(f)} (${errText(e)}): check sandbox.cgroup_parent, or set sandbox.cgroup to "off"`,
+          { cause: e },
+        );
+      }
+    }
+  }
+
   /** Host pids of every process in the group. */
   pids(): number[] {
     const all = new Set<number>();

@@ -18,6 +18,8 @@ import type { LaunchInput, RuntimeDescription, RuntimeStrategy, ToolServerView }
 const SECCOMP_FD = 4;
 /** The fd bwrap holds as `--sync-fd` for a network sandbox: the helper exits when it closes. */
 const SYNC_FD = 5;
+/** The pipe bwrap reads its whole command line from (`--args`), once it is in the sandbox's cgroup. */
+const ARGS_FD = 6;
 
 /**
  * bubblewrap: own user, pid, ipc, uts, cgroup and network namespaces, a private tmpfs workspace,
@@ -88,7 +90,8 @@ export class BwrapStrategy implements RuntimeStrategy {
   launch(i: LaunchInput): LaunchPlan {
     const { prepared: p, dirs, spec } = i;
     const network = spec.network === true;
-    const args = bwrapArgs({
+    const command = [path.join(INSIDE.toolServer, SANDBOX_NODE), path.join(INSIDE.toolServer, 'main.js'), JSON.stringify(i.options)];
+    const options = bwrapArgs({
       diskMb: this.c.disk_mb,
       bindWorkspace: dirs.bound ? dirs.workspace : undefined,
       seed: i.seed,
@@ -103,11 +106,17 @@ export class BwrapStrategy implements RuntimeStrategy {
       roBinds: this.c.ro_binds,
       readOnly: spec.readOnly,
       hardening: this.seccompProgram ? bwrapHardeningArgs(SECCOMP_FD) : ['--disable-userns'],
-      command: [path.join(INSIDE.toolServer, SANDBOX_NODE), path.join(INSIDE.toolServer, 'main.js'), JSON.stringify(i.options)],
+      command: [],
     });
     return {
+      // bwrap is spawned directly as the sandbox user (no shell and setpriv in front of it to join
+      // the cgroup: two execs); it reads its options from a pipe, written once the host joined it
+      // to the group (asynchronously, while bwrap loads), and starts nothing before. bwrap takes
+      // the command only from its argv. A server gone before the write leaves bwrap no options: an
+      // empty root where the command does not exist, so it exits.
       file: p.binary,
-      args,
+      args: ['--args', String(ARGS_FD), ...command],
+      argsFd: { fd: ARGS_FD, args: options },
       env: { PATH: i.path },
       // Not the server's working directory: bwrap (the sandbox's pid 1) keeps its cwd and
       // environment, both readable from inside through /proc/1.
