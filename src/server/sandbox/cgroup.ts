@@ -524,10 +524,29 @@ export class SandboxCgroup {
   }
 
   /**
-   * Names the limits hit since the last call (or since creation): an OOM kill or a refused fork.
-   * Undefined when none was; the text names the config key to raise.
+   * The two counters limitNote() compares: two small reads, where report() reads ten files (on v1),
+   * 0.1-0.2 ms of every tool call it followed.
    */
-  limitNote(report = this.report()): string | undefined {
+  private hits(): { oom_kills: number; refused_forks: number } {
+    const events = this.file('memory', this.mode === 'cgroup-v2' ? 'memory.events' : 'memory.oom_control');
+    const pids = this.file('pids', 'pids.events');
+    return {
+      oom_kills: events ? (keyed(events).get('oom_kill') ?? 0) : 0,
+      refused_forks: pids ? (keyed(pids).get('max') ?? 0) : 0,
+    };
+  }
+
+  /**
+   * Names the limits hit since the last call (or since creation): an OOM kill or a refused fork.
+   * Undefined when none was; the text names the config key to raise. Runs after every tool call,
+   * so without a report it reads the two counters first and the full report only when one rose.
+   */
+  limitNote(given?: CgroupReport): string | undefined {
+    if (!given) {
+      const h = this.hits();
+      if (h.oom_kills <= this.seen.oom_kills && h.refused_forks <= this.seen.refused_forks) return undefined;
+    }
+    const report = given ?? this.report();
     const notes: string[] = [];
     const oom = report.memory?.oom_kills ?? 0;
     const forks = report.pids?.refused_forks ?? 0;
