@@ -113,9 +113,11 @@ export class BwrapStrategy implements RuntimeStrategy {
       // the cgroup: two execs); it reads its options from a pipe, written once the host joined it
       // to the group (asynchronously, while bwrap loads), and starts nothing before. bwrap takes
       // the command only from its argv. A server gone before the write leaves bwrap no options: an
-      // empty root where the command does not exist, so it exits.
+      // empty root where the command does not exist, so it exits. The sandbox's host directory
+      // stays on the argv so that `ps` (and the process-table checks) can tell whose bwrap it is;
+      // the options' --clearenv drops the variable before anything runs.
       file: p.binary,
-      args: ['--args', String(ARGS_FD), ...command],
+      args: ['--setenv', 'RAAS_SANDBOX', dirs.run, '--args', String(ARGS_FD), ...command],
       argsFd: { fd: ARGS_FD, args: options },
       env: { PATH: i.path },
       // Not the server's working directory: bwrap (the sandbox's pid 1) keeps its cwd and
