@@ -5,6 +5,7 @@ import type { Readable, Writable } from 'node:stream';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createSandboxRuntime, type ManagedSandbox, type Runtime } from '../../src/server/sandbox/index.js';
 import { processesInNamespace } from '../../src/server/sandbox/proc.js';
+import { rootTag } from '../../src/server/sandbox/runtimes/bwrap.js';
 import { createDirs, removeDirs } from '../../src/server/sandbox/workspace.js';
 import { healthCheck, hostServer, observed, testRoot, waitNamespaceEmpty } from './helpers.js';
 
@@ -51,11 +52,12 @@ describe(`bwrap sandbox security (${root ? 'root → raas-sandbox' : 'unprivileg
       const plan = rt.plan(p, dirs, {});
       expect(plan.argsFd).toBeDefined();
       // bwrap's own argv: the sandbox's name for `ps`, the pipe to read options from, the tool server's command.
-      expect(plan.args.slice(0, 6)).toEqual(['--setenv', 'RAAS_SANDBOX', dirs.run, '--args', String(plan.argsFd!.fd), plan.args[5]]);
+      expect(plan.args.slice(0, 5)).toEqual(['--setenv', 'RAAS_SANDBOX_TAG', rootTag(p.root), '--args', String(plan.argsFd!.fd)]);
+      expect(plan.args.join(' ')).not.toContain(p.root);
       // The options clear the environment before anything runs: the open sandbox's processes never carry that name.
       const inside = processesInNamespace(sb.pidNamespace!);
       expect(inside.length).toBeGreaterThanOrEqual(2);
-      for (const pid of inside) expect(fs.readFileSync(`/proc/${pid}/environ`, 'utf8')).not.toContain('RAAS_SANDBOX=');
+      for (const pid of inside) expect(fs.readFileSync(`/proc/${pid}/environ`, 'utf8')).not.toContain('RAAS_SANDBOX_TAG=');
       const stdio: Array<'pipe' | 'ignore'> = Array.from({ length: 10 }, () => 'ignore');
       stdio[1] = stdio[2] = stdio[plan.argsFd!.fd] = stdio[9] = 'pipe';
       const c = spawn(plan.file, plan.args, { env: plan.env, cwd: plan.cwd, uid: plan.uid, gid: plan.gid, stdio });

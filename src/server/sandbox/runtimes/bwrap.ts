@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import os from 'node:os';
 import path from 'node:path';
 import { RaasError } from '../../../protocol/errors.js';
@@ -113,11 +114,12 @@ export class BwrapStrategy implements RuntimeStrategy {
       // the cgroup: two execs); it reads its options from a pipe, written once the host joined it
       // to the group (asynchronously, while bwrap loads), and starts nothing before. bwrap takes
       // the command only from its argv. A server gone before the write leaves bwrap no options: an
-      // empty root where the command does not exist, so it exits. The sandbox's host directory
-      // stays on the argv so that `ps` (and the process-table checks) can tell whose bwrap it is;
-      // the options' --clearenv drops the variable before anything runs.
+      // empty root where the command does not exist, so it exits. A tag of the sandbox root stays
+      // on the argv so that `ps` (and the process-table checks) can tell whose bwrap it is: a tag,
+      // not the path, since the task reads bwrap's argv as /proc/1/cmdline. The options'
+      // --clearenv drops the variable before anything runs.
       file: p.binary,
-      args: ['--setenv', 'RAAS_SANDBOX', dirs.run, '--args', String(ARGS_FD), ...command],
+      args: ['--setenv', 'RAAS_SANDBOX_TAG', rootTag(p.root), '--args', String(ARGS_FD), ...command],
       argsFd: { fd: ARGS_FD, args: options },
       env: { PATH: i.path },
       // Not the server's working directory: bwrap (the sandbox's pid 1) keeps its cwd and
@@ -160,4 +162,12 @@ export class BwrapStrategy implements RuntimeStrategy {
       return { mode: 'rlimit', controllers: [], parents: [], reason: (e as Error).message };
     }
   }
+}
+
+/**
+ * What names a sandbox root on bwrap's argv (`RAAS_SANDBOX_TAG`): 16 hex digits of its SHA-256,
+ * so `ps` can attribute a bwrap to its server's root without the task learning host paths.
+ */
+export function rootTag(root: string): string {
+  return createHash('sha256').update(root).digest('hex').slice(0, 16);
 }
