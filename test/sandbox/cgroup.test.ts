@@ -222,7 +222,7 @@ describe.skipIf(!live)(`cgroup limits on this machine (${live?.describe().mode ?
     await mine.remove();
   });
 
-  it('every process of every sandbox the runtime starts is born in its group (bwrap waits for its options until joined)', async () => {
+  it('every process of every sandbox the runtime starts is born in its group (v1: the wrapper moves itself in; v2: bwrap waits for its options until joined)', async () => {
     const dir = testRoot('cgroup-starts');
     const rt = createSandboxRuntime({ runtime: 'bwrap', root: dir, cgroup: 'required', cgroup_parent: parent });
     try {
@@ -450,6 +450,7 @@ describe('cgroup detection and layout (fake trees)', () => {
     expect(plan.uid).toBeUndefined();
     expect(plan.args.slice(2)).toEqual([
       'raas-cgroup',
+      'self',
       '1',
       path.join(dir, 'cgroup.procs'),
       'setpriv',
@@ -510,6 +511,14 @@ describe('cgroup detection and layout (fake trees)', () => {
     expect(m.describe().parents).toEqual(['cpu,cpuacct', 'memory', 'pids'].map((n) => path.join(tmp, 'v1', n, 'raas')));
     const g = m.create('s', { memory_mb: 100, processes: 20, cpus: 0.25 }, 7)!;
     expect(g.procsFiles).toEqual(['cpu,cpuacct', 'memory', 'pids'].map((n) => path.join(tmp, 'v1', n, 'raas', '7-s', 'cgroup.procs')));
+    // On v1 the wrapper's shell moves its one thread (`0` into tasks): no global lock, no grace period.
+    expect(g.selfJoinIsCheap).toBe(true);
+    expect(g.wrapSpawn({ file: '/usr/bin/bwrap', args: [] }).args.slice(2, 8)).toEqual([
+      'raas-cgroup',
+      '0',
+      '3',
+      ...['cpu,cpuacct', 'memory', 'pids'].map((n) => path.join(tmp, 'v1', n, 'raas', '7-s', 'tasks')),
+    ]);
     const at = (h: string, f: string): string => fs.readFileSync(path.join(tmp, 'v1', h, 'raas', '7-s', f), 'utf8');
     expect([
       at('memory', 'memory.limit_in_bytes'),

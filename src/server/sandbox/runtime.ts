@@ -306,9 +306,11 @@ export class Runtime implements SandboxRuntime {
       group = p.cgroups.create(id, this.cgroupLimits(spec));
       // An image build binds its output directory, seeded from the base image through the tool server.
       const base = this.plan(p, dirs, spec, address, st.seedsImages || buildDir ? imageDir : undefined, root);
-      // A launch that reads its arguments from a pipe joins the group before they are written; any
-      // other starts through the shell wrapper that joins before it execs.
-      const plan = group && !base.argsFd ? group.wrapSpawn(base) : base;
+      // A launch that reads its arguments from a pipe is joined by the server before they are
+      // written, unless the shell wrapper (which joins before it execs) moves itself in cheaper
+      // (cgroup v1); any other launch starts through the wrapper.
+      const wrapped = group && (!base.argsFd || group.selfJoinIsCheap);
+      const plan = group && wrapped ? group.wrapSpawn(base) : base;
       sb = await ManagedSandbox.start(
         plan,
         {
@@ -321,7 +323,7 @@ export class Runtime implements SandboxRuntime {
           maxLineBytes: this.config.max_input_bytes,
           clientOptions: { maxLineBytes: lineCapFor({ output_cap: this.config.output_cap }), maxReadBytes: this.config.max_read_bytes },
           cgroup: group,
-          join: base.argsFd ? group : undefined,
+          join: wrapped ? undefined : group,
           log: this.log,
           clock: this.clock,
           cleanup: async () => {
