@@ -10,6 +10,7 @@
  * Flags: --quick (fewer iterations), --json (machine-readable line at the end).
  */
 import { execFile, spawn } from 'node:child_process';
+import os from 'node:os';
 import { resolveIdentity } from '../src/server/sandbox/host.js';
 import { createSandboxRuntime } from '../src/server/sandbox/index.js';
 import type { Sandbox } from '../src/server/sandbox/types.js';
@@ -53,7 +54,14 @@ async function expectOutput(sb: Sandbox, cmd: string, want: string): Promise<voi
   if (!r.output.includes(want)) throw new Error(`unexpected output ${JSON.stringify(r.output)}`);
 }
 
+const loadavg = (): string =>
+  os
+    .loadavg()
+    .map((x) => x.toFixed(2))
+    .join(' ');
+
 async function main(): Promise<void> {
+  const loadAtStart = loadavg();
   const results: Stat[] = [];
   const log = (s: Stat): void => {
     results.push(s);
@@ -230,6 +238,7 @@ async function main(): Promise<void> {
       `(e) bwrap p50 ≤ 1.3× the floor \`bwrap … node -e 0\`: ${met(ratioE <= 1.3)} (${eB.p50.toFixed(1)} ms ÷ ${floorNode.p50.toFixed(1)} ms = ${ratioE.toFixed(2)}×; ` +
       `median of paired ratios ${pairedStat.p50.toFixed(2)}×, p5–p95 ${quantile(paired, 0.05).toFixed(2)}–${pairedStat.p95.toFixed(2)}×).`,
     `Sandbox close (graceful stop → process-table check), bwrap and process mixed: p50 ${stat('close', closeMs).p50.toFixed(1)} ms.`,
+    `Load average (1, 5, 15 min) at the start: ${loadAtStart}; at the end: ${loadavg()}; ${os.cpus().length} cores.`,
   );
   process.stdout.write(lines.join('\n') + '\n');
   if (process.argv.includes('--json')) process.stdout.write(JSON.stringify({ results, ratios }) + '\n');
