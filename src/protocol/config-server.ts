@@ -44,6 +44,8 @@ const ConsoleConfig = z.strictObject({
   enabled: z.boolean().default(true),
   /** Events `GET /events` keeps for clients that resume with Last-Event-ID (older ones answer `reset`). */
   event_buffer: z.number().int().min(16).max(10_000_000).default(10_000),
+  /** Open `GET /events` streams per token (per tenant, the admin, or everyone on a server without a token); one more answers 429. */
+  max_streams: z.number().int().min(1).max(10_000).default(8),
   /** Finished jobs the console lists (the newest; any job within result_ttl_s still opens by id). */
   recent_jobs: z.number().int().min(0).max(1_000_000).default(10_000),
   /** Seconds between reads of each backend's /metrics (prefix-cache hits, engine queue) while a console is open; 0: never. */

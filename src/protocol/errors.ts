@@ -30,6 +30,10 @@ export const ERROR_CODES = {
     doc: 'A node route named a node the registry does not know (never registered, left, or forgotten after missing its heartbeats): register it again.',
   },
   method_not_allowed: { status: 405, doc: 'The route exists with another method.' },
+  too_many_streams: {
+    status: 429,
+    doc: 'GET /events: this token already holds `console.max_streams` open event streams (default 8); close one (a browser tab, a script) or raise the limit.',
+  },
   body_too_large: { status: 413, doc: 'The body exceeds the configured limit (default 8 MiB).' },
   unsupported_media_type: { status: 415, doc: 'Send application/json.' },
   job_conflict: { status: 409, doc: 'attach: true, but the job with this id has a different instance.' },

@@ -266,8 +266,9 @@ describe('GET /events under abuse', () => {
     }
   });
 
-  // DEFECT: no limit on event streams; each never-reading one holds ~14 MiB (4 MiB of bytes, kept as strings and buffers).
-  it.fails("bounds what one tenant's never-reading event streams cost the server", async () => {
+  // Was a defect: no limit on event streams, each never-reading one held ~14 MiB (4 MiB of bytes, kept
+  // as strings and buffers). Now at most console.max_streams (8) per token, each cut off past 1 MiB unread.
+  it("bounds what one tenant's never-reading event streams cost the server", async () => {
     // The tenant fills the event log with large events of its own (backend changes), then opens
     // streams that resume from the start and never read a byte.
     const bigAddress = (i: number) => `http://127.0.0.1:9/${'p'.repeat(1900)}${i}`;
@@ -301,6 +302,15 @@ describe('GET /events under abuse', () => {
         if (status === 200) accepted++;
       }
       await sleep(2000);
+      expect(accepted).toBe(8);
+      const refused = await fetch(`${srv.url}/events`, { headers: bearer(A) });
+      expect(refused.status).toBe(429);
+      expect(((await refused.json()) as { error: { code: string } }).error.code).toBe('too_many_streams');
+      // The cap is per token: the admin still opens one.
+      const ac = new AbortController();
+      const admin = await fetch(`${srv.url}/events`, { headers: bearer(ADMIN), signal: ac.signal });
+      expect(admin.status).toBe(200);
+      ac.abort();
       const grown = (mem() - before) / 2 ** 20;
       expect(grown, `${accepted} never-reading streams of one tenant cost the server ${grown.toFixed(0)} MiB`).toBeLessThan(64);
     } finally {

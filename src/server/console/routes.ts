@@ -89,6 +89,9 @@ const str = (v: unknown): string | undefined => (typeof v === 'string' && v !== 
  */
 export function registerEvents(app: FastifyInstance, d: ConsoleDeps): void {
   const startedAt = d.clock.now();
+  // Open streams per principal: each one that stops reading holds up to its backlog of memory.
+  const open = new Map<string, number>();
+  const max = d.config.console.max_streams;
   app.get('/events', (req, reply) => {
     const q = req.query as Record<string, unknown>;
     const viewer = viewerOf(d.access(req));
@@ -97,7 +100,21 @@ export function registerEvents(app: FastifyInstance, d: ConsoleDeps): void {
     if (bad !== undefined)
       throw new RaasError('bad_request', `types: ${JSON.stringify(bad)} is not an event type: use job, backend or both`);
     const wanted = new Set(types ?? EVENT_TYPES);
+    const key = viewer.tenant !== undefined ? `tenant:${viewer.tenant}` : viewer.all ? 'admin' : 'anonymous';
+    const held = open.get(key) ?? 0;
+    if (held >= max)
+      throw new RaasError(
+        'too_many_streams',
+        `GET /events: this token already holds ${held} open event streams (console.max_streams: ${max}); close one or raise console.max_streams`,
+      );
+    open.set(key, held + 1);
+    reply.raw.once('close', () => {
+      const n = (open.get(key) ?? 1) - 1;
+      if (n > 0) open.set(key, n);
+      else open.delete(key);
+    });
     streamEvents(req, reply, {
+      maxBacklogBytes: 1024 * 1024,
       log: d.feed.log,
       filter: (e) => wanted.has(e.name) && sees(viewer, e.data),
       ...(q.stats === '1' || q.stats === 'true'
