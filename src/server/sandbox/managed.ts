@@ -40,9 +40,10 @@ export interface LaunchPlan {
   /** bwrap: `--json-status-fd 3` reports the host pid of the sandbox's pid 1. */
   statusFd?: boolean;
   /**
-   * The program's arguments on a pipe (bwrap `--args FD`), written once the process joined the
-   * sandbox's cgroup (`SandboxMeta.join`): until then it waits, having started nothing, so every
-   * process of the sandbox is born inside its group without a shell wrapper in front of it.
+   * The program's arguments on a pipe (bwrap `--args FD`), written once the server joined the
+   * process to the sandbox's cgroup (`SandboxMeta.join`; at once without one, when a shell wrapper
+   * joined before exec): until then it waits, having started nothing, so every process of the
+   * sandbox is born inside its group.
    */
   argsFd?: { fd: number; args: string[] };
   /** Extra data handed to the child on its own pipe fd (bwrap: the seccomp program), fd → bytes. */

@@ -19,7 +19,7 @@ import type { LaunchInput, RuntimeDescription, RuntimeStrategy, ToolServerView }
 const SECCOMP_FD = 4;
 /** The fd bwrap holds as `--sync-fd` for a network sandbox: the helper exits when it closes. */
 const SYNC_FD = 5;
-/** The pipe bwrap reads its whole command line from (`--args`), once it is in the sandbox's cgroup. */
+/** The pipe bwrap reads its options from (`--args`), once it is in the sandbox's cgroup. */
 const ARGS_FD = 6;
 
 /**
@@ -110,11 +110,12 @@ export class BwrapStrategy implements RuntimeStrategy {
       command: [],
     });
     return {
-      // bwrap is spawned directly as the sandbox user (no shell and setpriv in front of it to join
-      // the cgroup: two execs); it reads its options from a pipe, written once the host joined it
-      // to the group (asynchronously, while bwrap loads), and starts nothing before. bwrap takes
-      // the command only from its argv. A server gone before the write leaves bwrap no options: an
-      // empty root where the command does not exist, so it exits. A tag of the sandbox root stays
+      // bwrap reads its options from a pipe and starts nothing before it has them: on cgroup v2 it
+      // is spawned directly as the sandbox user and the server joins it to the group first (off
+      // the event loop, while bwrap loads); on v1 the shell wrapper, cheaper there, has joined
+      // before exec (runtime.ts). bwrap takes the command only from its argv. A server gone before
+      // the write leaves bwrap no options: an empty root where the command does not exist, so it
+      // exits. A tag of the sandbox root stays
       // on the argv so that `ps` (and the process-table checks) can tell whose bwrap it is: a tag,
       // not the path, since the task reads bwrap's argv as /proc/1/cmdline. The options'
       // --clearenv drops the variable before anything runs.
