@@ -3,13 +3,24 @@
 // server, its journal keeps finished results across the restart), and a coordinator restart with
 // resume (no finished rollout lost, no job run twice).
 import fs from 'node:fs';
+import { rootTag } from '../../src/server/sandbox/runtimes/bwrap.js';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { RolloutFleet } from '../../src/client/fleet.js';
 import { Coordinator } from '../../src/dapo/index.js';
 import { startSim, type SimHandle } from '../../src/sim/index.js';
 import { observe } from './helpers/observe.js';
-import { descendantsOf, inNamespaces, isToolServer, pidNs, processTable, waitGone, withCommand, workspaceCount } from '../helpers/procs.js';
+import {
+  descendantsOf,
+  inNamespaces,
+  isToolServer,
+  pidNs,
+  processTable,
+  waitGone,
+  withCommand,
+  workspaceCount,
+  type Proc,
+} from '../helpers/procs.js';
 import {
   HANDLERS,
   inProcessServer,
@@ -181,7 +192,9 @@ describe('faults: rollout server processes terminated and killed', () => {
       await b.kill('SIGTERM');
       for (const r of [rootA, rootB]) fs.rmSync(r, { recursive: true, force: true });
     }
-    expect(await waitGone(() => [...withCommand(rootA), ...withCommand(rootB)])).toEqual([]);
+    // A bwrap names its root by a tag on its argv, the tool servers and helpers by the root's path.
+    const ours = (): Proc[] => [rootA, rootB].flatMap((r) => [...withCommand(r), ...withCommand(rootTag(r))]);
+    expect(await waitGone(ours)).toEqual([]);
   }, 240_000);
 });
 

@@ -4,6 +4,7 @@
 // nothing of the sandbox stays in the process table, and the server keeps serving.
 import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
+import { rootTag } from '../../src/server/sandbox/runtimes/bwrap.js';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { RolloutServer } from '../../src/server/index.js';
@@ -25,9 +26,9 @@ const isRoot = process.getuid?.() === 0;
 /** rel-sandbox never calls the LLM, but /process needs a registered backend (503 no_llm_backends otherwise). */
 const NO_LLM = 'http://127.0.0.1:9';
 
-/** bwrap processes of our sandbox root (outer ones and their pid-1 copies inside the namespace). */
+/** bwrap processes of our sandbox root (outer ones and their pid-1 copies inside the namespace), named on their argv by the root's tag. */
 function bwraps(root: string): Proc[] {
-  return withCommand(root).filter((p) => /(^|\/)bwrap /.test(p.cmd));
+  return withCommand(rootTag(root)).filter((p) => /(^|\/)bwrap /.test(p.cmd));
 }
 
 /** The outer bwrap of each open sandbox: started by this (in-process) server. */

@@ -14,6 +14,8 @@ const isRoot = process.getuid?.() === 0;
 function stageReadableCopy(dir: string): { dir: string; dist: string; fixture: string } {
   fs.rmSync(dir, { recursive: true, force: true });
   fs.cpSync(path.join(repo, 'dist/src'), path.join(dir, 'dist/src'), { recursive: true });
+  // The tool server every sandbox runs, bundled by `npm run build` (src/server/sandbox/prepare.ts).
+  fs.cpSync(path.join(repo, 'dist/tool-server'), path.join(dir, 'dist/tool-server'), { recursive: true });
   fs.cpSync(path.join(repo, 'node_modules/zod'), path.join(dir, 'node_modules/zod'), { recursive: true });
   for (const f of ['package.json', 'lib', 'build/Release/pty.node']) {
     fs.cpSync(path.join(repo, 'node_modules/node-pty', f), path.join(dir, 'node_modules/node-pty', f), { recursive: true });

@@ -1,8 +1,12 @@
 import fs from 'node:fs';
 import path from 'node:path';
-import { spawnSync } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
+import type { Readable, Writable } from 'node:stream';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createSandboxRuntime, type ManagedSandbox, type Runtime } from '../../src/server/sandbox/index.js';
+import { processesInNamespace } from '../../src/server/sandbox/proc.js';
+import { rootTag } from '../../src/server/sandbox/runtimes/bwrap.js';
+import { createDirs, removeDirs } from '../../src/server/sandbox/workspace.js';
 import { healthCheck, hostServer, observed, testRoot, waitNamespaceEmpty } from './helpers.js';
 
 const root = process.getuid?.() === 0;
@@ -39,6 +43,34 @@ describe(`bwrap sandbox security (${root ? 'root → raas-sandbox' : 'unprivileg
     expect(sb.workspace).toBe('/workspace');
     expect(fs.readdirSync(path.join(dir, 'ws')).length).toBe(0);
     expect((await sb.readFile('made-inside.txt')).toString()).toBe('data\n');
+  });
+
+  it('a launch whose options never arrive (its server gone before the write) runs nothing and exits', async () => {
+    const p = rt.prepare();
+    const dirs = createDirs(p.root, `noargs-${process.pid}`, p.identity, { mode: 'private' });
+    try {
+      const plan = rt.plan(p, dirs, {});
+      expect(plan.argsFd).toBeDefined();
+      // bwrap's own argv: the sandbox's name for `ps`, the pipe to read options from, the tool server's command.
+      expect(plan.args.slice(0, 5)).toEqual(['--setenv', 'RAAS_SANDBOX_TAG', rootTag(p.root), '--args', String(plan.argsFd!.fd)]);
+      expect(plan.args.join(' ')).not.toContain(p.root);
+      // The options clear the environment before anything runs: the open sandbox's processes never carry that name.
+      const inside = processesInNamespace(sb.pidNamespace!);
+      expect(inside.length).toBeGreaterThanOrEqual(2);
+      for (const pid of inside) expect(fs.readFileSync(`/proc/${pid}/environ`, 'utf8')).not.toContain('RAAS_SANDBOX_TAG=');
+      const stdio: Array<'pipe' | 'ignore'> = Array.from({ length: 10 }, () => 'ignore');
+      stdio[1] = stdio[2] = stdio[plan.argsFd!.fd] = stdio[9] = 'pipe';
+      const c = spawn(plan.file, plan.args, { env: plan.env, cwd: plan.cwd, uid: plan.uid, gid: plan.gid, stdio });
+      let out = '';
+      for (const fd of [1, 2, 9]) (c.stdio[fd] as Readable).on('data', (d: Buffer) => (out += d));
+      (c.stdio[plan.argsFd!.fd] as Writable).end();
+      const code = await new Promise<number | null>((r) => c.on('exit', r));
+      expect(code).not.toBe(0);
+      expect(out).toMatch(/execvp .*No such file or directory/);
+      expect(out).not.toContain('ready');
+    } finally {
+      removeDirs(dirs);
+    }
   });
 
   it('cannot open a TCP connection to a server on the host 127.0.0.1', async () => {

@@ -39,6 +39,13 @@ export interface LaunchPlan {
   connFd?: boolean;
   /** bwrap: `--json-status-fd 3` reports the host pid of the sandbox's pid 1. */
   statusFd?: boolean;
+  /**
+   * The program's arguments on a pipe (bwrap `--args FD`), written once the server joined the
+   * process to the sandbox's cgroup (`SandboxMeta.join`; at once without one, when a shell wrapper
+   * joined before exec): until then it waits, having started nothing, so every process of the
+   * sandbox is born inside its group.
+   */
+  argsFd?: { fd: number; args: string[] };
   /** Extra data handed to the child on its own pipe fd (bwrap: the seccomp program), fd → bytes. */
   fdData?: Record<number, Buffer>;
   /**
@@ -60,6 +67,7 @@ function stdioOf(plan: LaunchPlan): Array<'pipe' | 'ignore'> {
   };
   if (plan.statusFd) want(3);
   for (const fd of Object.keys(plan.fdData ?? {})) want(Number(fd));
+  if (plan.argsFd) want(plan.argsFd.fd);
   if (plan.connFd) want(CONN_FD);
   if (plan.network) want(plan.network.syncFd);
   return stdio;
@@ -80,6 +88,8 @@ export interface SandboxMeta {
   clientOptions?: ToolClientOptions;
   /** The sandbox's cgroup (limits, and what hit them), when cgroups are in force. */
   cgroup?: SandboxCgroup;
+  /** The group a plan with `argsFd` joins before its arguments are written (none: written at once). */
+  join?: SandboxCgroup;
   /** Timers of the start deadline and the close sequence (default: the system clock). */
   clock?: Clock;
   /** Removes the workspace, releases the lease; runs once after the processes are gone. */
@@ -127,7 +137,11 @@ export class ManagedSandbox implements Sandbox {
   /** Spawns the plan and waits until the tool server answers on its socket. */
   static async start(plan: LaunchPlan, meta: SandboxMeta, signal?: AbortSignal): Promise<ManagedSandbox> {
     signal?.throwIfAborted();
-    const owner = acquireSentinel();
+    // An argument with a NUL byte would become two on the pipe: refused, as spawn() refuses it in argv.
+    const bad = plan.argsFd?.args.find((a) => a.includes('\0'));
+    if (bad !== undefined) throw new RaasError('sandbox_error', `sandbox argument ${JSON.stringify(bad)} contains a NUL byte: remove it`);
+    // A launch that waits for its options starts the sentinel in release(), before they are written.
+    const owner = acquireSentinel({ deferStart: plan.argsFd !== undefined });
     let child: ChildProcess;
     try {
       child = spawn(plan.file, plan.args, {
@@ -150,7 +164,7 @@ export class ManagedSandbox implements Sandbox {
     const sb = new ManagedSandbox(child, meta);
     sb.releaseOwner = owner.release;
     try {
-      await sb.waitReady(plan, signal);
+      await sb.waitReady(plan, signal, () => sb.release(plan, owner.start));
       return sb;
     } catch (e) {
       await sb.close();
@@ -158,7 +172,28 @@ export class ManagedSandbox implements Sandbox {
     }
   }
 
-  private waitReady(plan: LaunchPlan, signal?: AbortSignal): Promise<void> {
+  /**
+   * A plan with `argsFd`: joins the group, then writes the arguments (bwrap starts on their EOF).
+   * The sentinel starts while the join waits for the kernel, and before anything can fork.
+   */
+  private async release(plan: LaunchPlan, startSentinel: () => void): Promise<void> {
+    if (!plan.argsFd) return;
+    const pid = this.child.pid;
+    if (pid === undefined) return; // the spawn failed: its 'error' event ends the start
+    const joined = this.meta.join?.join(pid);
+    try {
+      startSentinel();
+    } catch (e) {
+      await joined?.catch(() => undefined);
+      throw e;
+    }
+    await joined;
+    const w = (this.child.stdio as unknown as Array<Writable | null>)[plan.argsFd.fd];
+    w?.on('error', () => undefined);
+    w?.end(plan.argsFd.args.map((a) => `${a}\0`).join(''));
+  }
+
+  private waitReady(plan: LaunchPlan, signal: AbortSignal | undefined, release: () => Promise<void>): Promise<void> {
     const child = this.child;
     child.stdin?.on('error', () => undefined);
     child.stderr!.setEncoding('utf8');
@@ -227,6 +262,7 @@ export class ManagedSandbox implements Sandbox {
       signal?.addEventListener('abort', onAbort, { once: true });
       child.once('exit', onExit);
       child.once('error', onError);
+      release().catch(done);
       const announced = (pid: number | undefined): void => {
         this.toolServerPid = pid;
         // A network sandbox is ready once its interface is up too.

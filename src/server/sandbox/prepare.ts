@@ -10,8 +10,8 @@ import { isRoot } from './host.js';
 export const SANDBOX_NODE = 'node';
 
 /**
- * Installs the tool server under `<root>/tool-server/<hash>/`: the compiled JavaScript of
- * src/server/tools plus node-pty (package.json, lib, pty.node), world-readable, so the sandbox user
+ * Installs the tool server under `<root>/tool-server/<hash>/`: src/server/tools bundled into one
+ * CommonJS file (`main.js`) plus node-pty (package.json, lib, pty.node), world-readable, so the sandbox user
  * can run it wherever the repository was cloned (CI clones as root into a folder that user cannot
  * read). Content-addressed, so a rebuild never changes files under a running sandbox.
  *
@@ -125,11 +125,12 @@ function linkOrCopy(execOnly: string, original: string, to: string): void {
 }
 
 /**
- * The files of the install, relative path → bytes. A build running at the same moment (tsc rewrites
- * dist/ in place) can leave a file empty for an instant: re-read until none is.
+ * The files of the install, relative path → bytes: the bundled tool server (one CommonJS file, see
+ * scripts/bundle-tools.mjs) and node-pty. A build running at the same moment (tsc rewrites dist/ in
+ * place) can leave a file empty for an instant: re-read until none is.
  */
 function readSources(): Array<[string, Buffer]> {
-  const src = compiledToolsDir();
+  const { bundle, compiled } = toolServerBuild();
   const pty = nodePtyDir();
   const ptyFiles = [
     'package.json',
@@ -141,15 +142,41 @@ function readSources(): Array<[string, Buffer]> {
   ].sort();
   for (let attempt = 0; ; attempt++) {
     const out: Array<[string, Buffer]> = [];
-    for (const f of fs
-      .readdirSync(src)
-      .filter((n) => n.endsWith('.js'))
-      .sort())
-      out.push([f, fs.readFileSync(path.join(src, f))]);
-    out.push(['package.json', Buffer.from(JSON.stringify({ name: 'raas-tool-server', private: true, type: 'module' }) + '\n')]);
+    for (const f of ['main.js', 'package.json']) out.push([f, fs.readFileSync(path.join(bundle, f))]);
     for (const f of ptyFiles) out.push([path.join('node_modules/node-pty', f), fs.readFileSync(path.join(pty, f))]);
-    if (out.every(([, b]) => b.length > 0) || attempt >= 20) return out;
+    if (out.every(([, b]) => b.length > 0) || attempt >= 20) {
+      checkBundleFresh(bundle, compiled);
+      return out;
+    }
     Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 100);
+  }
+}
+
+/**
+ * Refuses a bundle made from other compiled files than those in dist/ now (tsc ran without the
+ * bundling step of `npm run build`): the sandboxes would run old tool-server code.
+ */
+export function checkBundleFresh(bundle: string, compiled: string): void {
+  const h = createHash('sha256');
+  for (const f of fs
+    .readdirSync(compiled)
+    .filter((n) => n.endsWith('.js'))
+    .sort())
+    h.update(f)
+      .update('\0')
+      .update(fs.readFileSync(path.join(compiled, f)));
+  let recorded = '';
+  try {
+    recorded = fs.readFileSync(path.join(bundle, 'sources.sha256'), 'utf8').trim();
+  } catch {
+    /* reported below */
+  }
+  if (recorded !== h.digest('hex')) {
+    throw new RaasError(
+      'sandbox_unavailable',
+      `the bundled tool server ${path.join(bundle, 'main.js')} was not built from the compiled files in ${compiled} (tsc ran without the bundling step): run "npm run build"`,
+      { retryable: false },
+    );
   }
 }
 
@@ -165,14 +192,22 @@ export function ensureDir(dir: string, mode = 0o755): void {
   fs.chmodSync(dir, mode);
 }
 
-/** dist/src/server/tools, whether this module runs compiled (dist) or from source (tsx, vitest). */
-function compiledToolsDir(): string {
+/**
+ * dist/tool-server (the bundle) and dist/src/server/tools (what it was made from), whether this module
+ * runs compiled (dist) or from source (tsx, vitest).
+ */
+function toolServerBuild(): { bundle: string; compiled: string } {
   const here = path.dirname(fileURLToPath(import.meta.url));
-  const candidates = [path.join(here, '../tools'), path.resolve(here, '../../../dist/src/server/tools')];
-  for (const c of candidates) if (fs.existsSync(path.join(c, 'main.js'))) return c;
-  throw new RaasError('sandbox_unavailable', `compiled tool server not found (looked in ${candidates.join(', ')}): run "npm run build"`, {
-    retryable: false,
-  });
+  const candidates = [path.resolve(here, '../../..'), path.resolve(here, '../../../dist')];
+  for (const dist of candidates) {
+    const bundle = path.join(dist, 'tool-server');
+    if (fs.existsSync(path.join(bundle, 'main.js'))) return { bundle, compiled: path.join(dist, 'src/server/tools') };
+  }
+  throw new RaasError(
+    'sandbox_unavailable',
+    `bundled tool server not found (looked in ${candidates.map((c) => path.join(c, 'tool-server')).join(', ')}): run "npm run build"`,
+    { retryable: false },
+  );
 }
 
 function nodePtyDir(): string {

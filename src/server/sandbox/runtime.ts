@@ -10,6 +10,7 @@ import { checkReadableByOthers, checkSocketPath, defaultRoot } from './host.js';
 import { ImageCache } from './image-cache.js';
 import { LoopbackLeases } from './leases.js';
 import { ManagedSandbox, type LaunchPlan } from './managed.js';
+import { acquireSentinel } from './sentinel.js';
 import { ensureDir, installToolServer } from './prepare.js';
 import { checkFileKey, createDirs, removeDirs, sweepOrphans, type SandboxDirs } from './workspace.js';
 import { WarmPool } from './pool.js';
@@ -48,6 +49,12 @@ export class Runtime implements SandboxRuntime {
   /** Sandboxes whose close found processes still alive after SIGKILL (logged; should stay 0). */
   private survivors = 0;
   private closing: Promise<void> | undefined;
+  /**
+   * The runtime's own hold on the owner sentinel (sentinel.ts), from its first start to close():
+   * sandboxes started one after another then share one sentinel instead of spawning one at each
+   * start and running its two sweeps of /proc at each close, on the CPU the next start needs.
+   */
+  private sentinel: { release: () => void } | undefined;
   private warned = false;
   /** How this runtime's sandboxes are isolated and started. */
   readonly strategy: RuntimeStrategy;
@@ -245,6 +252,7 @@ export class Runtime implements SandboxRuntime {
     release?: () => void,
   ): Promise<ManagedSandbox> {
     if (this.closing) return Promise.reject(new RaasError('sandbox_error', 'the sandbox runtime is closed'));
+    this.sentinel ??= acquireSentinel();
     // close() aborts starts in flight and waits for them, so it never resolves with a workspace left.
     const ac = new AbortController();
     const started = this.startOne(p, spec, imageDir, signal ? AbortSignal.any([signal, ac.signal]) : ac.signal, buildDir, root, release);
@@ -298,7 +306,11 @@ export class Runtime implements SandboxRuntime {
       group = p.cgroups.create(id, this.cgroupLimits(spec));
       // An image build binds its output directory, seeded from the base image through the tool server.
       const base = this.plan(p, dirs, spec, address, st.seedsImages || buildDir ? imageDir : undefined, root);
-      const plan = group ? group.wrapSpawn(base) : base;
+      // A launch that reads its arguments from a pipe is joined by the server before they are
+      // written, unless the shell wrapper (which joins before it execs) moves itself in cheaper
+      // (cgroup v1); any other launch starts through the wrapper.
+      const wrapped = group && (!base.argsFd || group.selfJoinIsCheap);
+      const plan = group && wrapped ? group.wrapSpawn(base) : base;
       sb = await ManagedSandbox.start(
         plan,
         {
@@ -311,6 +323,7 @@ export class Runtime implements SandboxRuntime {
           maxLineBytes: this.config.max_input_bytes,
           clientOptions: { maxLineBytes: lineCapFor({ output_cap: this.config.output_cap }), maxReadBytes: this.config.max_read_bytes },
           cgroup: group,
+          join: wrapped ? undefined : group,
           log: this.log,
           clock: this.clock,
           cleanup: async () => {
@@ -402,6 +415,7 @@ export class Runtime implements SandboxRuntime {
       await Promise.all([...this.starting].map((s) => s.done));
       await this.pool?.close();
       await Promise.all([...this.open_].map((s) => s.close()));
+      this.sentinel?.release();
       // Conversions under way stop (their temporary trees are removed); finished entries stay for the next server.
       await this.roots.close();
     })();

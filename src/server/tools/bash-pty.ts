@@ -1,10 +1,10 @@
 import type { IPty } from 'node-pty';
-import { randomBytes } from 'node:crypto';
 import { existsSync, writeFileSync, unlinkSync } from 'node:fs';
 import path from 'node:path';
 import { CappedText } from './output-cap.js';
 import { withLimits } from './limits.js';
 import type { BashAnswer, BashRequest, ToolServerOptions } from './protocol.js';
+import { randomHex } from './random.js';
 
 export type { BashAnswer, BashRequest } from './protocol.js';
 
@@ -31,7 +31,7 @@ interface Waiter {
  */
 export class PtyBash {
   private pty: IPty | undefined;
-  private readonly nonce = randomBytes(6).toString('hex');
+  private readonly nonce = randomHex(6);
   private readonly marker: RegExp;
   private readonly markerHead: string;
   private carry = '';

@@ -1,10 +1,10 @@
 import { execFile, execFileSync } from 'node:child_process';
-import { randomBytes } from 'node:crypto';
 import path from 'node:path';
 import { ToolInputError, type BashAnswer, type BashRequest } from './bash-pty.js';
 import { capText } from './output-cap.js';
 import { ulimitPrefix } from './limits.js';
 import type { ToolServerOptions } from './protocol.js';
+import { randomHex } from './random.js';
 
 /** OpenHands' poll interval for tmux capture-pane. */
 const OPENHANDS_POLL_MS = 500;
@@ -23,7 +23,7 @@ const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms
  * process spawn, and completion is seen only at the next poll.
  */
 export class TmuxBash {
-  private readonly nonce = randomBytes(6).toString('hex');
+  private readonly nonce = randomHex(6);
   private readonly socket: string;
   private readonly env: NodeJS.ProcessEnv;
   private started = false;

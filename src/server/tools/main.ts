@@ -21,7 +21,9 @@ async function main(): Promise<void> {
   }
   const server = new ToolServer(opts, () => process.exit(0));
   await server.listen();
-  process.stdout.write(JSON.stringify({ ready: true, pid: process.pid }) + '\n');
+  // Over a socketpair the ready line went on the connection; stdout is /dev/null there, and opening
+  // node's stdout stream would only delay the first request.
+  if (opts.conn_fd === undefined) process.stdout.write(JSON.stringify({ ready: true, pid: process.pid }) + '\n');
   server.warmAfterFirstAnswer = true;
   // Over a socketpair, the connection's close is the host going away (stdin is /dev/null then).
   if (opts.conn_fd === undefined) {

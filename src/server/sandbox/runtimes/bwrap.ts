@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import os from 'node:os';
 import path from 'node:path';
 import { RaasError } from '../../../protocol/errors.js';
@@ -18,6 +19,8 @@ import type { LaunchInput, RuntimeDescription, RuntimeStrategy, ToolServerView }
 const SECCOMP_FD = 4;
 /** The fd bwrap holds as `--sync-fd` for a network sandbox: the helper exits when it closes. */
 const SYNC_FD = 5;
+/** The pipe bwrap reads its options from (`--args`), once it is in the sandbox's cgroup. */
+const ARGS_FD = 6;
 
 /**
  * bubblewrap: own user, pid, ipc, uts, cgroup and network namespaces, a private tmpfs workspace,
@@ -88,7 +91,8 @@ export class BwrapStrategy implements RuntimeStrategy {
   launch(i: LaunchInput): LaunchPlan {
     const { prepared: p, dirs, spec } = i;
     const network = spec.network === true;
-    const args = bwrapArgs({
+    const command = [path.join(INSIDE.toolServer, SANDBOX_NODE), path.join(INSIDE.toolServer, 'main.js'), JSON.stringify(i.options)];
+    const options = bwrapArgs({
       diskMb: this.c.disk_mb,
       bindWorkspace: dirs.bound ? dirs.workspace : undefined,
       seed: i.seed,
@@ -103,11 +107,21 @@ export class BwrapStrategy implements RuntimeStrategy {
       roBinds: this.c.ro_binds,
       readOnly: spec.readOnly,
       hardening: this.seccompProgram ? bwrapHardeningArgs(SECCOMP_FD) : ['--disable-userns'],
-      command: [path.join(INSIDE.toolServer, SANDBOX_NODE), path.join(INSIDE.toolServer, 'main.js'), JSON.stringify(i.options)],
+      command: [],
     });
     return {
+      // bwrap reads its options from a pipe and starts nothing before it has them: on cgroup v2 it
+      // is spawned directly as the sandbox user and the server joins it to the group first (off
+      // the event loop, while bwrap loads); on v1 the shell wrapper, cheaper there, has joined
+      // before exec (runtime.ts). bwrap takes the command only from its argv. A server gone before
+      // the write leaves bwrap no options: an empty root where the command does not exist, so it
+      // exits. A tag of the sandbox root stays
+      // on the argv so that `ps` (and the process-table checks) can tell whose bwrap it is: a tag,
+      // not the path, since the task reads bwrap's argv as /proc/1/cmdline. The options'
+      // --clearenv drops the variable before anything runs.
       file: p.binary,
-      args,
+      args: ['--setenv', 'RAAS_SANDBOX_TAG', rootTag(p.root), '--args', String(ARGS_FD), ...command],
+      argsFd: { fd: ARGS_FD, args: options },
       env: { PATH: i.path },
       // Not the server's working directory: bwrap (the sandbox's pid 1) keeps its cwd and
       // environment, both readable from inside through /proc/1.
@@ -149,4 +163,12 @@ export class BwrapStrategy implements RuntimeStrategy {
       return { mode: 'rlimit', controllers: [], parents: [], reason: (e as Error).message };
     }
   }
+}
+
+/**
+ * What names a sandbox root on bwrap's argv (`RAAS_SANDBOX_TAG`): 16 hex digits of its SHA-256,
+ * so `ps` can attribute a bwrap to its server's root without the task learning host paths.
+ */
+export function rootTag(root: string): string {
+  return createHash('sha256').update(root).digest('hex').slice(0, 16);
 }
