@@ -39,6 +39,12 @@ export const TenantConfig = z.strictObject({
   max_queued: z.number().int().positive().nullable().default(null),
   /** LLM backends of this tenant registered at start. */
   backends: z.array(BackendConfig).default([]),
+  /**
+   * The only addresses this tenant may register with POST /add_llm_server (`http://host:port`, or
+   * `http://host:*` for any port of a host); unset: any address no other tenant holds. An address on
+   * another tenant's list is refused to every tenant but that one, so nobody can take it first.
+   */
+  allowed_backends: z.array(z.string().min(1).max(2048)).max(10_000).optional(),
 });
 export type TenantConfig = z.infer<typeof TenantConfig>;
 

@@ -19,7 +19,7 @@ import type { ServerMetrics } from './metrics.js';
 import { stoppedError, type Pipeline } from './pipeline/pipeline.js';
 import { Access } from './tenants/access.js';
 import { hostHeaderIsLoopback, isLoopbackHost } from '../util/loopback.js';
-import { backendIdentity } from './tenants/backend-identity.js';
+import { backendIdentity, identityAllowed } from './tenants/backend-identity.js';
 import type { Tenant } from './tenants/tenant.js';
 
 export interface AppDeps {
@@ -245,6 +245,19 @@ export function buildApp(deps: AppDeps): FastifyInstance {
     const pool = owner.pool;
     // Compared by the server an address reaches (localhost, 127.1, 0.0.0.0 … are one), not by its spelling.
     const id = backendIdentity(body.address);
+    // An operator's allow-lists: a tenant registers only its own addresses, and an address on
+    // another tenant's list cannot be taken first by anyone else.
+    if (owner.allowedBackends && !identityAllowed(owner.allowedBackends, id))
+      throw new RaasError(
+        'forbidden',
+        `address: ${normalizeAddress(body.address)} is not in this tenant's allowed_backends; ask the server's operator to add it`,
+      );
+    const reserved = tenants.list.find((t) => t !== owner && t.allowedBackends && identityAllowed(t.allowedBackends, id));
+    if (reserved && !owner.allowedBackends)
+      throw new RaasError(
+        'backend_owned',
+        `address: ${normalizeAddress(body.address)} is reserved for another tenant (its allowed_backends); each backend belongs to one tenant: run a server of your own`,
+      );
     const taken = tenants.list.find((t) => t !== owner && t.pool.list().some((b) => backendIdentity(b.address) === id));
     if (taken)
       throw new RaasError(

@@ -53,7 +53,8 @@ beforeAll(async () => {
       workers: { init: 1, run: 2, eval: 2 },
       max_queued_jobs: 4,
       tenants: [
-        { name: 'a', token: A, backends: [{ address: simA.url }] },
+        // a's operator lists the addresses a may register: nobody else can take them first.
+        { name: 'a', token: A, backends: [{ address: simA.url }], allowed_backends: [simA.url, spare.url] },
         { name: 'b', token: B, backends: [{ address: simB.url }] },
       ],
     },
@@ -224,18 +225,24 @@ describe("b reaches for a's backends", () => {
     expect(bJob.body).toMatchObject({ critical_error: null, backend: simB.url });
   });
 
-  // Defect (not fixed): backends are owned first come, first served. A tenant that knows (or guesses,
-  // host:8000 on a shared cluster) the address another tenant's trainer is about to register takes it
-  // first: the owner's /add_llm_server is then refused (409 backend_owned) and the squatter's jobs run on
-  // the owner's GPUs. Boot-time backends (tenants[].backends) cannot be taken; a fix for dynamic ones
-  // needs the operator to say which addresses a tenant may register (an allow-list per tenant).
-  it.fails("b registers a backend a is about to add: a's own /add_llm_server still succeeds and b's jobs never reach it", async () => {
+  // Was a defect: backends were owned first come, first served. A tenant that knew (or guessed,
+  // host:8000 on a shared cluster) the address another tenant's trainer was about to register took it
+  // first: the owner's /add_llm_server was refused and the squatter's jobs ran on the owner's GPUs.
+  // Now the operator may list a tenant's addresses (tenants[].allowed_backends): nobody else can take them.
+  it("b registers a backend a is about to add: a's own /add_llm_server still succeeds and b's jobs never reach it", async () => {
     const taken = await as(B).post('/add_llm_server', { address: spare.url, probe: false });
     const mine = await as(A).post('/add_llm_server', { address: spare.url, probe: false });
     await as(B).post('/remove_llm_server', { address: spare.url });
     await as(A).post('/remove_llm_server', { address: spare.url });
-    expect(taken.status).toBe(409);
+    expect([taken.status, taken.body?.error?.code]).toEqual([409, 'backend_owned']);
     expect(mine.status).toBe(200);
+    // Spelled another way (localhost for 127.0.0.1) it is the same backend, still a's.
+    const alias = await as(B).post('/add_llm_server', { address: spare.url.replace('127.0.0.1', 'localhost'), probe: false });
+    expect([alias.status, alias.body?.error?.code]).toEqual([409, 'backend_owned']);
+    // And a registers nothing off its list.
+    const off = await as(A).post('/add_llm_server', { address: simB.url.replace(/:\d+$/, ':9'), probe: false });
+    expect([off.status, off.body?.error?.code]).toEqual([403, 'forbidden']);
+    expect(off.body?.error?.message).toMatch(/allowed_backends/);
   });
 });
 

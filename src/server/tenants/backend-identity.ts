@@ -37,3 +37,18 @@ export function backendIdentity(address: string): string {
   const local = isLoopbackHost(host) || thisHost().has(host);
   return `${local ? 'this-host' : host}:${port}`;
 }
+
+/**
+ * An `allowed_backends` entry as a backend identity: `http://host:port` as backendIdentity says,
+ * `http://host:*` as `<host identity>:*` (any port of that host).
+ */
+export function allowedIdentity(entry: string): string {
+  const any = /:\*\/?$/.test(entry);
+  const id = backendIdentity(any ? entry.replace(/:\*(\/?)$/, ':1$1') : entry);
+  return any ? `${id.slice(0, id.lastIndexOf(':'))}:*` : id;
+}
+
+/** Whether a backend identity is on a list of allowedIdentity entries. */
+export function identityAllowed(list: readonly string[], id: string): boolean {
+  return list.includes(id) || list.includes(`${id.slice(0, id.lastIndexOf(':'))}:*`);
+}

@@ -12,6 +12,8 @@ export interface TenantSettings {
   maxRunning: number;
   /** Jobs waiting for a stage at once (Infinity: no cap). */
   maxQueued: number;
+  /** `allowed_backends`: the only backend addresses it may register (undefined: any). */
+  allowedBackends?: readonly string[];
 }
 
 /**
@@ -28,6 +30,8 @@ export class Tenant implements ShareHolder {
   readonly maxPriority: number;
   readonly maxInStage: number;
   readonly maxQueued: number;
+  /** Backend identities (backendIdentity) or `host:*` it may register; undefined: any. */
+  readonly allowedBackends: readonly string[] | undefined;
   /** Jobs inside a stage now (kept by the stage limiters). */
   inStage = 0;
   /** Jobs admitted and not ended. */
@@ -50,6 +54,7 @@ export class Tenant implements ShareHolder {
     this.maxPriority = s.maxPriority;
     this.maxInStage = s.maxRunning;
     this.maxQueued = s.maxQueued;
+    this.allowedBackends = s.allowedBackends;
   }
 
   /** Jobs admitted and waiting for a stage (in a queue, or between stages). */

@@ -4,6 +4,7 @@ import { RaasError } from '../../protocol/errors.js';
 import { resolveToken } from '../../util/secret.js';
 import type { BackendPool } from '../llm/pool.js';
 import { DEFAULT_TENANT, Tenant } from './tenant.js';
+import { allowedIdentity } from './backend-identity.js';
 
 /** Makes a tenant's LLM backend pool. */
 export type PoolFactory = (tenant: string) => BackendPool;
@@ -51,6 +52,7 @@ export class TenantSet {
             maxPriority: Math.max(c.priority, c.max_priority ?? c.priority),
             maxRunning: c.max_running ?? Infinity,
             maxQueued: c.max_queued ?? Infinity,
+            ...(c.allowed_backends ? { allowedBackends: c.allowed_backends.map(allowedIdentity) } : {}),
           },
           makePool(c.name),
           c.name,
