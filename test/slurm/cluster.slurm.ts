@@ -3,6 +3,7 @@ import { mkdtempSync, readFileSync, readdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { withEnv } from '../helpers/procs.js';
 import {
   JOIN_TEMPLATE,
   ROOT,
@@ -199,7 +200,9 @@ describe('raas.sbatch on a local multi-node Slurm cluster', () => {
     const survivors = nodes.slice(0, -1);
     const { dir, id, runDir, journal } = start('--smoke --steps 5');
     await waitFile(path.join(runDir, 'batches', 'step-0.json'), id, 300);
-    const serve = processes('cli.js serve', `--host ${victim.address} `);
+    // This job's server only: the previous test's job may still be shutting down on the same node.
+    const ofJob = new Set(withEnv('SLURM_JOB_ID', id).map((p) => p.pid));
+    const serve = processes('cli.js serve', `--host ${victim.address} `).filter((p) => ofJob.has(p.pid));
     expect(
       serve.map((p) => p.cmd),
       `exactly one raas serve on ${victim.node}`,
