@@ -1,5 +1,5 @@
 import os from 'node:os';
-import { isLoopbackHost } from '../auth.js';
+import { isLoopbackHost } from '../../util/loopback.js';
 import { normalizeAddress } from '../llm/http.js';
 
 /** Names and addresses of this machine: a backend bound to 0.0.0.0 here answers on each of them. */
